@@ -1,0 +1,40 @@
+# The README's two commands: `make demo` and `make test`. Both set up .venv on first use.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit install clean check-java
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+
+# Reinstall only when the project's dependencies change.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+check-java:
+	@java -version >/dev/null 2>&1 || { echo "Java 17+ is needed by spark-submit: install a JDK (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
+
+demo: install check-java
+	$(PY) demo/run_demo.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+unit: install
+	$(VENV)/bin/pytest tests/unit -q
+
+test: install check-java lint typecheck
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf .demo .test-work .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,200 @@
+"""The Spark job: one task per shard range reads and stages; the driver commits once.
+
+Run through ``spark-submit`` with ``--plan`` (a :class:`BatchPlan` JSON file) and ``--result``
+(where the driver writes what was loaded). Credentials arrive as environment variables: the
+standard ``AWS_*`` ones (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON``
+with the snowflake-connector-python keyword arguments. Nothing secret is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
+from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.readers import read_shard_range
+from airflow_kinesis_snowflake.core.records import DeadLetter, ParseError, kinesis_metadata, parse_payload
+from airflow_kinesis_snowflake.core.schema import FAILURE_SCHEMA, METADATA_TYPE, ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
+
+SNOWFLAKE_ENV = "SNOWFLAKE_CONNECTION_JSON"
+
+
+def snowflake_params_from_env() -> dict[str, Any]:
+    raw = os.environ.get(SNOWFLAKE_ENV)
+    if not raw:
+        raise RuntimeError(f"{SNOWFLAKE_ENV} is not set: the Snowflake connection reaches the job through it")
+    params: dict[str, Any] = json.loads(raw)
+    if "private_key_der_base64" in params:
+        params["private_key"] = base64.b64decode(params.pop("private_key_der_base64"))
+    return params
+
+
+@contextmanager
+def snowflake_connection() -> Iterator[Any]:
+    import snowflake.connector
+
+    conn = snowflake.connector.connect(**snowflake_params_from_env())
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def kinesis_client(region: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    # Standard retries back off on ProvisionedThroughputExceeded / LimitExceeded throttling.
+    return boto3.client("kinesis", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 10}))
+
+
+def process_range(range_data: dict[str, Any], plan_json: str, columns: list[dict[str, Any]], stage_dir: str) -> dict[str, Any]:
+    """Spark task: read one shard range, build Parquet, stage it. Returns the range's summary."""
+    plan = BatchPlan.from_json(plan_json)
+    shard_range = ShardRange.from_dict(range_data)
+    read = read_shard_range(
+        kinesis_client(plan.region),
+        plan.stream_name,
+        shard_range,
+        cutoff=plan.cutoff,
+        max_records_per_call=plan.max_records_per_call,
+    )
+    mapping = ColumnMap([TableColumn(**c) for c in columns])
+    rows: list[dict[str, Any]] = []
+    metadata: list[dict[str, Any]] = []
+    dead: list[DeadLetter] = []
+    for record in read.records:
+        try:
+            row = mapping.map_record(parse_payload(record.data))
+        except (ParseError, ValueError) as err:
+            dead.append(DeadLetter(record, str(err)))
+            continue
+        rows.append(row)
+        metadata.append(kinesis_metadata(plan.stream_name, record))
+
+    file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
+    with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, snowflake_connection() as conn:
+        sink = SnowflakeSink(conn, plan.destination)
+        if rows:
+            path = Path(tmp) / f"{file_stem}.parquet"
+            pq.write_table(mapping.to_arrow(rows, metadata), path)
+            sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+        if dead:
+            path = Path(tmp) / f"{file_stem}.failures.parquet"
+            table = pa.Table.from_arrays(
+                [
+                    pa.array([base64.b64encode(d.record.data).decode("ascii") for d in dead]),
+                    pa.array([d.error for d in dead]),
+                    pa.array([kinesis_metadata(plan.stream_name, d.record) for d in dead], type=METADATA_TYPE),
+                ],
+                schema=FAILURE_SCHEMA,
+            )
+            pq.write_table(table, path)
+            sink.put_file(path, f"{stage_dir}/{FAILURES_DIR}")
+    return {
+        "shard_id": shard_range.shard_id,
+        "start": shard_range.start.to_dict() if shard_range.start else None,
+        "end": read.last.to_dict() if read.last and read.records else None,
+        "records": len(read.records),
+        "rows": len(rows),
+        "dead_letters": len(dead),
+        "bytes": sum(len(r.data) for r in read.records),
+        "shard_end": read.shard_end,
+        "get_records_calls": read.get_records_calls,
+    }
+
+
+def commit(plan: BatchPlan, stage_dir: str, shard_results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Driver: load everything staged and move the ledger in one transaction."""
+    ends = {r["shard_id"]: Checkpoint.from_dict(r["end"]) for r in shard_results if r["end"]}
+    starts = {r["shard_id"]: (Checkpoint.from_dict(r["start"]) if r["start"] else None) for r in shard_results}
+    rows = sum(r["rows"] for r in shard_results)
+    failures = sum(r["dead_letters"] for r in shard_results)
+    loaded = failed = 0
+    if ends:
+        with snowflake_connection() as conn:
+            sink = SnowflakeSink(conn, plan.destination)
+            result = sink.commit_batch(
+                application_name=plan.application_name,
+                generation_id=plan.generation_id,
+                batch_id=plan.batch_id,
+                stage_dir=stage_dir,
+                starts=starts,
+                ends=ends,
+                rows=rows,
+                failures=failures,
+            )
+            loaded, failed = result.rows_loaded, result.failures_loaded
+            # Staged files are only needed until the commit; a leftover is harmless (each attempt
+            # has its own directory), so failing to remove it must not fail a committed batch.
+            try:
+                sink.remove_staged(stage_dir)
+            except Exception as err:  # noqa: BLE001
+                print(f"warning: staged files under {stage_dir} were not removed: {err}", file=sys.stderr)
+    return {
+        "batch_id": plan.batch_id,
+        "stage_dir": stage_dir,
+        "committed": bool(ends),
+        "rows_loaded": loaded,
+        "dead_letters": failed,
+        "shards": shard_results,
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+    }
+
+
+def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}").getOrCreate()
+    try:
+        with snowflake_connection() as conn:
+            sink = SnowflakeSink(conn, plan.destination)
+            sink.ensure_support_objects()
+            columns = [c.__dict__ for c in sink.describe_columns()]
+        # A fresh directory per attempt: a retried batch never mixes with a failed attempt's files.
+        stage_dir = f"{plan.application_name}/{plan.batch_id}/{uuid.uuid4().hex[:12]}"
+        plan_json = plan.to_json()
+        ranges = [r.to_dict() for r in plan.ranges]
+        shard_results = (
+            spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+            .map(lambda r: process_range(r, plan_json, columns, stage_dir))
+            .collect()
+        ) if ranges else []
+        result = commit(plan, stage_dir, shard_results)
+    finally:
+        spark.stop()
+    result_path.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Load one Kinesis micro-batch into Snowflake")
+    parser.add_argument("--plan", required=True, type=Path, help="BatchPlan JSON file")
+    parser.add_argument("--result", required=True, type=Path, help="where to write the batch result JSON")
+    args = parser.parse_args(argv)
+    plan = BatchPlan.from_json(args.plan.read_text())
+    result = run(plan, args.result)
+    print(
+        f"batch {result['batch_id']}: {result['rows_loaded']} rows loaded, "
+        f"{result['dead_letters']} dead letters, {len(result['shards'])} shards"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""The DynamoDB lease/checkpoint table, named after the application name.
+
+One item per shard holds its lease (owner, counter, expiry) and its checkpoint; one metadata item
+describes the table. Every ownership change and every checkpoint is a conditional write on the
+lease counter, so a worker that lost its lease cannot move a checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.shards import Shard
+
+SCHEMA_VERSION = 1
+CREATED_BY = "airflow-provider-kinesis-snowflake"
+CREATED_BY_TAG = "created-by"
+APPLICATION_TAG = "application-name"
+METADATA_KEY = "#metadata"
+KEY_ATTRIBUTE = "lease_key"
+
+STATE_ACTIVE = "ACTIVE"
+STATE_SHARD_END = "SHARD_END"
+
+
+class LeaseTableError(RuntimeError):
+    """The lease table is missing, foreign or unusable."""
+
+
+class LeaseLostError(RuntimeError):
+    """A conditional write failed: another worker took the lease, or the checkpoint moved."""
+
+
+@dataclass(frozen=True)
+class StartPosition:
+    """Where a shard with no checkpoint is read from.
+
+    LATEST is resolved once, when the lease is created, to AT_TIMESTAMP of that moment: a batch
+    that runs later then still reads what arrived after the application started, and a retry of a
+    batch reads the same records.
+    """
+
+    position: InitialPosition
+    timestamp: datetime | None = None
+
+    @classmethod
+    def resolve(cls, initial: InitialPosition, timestamp: datetime | None, now: datetime) -> StartPosition:
+        if initial is InitialPosition.LATEST:
+            return cls(InitialPosition.AT_TIMESTAMP, now)
+        if initial is InitialPosition.AT_TIMESTAMP:
+            if timestamp is None:
+                raise ValueError("AT_TIMESTAMP needs a timestamp")
+            return cls(initial, timestamp)
+        return cls(InitialPosition.TRIM_HORIZON)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position.value,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StartPosition:
+        ts = data.get("timestamp")
+        return cls(InitialPosition(data["position"]), datetime.fromisoformat(ts) if ts else None)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A shard's lease and checkpoint, as stored."""
+
+    shard_id: str
+    lease_counter: int
+    start: StartPosition
+    parent_shard_ids: tuple[str, ...] = ()
+    lease_owner: str | None = None
+    lease_expires_at: float = 0.0
+    checkpoint: Checkpoint | None = None
+    state: str = STATE_ACTIVE
+
+    @property
+    def shard_ended(self) -> bool:
+        return self.state == STATE_SHARD_END
+
+    def is_held(self, now: float) -> bool:
+        return self.lease_owner is not None and self.lease_expires_at > now
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    application_name: str
+    stream_name: str
+    generation_id: str
+    schema_version: int
+    created_by: str
+    created_at: str
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _lease_from_item(item: dict[str, Any]) -> Lease:
+    checkpoint = None
+    if "checkpoint_sequence_number" in item:
+        checkpoint = Checkpoint(
+            item["checkpoint_sequence_number"]["S"], int(item["checkpoint_sub_sequence_number"]["N"])
+        )
+    ts = item.get("start_timestamp", {}).get("S")
+    return Lease(
+        shard_id=item[KEY_ATTRIBUTE]["S"],
+        lease_counter=int(item["lease_counter"]["N"]),
+        start=StartPosition(
+            InitialPosition(item["start_position"]["S"]), datetime.fromisoformat(ts) if ts else None
+        ),
+        parent_shard_ids=tuple(p["S"] for p in item.get("parent_shard_ids", {}).get("L", [])),
+        lease_owner=item.get("lease_owner", {}).get("S"),
+        lease_expires_at=float(item.get("lease_expires_at", {}).get("N", "0")),
+        checkpoint=checkpoint,
+        state=item.get("state", {}).get("S", STATE_ACTIVE),
+    )
+
+
+def _is_conditional_failure(err: ClientError) -> bool:
+    return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class LeaseTable:
+    """Reads and writes one application's lease table through a boto3 DynamoDB client."""
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self.client = client
+        self.table_name = table_name
+
+    # -- the table itself ---------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        try:
+            self.client.describe_table(TableName=self.table_name)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return False
+            raise
+        return True
+
+    def create(self, *, stream_name: str, application_name: str, wait_seconds: float = 120) -> bool:
+        """Create the table (on-demand, tagged) and its metadata item; False when it already existed.
+
+        An existing table is accepted only when its metadata item says this provider made it.
+        """
+        created = False
+        if not self.exists():
+            try:
+                self.client.create_table(
+                    TableName=self.table_name,
+                    AttributeDefinitions=[{"AttributeName": KEY_ATTRIBUTE, "AttributeType": "S"}],
+                    KeySchema=[{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}],
+                    BillingMode="PAY_PER_REQUEST",
+                    Tags=[
+                        {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
+                        {"Key": APPLICATION_TAG, "Value": application_name},
+                    ],
+                )
+                created = True
+            except ClientError as err:
+                # Another worker created it between our check and our call: that is fine.
+                if err.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                    raise
+            self.client.get_waiter("table_exists").wait(
+                TableName=self.table_name,
+                WaiterConfig={"Delay": 1, "MaxAttempts": max(1, int(wait_seconds))},
+            )
+        metadata = self.metadata()
+        if metadata is None:
+            if not created and self._has_items():
+                raise LeaseTableError(
+                    f"DynamoDB table {self.table_name!r} exists but was not created by {CREATED_BY} "
+                    "(no metadata item). Choose another application_name, or migrate a KCL table."
+                )
+            self._put_metadata(stream_name, application_name)
+        elif metadata.stream_name != stream_name:
+            raise LeaseTableError(
+                f"lease table {self.table_name!r} tracks stream {metadata.stream_name!r}, not "
+                f"{stream_name!r}; use another application_name for this stream"
+            )
+        return created
+
+    def _has_items(self) -> bool:
+        return bool(self.client.scan(TableName=self.table_name, Limit=1).get("Items"))
+
+    def _put_metadata(self, stream_name: str, application_name: str) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item={
+                    KEY_ATTRIBUTE: _s(METADATA_KEY),
+                    "item_type": _s("METADATA"),
+                    "schema_version": _n(SCHEMA_VERSION),
+                    "application_name": _s(application_name),
+                    "stream_name": _s(stream_name),
+                    "generation_id": _s(uuid.uuid4().hex),
+                    "created_by": _s(CREATED_BY),
+                    "created_at": _s(datetime.now(timezone.utc).isoformat()),
+                },
+                ConditionExpression="attribute_not_exists(#k)",
+                ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            )
+        except ClientError as err:
+            if not _is_conditional_failure(err):
+                raise
+
+    def metadata(self) -> TableMetadata | None:
+        item = self.client.get_item(
+            TableName=self.table_name, Key={KEY_ATTRIBUTE: _s(METADATA_KEY)}, ConsistentRead=True
+        ).get("Item")
+        if not item:
+            return None
+        return TableMetadata(
+            application_name=item["application_name"]["S"],
+            stream_name=item["stream_name"]["S"],
+            generation_id=item["generation_id"]["S"],
+            schema_version=int(item["schema_version"]["N"]),
+            created_by=item["created_by"]["S"],
+            created_at=item["created_at"]["S"],
+        )
+
+    # -- shard leases ---------------------------------------------------------------------------
+
+    def leases(self) -> dict[str, Lease]:
+        """Every shard lease, by shard id (strongly consistent)."""
+        leases: dict[str, Lease] = {}
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": True}
+        while True:
+            page = self.client.scan(**kwargs)
+            for item in page.get("Items", []):
+                if item.get("item_type", {}).get("S") == "SHARD":
+                    lease = _lease_from_item(item)
+                    leases[lease.shard_id] = lease
+            if "LastEvaluatedKey" not in page:
+                return leases
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def sync_shards(self, shards: Iterable[Shard], start: StartPosition) -> dict[str, Lease]:
+        """Create a lease for every shard that has none; existing leases are left as they are."""
+        leases = self.leases()
+        for shard in shards:
+            if shard.shard_id in leases:
+                continue
+            lease = Lease(shard_id=shard.shard_id, lease_counter=0, start=start,
+                          parent_shard_ids=shard.parent_shard_ids)
+            item: dict[str, Any] = {
+                KEY_ATTRIBUTE: _s(shard.shard_id),
+                "item_type": _s("SHARD"),
+                "lease_counter": _n(0),
+                "start_position": _s(start.position.value),
+                "parent_shard_ids": {"L": [_s(p) for p in shard.parent_shard_ids]},
+                "state": _s(STATE_ACTIVE),
+            }
+            if start.timestamp is not None:
+                item["start_timestamp"] = _s(start.timestamp.isoformat())
+            try:
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(#k)",
+                    ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+                )
+                leases[shard.shard_id] = lease
+            except ClientError as err:
+                if not _is_conditional_failure(err):
+                    raise
+                # Created concurrently by another worker: read theirs.
+                leases = self.leases()
+        return leases
+
+    def take(self, lease: Lease, owner: str, duration_seconds: float, now: float | None = None) -> Lease | None:
+        """Take a lease that is free or expired; None when another worker got there first."""
+        now = time.time() if now is None else now
+        expires = now + duration_seconds
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
+                UpdateExpression="SET lease_owner = :owner, lease_expires_at = :exp, lease_counter = :next",
+                ConditionExpression="lease_counter = :seen",
+                ExpressionAttributeValues={
+                    ":owner": _s(owner),
+                    ":exp": _n(expires),
+                    ":next": _n(lease.lease_counter + 1),
+                    ":seen": _n(lease.lease_counter),
+                },
+            )
+        except ClientError as err:
+            if _is_conditional_failure(err):
+                return None
+            raise
+        return replace(lease, lease_owner=owner, lease_expires_at=expires, lease_counter=lease.lease_counter + 1)
+
+    def checkpoint(self, lease: Lease, checkpoint: Checkpoint | None, *, shard_end: bool = False) -> Lease:
+        """Move the checkpoint of a lease we hold; :class:`LeaseLostError` if we no longer hold it."""
+        values: dict[str, Any] = {
+            ":owner": _s(lease.lease_owner or ""),
+            ":seen": _n(lease.lease_counter),
+            ":next": _n(lease.lease_counter + 1),
+            ":state": _s(STATE_SHARD_END if shard_end else lease.state),
+        }
+        update = "SET lease_counter = :next, #state = :state"
+        if checkpoint is not None:
+            update += ", checkpoint_sequence_number = :seq, checkpoint_sub_sequence_number = :sub"
+            values[":seq"] = _s(checkpoint.sequence_number)
+            values[":sub"] = _n(checkpoint.sub_sequence_number)
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
+                UpdateExpression=update,
+                ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as err:
+            if _is_conditional_failure(err):
+                raise LeaseLostError(
+                    f"lease on shard {lease.shard_id} in {self.table_name} was taken by another worker; "
+                    "its checkpoint was not moved"
+                ) from err
+            raise
+        return replace(
+            lease,
+            lease_counter=lease.lease_counter + 1,
+            checkpoint=checkpoint or lease.checkpoint,
+            state=STATE_SHARD_END if shard_end else lease.state,
+        )
+
+    def release(self, lease: Lease) -> None:
+        """Give a held lease back; a lease we already lost is left to its new owner."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
+                UpdateExpression="REMOVE lease_owner SET lease_expires_at = :zero, lease_counter = :next",
+                ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
+                ExpressionAttributeValues={
+                    ":owner": _s(lease.lease_owner or ""),
+                    ":seen": _n(lease.lease_counter),
+                    ":next": _n(lease.lease_counter + 1),
+                    ":zero": _n(0),
+                },
+            )
+        except ClientError as err:
+            if not _is_conditional_failure(err):
+                raise

@@ -1,0 +1,153 @@
+"""BatchPlan: which shard ranges one micro-batch covers.
+
+A plan is plain JSON and fully determined by the checkpoints, the cut-off time and the caps, so a
+retry of the same batch reads the same records and stages them under the same batch id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from airflow_kinesis_snowflake.core.leases import Lease, StartPosition
+from airflow_kinesis_snowflake.core.positions import Checkpoint
+
+
+@dataclass(frozen=True)
+class ShardRange:
+    """Records of one shard after ``start`` (or from ``start_position``), up to the caps."""
+
+    shard_id: str
+    start: Checkpoint | None
+    start_position: StartPosition
+    max_records: int
+    ending_sequence_number: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shard_id": self.shard_id,
+            "start": self.start.to_dict() if self.start else None,
+            "start_position": self.start_position.to_dict(),
+            "max_records": self.max_records,
+            "ending_sequence_number": self.ending_sequence_number,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShardRange:
+        return cls(
+            shard_id=data["shard_id"],
+            start=Checkpoint.from_dict(data["start"]) if data.get("start") else None,
+            start_position=StartPosition.from_dict(data["start_position"]),
+            max_records=int(data["max_records"]),
+            ending_sequence_number=data.get("ending_sequence_number"),
+        )
+
+
+@dataclass(frozen=True)
+class Destination:
+    database: str
+    schema: str
+    table: str
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One micro-batch: the shard ranges, where they go, and the bounds shared by all ranges."""
+
+    application_name: str
+    generation_id: str
+    stream_name: str
+    region: str
+    destination: Destination
+    cutoff: datetime
+    max_records_per_call: int
+    ranges: tuple[ShardRange, ...] = field(default=())
+
+    @property
+    def batch_id(self) -> str:
+        """Stable id of this plan: same checkpoints, cut-off and caps give the same id."""
+        digest = hashlib.sha256(
+            json.dumps(
+                {
+                    "app": self.application_name,
+                    "gen": self.generation_id,
+                    "cutoff": self.cutoff.isoformat(),
+                    "ranges": [r.to_dict() for r in self.ranges],
+                },
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()
+        return digest[:20]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "batch_id": self.batch_id,
+                "application_name": self.application_name,
+                "generation_id": self.generation_id,
+                "stream_name": self.stream_name,
+                "region": self.region,
+                "destination": {
+                    "database": self.destination.database,
+                    "schema": self.destination.schema,
+                    "table": self.destination.table,
+                },
+                "cutoff": self.cutoff.isoformat(),
+                "max_records_per_call": self.max_records_per_call,
+                "ranges": [r.to_dict() for r in self.ranges],
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchPlan:
+        data = json.loads(text)
+        return cls(
+            application_name=data["application_name"],
+            generation_id=data["generation_id"],
+            stream_name=data["stream_name"],
+            region=data["region"],
+            destination=Destination(**data["destination"]),
+            cutoff=datetime.fromisoformat(data["cutoff"]),
+            max_records_per_call=int(data["max_records_per_call"]),
+            ranges=tuple(ShardRange.from_dict(r) for r in data["ranges"]),
+        )
+
+
+def eligible_leases(leases: Mapping[str, Lease], now: float) -> list[Lease]:
+    """Leases this batch may take: not finished, free or expired, and with every parent finished.
+
+    A parent with no lease has left the stream's retention period and counts as finished.
+    """
+    eligible = []
+    for shard_id in sorted(leases):
+        lease = leases[shard_id]
+        if lease.shard_ended or lease.is_held(now):
+            continue
+        if all(leases[p].shard_ended for p in lease.parent_shard_ids if p in leases):
+            eligible.append(lease)
+    return eligible
+
+
+def plan_ranges(
+    leases: Iterable[Lease],
+    *,
+    max_records_per_shard: int,
+    ending_sequence_numbers: Mapping[str, str | None] | None = None,
+) -> tuple[ShardRange, ...]:
+    """One range per held lease, starting after its checkpoint."""
+    ends = ending_sequence_numbers or {}
+    return tuple(
+        ShardRange(
+            shard_id=lease.shard_id,
+            start=lease.checkpoint,
+            start_position=lease.start,
+            max_records=max_records_per_shard,
+            ending_sequence_number=ends.get(lease.shard_id),
+        )
+        for lease in sorted(leases, key=lambda lease: lease.shard_id)
+    )

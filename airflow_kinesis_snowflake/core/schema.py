@@ -1,0 +1,181 @@
+"""Map first-level JSON keys onto the destination table's columns and build Arrow batches.
+
+Keys match columns case-insensitively, as Snowflake resolves unquoted identifiers. Keys with no
+column are ignored. A value that does not fit its column makes the record a dead letter naming
+the column and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+
+METADATA_COLUMN = "KINESISMETADATA"
+
+METADATA_TYPE = pa.struct(
+    [
+        ("stream", pa.string()),
+        ("shardId", pa.string()),
+        ("approximateArrival", pa.string()),
+        ("partitionKey", pa.string()),
+        ("sequenceNumber", pa.string()),
+        ("subSequenceNumber", pa.int64()),
+        ("shardedSequenceNumber", pa.string()),
+    ]
+)
+
+_INTEGER_TYPES = {"INT", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "BYTEINT"}
+_FLOAT_TYPES = {"FLOAT", "FLOAT4", "FLOAT8", "DOUBLE", "DOUBLE PRECISION", "REAL"}
+_NUMBER_TYPES = {"NUMBER", "DECIMAL", "NUMERIC", "FIXED"}
+_TEXT_TYPES = {"VARCHAR", "TEXT", "STRING", "CHAR", "CHARACTER"}
+_SEMI_STRUCTURED = {"VARIANT", "OBJECT", "ARRAY"}
+_TIMESTAMP_TYPES = {"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "DATETIME"}
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A destination column as INFORMATION_SCHEMA.COLUMNS describes it."""
+
+    name: str
+    data_type: str
+    nullable: bool = True
+    numeric_scale: int = 0
+
+    @property
+    def base_type(self) -> str:
+        return re.sub(r"\(.*\)", "", self.data_type).strip().upper()
+
+
+def arrow_type(column: TableColumn) -> pa.DataType:
+    """The Parquet/Arrow type a column's values are written as."""
+    base = column.base_type
+    if base in _INTEGER_TYPES or (base in _NUMBER_TYPES and column.numeric_scale == 0):
+        return pa.int64()
+    if base in _NUMBER_TYPES:
+        return pa.decimal128(38, column.numeric_scale)
+    if base in _FLOAT_TYPES:
+        return pa.float64()
+    if base == "BOOLEAN":
+        return pa.bool_()
+    if base in _TIMESTAMP_TYPES:
+        return pa.timestamp("us", tz="UTC")
+    if base == "DATE":
+        return pa.date32()
+    return pa.string()
+
+
+def coerce(value: Any, column: TableColumn) -> Any:
+    """Convert a JSON value to the column's Arrow value; :class:`ValueError` says why it cannot."""
+    if value is None:
+        return None
+    base = column.base_type
+    target = arrow_type(column)
+    if pa.types.is_integer(target):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"expected a whole number for {base}, got {type(value).__name__}")
+        try:
+            number = Decimal(str(value))
+        except InvalidOperation:
+            raise ValueError(f"expected a whole number for {base}, got {value!r}") from None
+        if number != number.to_integral_value():
+            raise ValueError(f"expected a whole number for {base}, got {value!r}")
+        as_int = int(number)
+        if not _INT64[0] <= as_int <= _INT64[1]:
+            raise ValueError(f"number {value!r} is out of range for {base}")
+        return as_int
+    if pa.types.is_decimal(target):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"expected a number for {base}, got {type(value).__name__}")
+        try:
+            return Decimal(str(value)).quantize(Decimal(1).scaleb(-column.numeric_scale))
+        except InvalidOperation:
+            raise ValueError(f"expected a number for {base}, got {value!r}") from None
+    if pa.types.is_floating(target):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"expected a number for {base}, got {type(value).__name__}")
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"expected a number for {base}, got {value!r}") from None
+    if pa.types.is_boolean(target):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ValueError(f"expected a boolean, got {type(value).__name__}")
+    if pa.types.is_timestamp(target):
+        if not isinstance(value, str):
+            raise ValueError(f"expected an ISO 8601 timestamp string, got {type(value).__name__}")
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    if pa.types.is_date32(target):
+        if not isinstance(value, str):
+            raise ValueError(f"expected an ISO 8601 date string, got {type(value).__name__}")
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 date: {value!r}") from None
+    if base in _SEMI_STRUCTURED:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"expected a scalar for {base}, got a JSON {type(value).__name__}")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class ColumnMap:
+    """First-level keys to table columns, case-insensitively; KINESISMETADATA is ours alone."""
+
+    def __init__(self, columns: Sequence[TableColumn]) -> None:
+        self.columns = tuple(c for c in columns if c.name.upper() != METADATA_COLUMN)
+        self._by_key = {c.name.casefold(): c for c in self.columns}
+
+    def map_record(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Column name -> Arrow value. Raises :class:`ValueError` naming the column on a bad value.
+
+        When two keys differ only by case, the first in the document wins.
+        """
+        row: dict[str, Any] = {}
+        for key, value in obj.items():
+            column = self._by_key.get(key.casefold())
+            if column is None or column.name in row:
+                continue
+            try:
+                row[column.name] = coerce(value, column)
+            except ValueError as err:
+                raise ValueError(f"column {column.name}: {err}") from None
+        return row
+
+    def arrow_schema(self) -> pa.Schema:
+        fields = [pa.field(c.name, arrow_type(c)) for c in self.columns]
+        return pa.schema([*fields, pa.field(METADATA_COLUMN, METADATA_TYPE)])
+
+    def to_arrow(self, rows: Iterable[Mapping[str, Any]], metadata: Iterable[Mapping[str, Any]]) -> pa.Table:
+        """Build the table to stage: one Arrow column per table column, then KINESISMETADATA."""
+        rows = list(rows)
+        arrays = [
+            pa.array([row.get(c.name) for row in rows], type=arrow_type(c)) for c in self.columns
+        ]
+        arrays.append(pa.array(list(metadata), type=METADATA_TYPE))
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema())
+
+
+FAILURE_SCHEMA = pa.schema(
+    [
+        ("RECORD_CONTENT_BASE64", pa.string()),
+        ("ERROR_MESSAGE", pa.string()),
+        (METADATA_COLUMN, METADATA_TYPE),
+    ]
+)

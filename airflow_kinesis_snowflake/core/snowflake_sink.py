@@ -1,0 +1,216 @@
+"""Stage Parquet files and load them with the ledger update in one Snowflake transaction.
+
+The ledger holds, per application, lease-table generation and shard, the last record loaded. A
+batch's ledger rows are written first in the transaction and only if they still hold the marks
+the batch started from; otherwise the transaction is rolled back and nothing is loaded. So a
+stale or duplicate writer adds no rows, and Snowflake alone says what was loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.schema import TableColumn
+
+LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
+STAGE_NAME = "KINESIS_INGEST_STAGE"
+PARSE_FAILURES_SUFFIX = "_PARSE_FAILURES"
+ROWS_DIR = "rows"
+FAILURES_DIR = "failures"
+
+_STAGE_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+$")
+
+
+class StaleBatchError(RuntimeError):
+    """The ledger no longer holds the marks this batch started from: another writer got there."""
+
+
+class LoadError(RuntimeError):
+    """COPY INTO did not load what was staged."""
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a Snowflake identifier; embedded double quotes are doubled."""
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid identifier {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    rows_loaded: int
+    failures_loaded: int
+
+
+class SnowflakeSink:
+    """Everything the ingestion does in Snowflake, over a snowflake-connector-python connection."""
+
+    def __init__(self, connection: Any, destination: Destination) -> None:
+        self.connection = connection
+        self.destination = destination
+        db, schema = quote_identifier(destination.database), quote_identifier(destination.schema)
+        self.table = f"{db}.{schema}.{quote_identifier(destination.table)}"
+        self.failures_table = f"{db}.{schema}.{quote_identifier(destination.table + PARSE_FAILURES_SUFFIX)}"
+        self.ledger = f"{db}.{schema}.{quote_identifier(LEDGER_TABLE)}"
+        self.stage = f"{db}.{schema}.{quote_identifier(STAGE_NAME)}"
+
+    def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        cur = self.connection.cursor()
+        try:
+            cur.execute(sql, params)
+            return list(cur.fetchall()) if cur.description else []
+        finally:
+            cur.close()
+
+    def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
+        cur = self.connection.cursor()
+        try:
+            cur.execute(sql, params)
+            return int(cur.rowcount or 0)
+        finally:
+            cur.close()
+
+    # -- objects --------------------------------------------------------------------------------
+
+    def describe_columns(self) -> list[TableColumn]:
+        """The destination's columns in table order; a clear error when the table is missing."""
+        d = self.destination
+        rows = self._execute(
+            f"SELECT column_name, data_type, is_nullable, numeric_scale "
+            f"FROM {quote_identifier(d.database)}.information_schema.columns "
+            "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (d.schema, d.table),
+        )
+        if not rows:
+            raise LookupError(
+                f"destination table {self.table} does not exist or has no columns; create it "
+                "(with a KINESISMETADATA OBJECT column) or run the provisioning DAG"
+            )
+        return [
+            TableColumn(name=r[0], data_type=str(r[1]), nullable=str(r[2]).upper() == "YES",
+                        numeric_scale=int(r[3] or 0))
+            for r in rows
+        ]
+
+    def ensure_support_objects(self) -> None:
+        """Ledger, parse-failure table and stage; idempotent DDL, run outside any transaction."""
+        self._execute(
+            f"CREATE TABLE IF NOT EXISTS {self.ledger} ("
+            "APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, "
+            "SHARD_ID VARCHAR NOT NULL, SEQUENCE_NUMBER VARCHAR NOT NULL, "
+            "SUB_SEQUENCE_NUMBER NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, "
+            "UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())"
+        )
+        self._execute(
+            f"CREATE TABLE IF NOT EXISTS {self.failures_table} ("
+            "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, KINESISMETADATA OBJECT)"
+        )
+        self._execute(f"CREATE STAGE IF NOT EXISTS {self.stage}")
+
+    # -- ledger ---------------------------------------------------------------------------------
+
+    def read_ledger(self, application_name: str, generation_id: str) -> dict[str, Checkpoint]:
+        rows = self._execute(
+            f"SELECT SHARD_ID, SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER FROM {self.ledger} "
+            "WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s",
+            (application_name, generation_id),
+        )
+        return {r[0]: Checkpoint(str(r[1]), int(r[2])) for r in rows}
+
+    # -- staging and loading --------------------------------------------------------------------
+
+    def put_file(self, local_path: str | Path, stage_dir: str) -> None:
+        """Upload one local file to ``@stage/<stage_dir>/`` under its own name."""
+        if not _STAGE_PATH.match(stage_dir):
+            raise ValueError(f"unsafe stage path {stage_dir!r}")
+        path = Path(local_path).resolve()
+        if "'" in str(path):
+            raise ValueError(f"unsafe local path {path}")
+        self._execute(f"PUT 'file://{path}' @{self.stage}/{stage_dir}/ AUTO_COMPRESS=FALSE OVERWRITE=TRUE")
+
+    def remove_staged(self, stage_dir: str) -> None:
+        if not _STAGE_PATH.match(stage_dir):
+            raise ValueError(f"unsafe stage path {stage_dir!r}")
+        self._execute(f"REMOVE @{self.stage}/{stage_dir}/")
+
+    def _copy(self, table: str, stage_dir: str, expected_rows: int) -> int:
+        rows = self._execute(
+            f"COPY INTO {table} FROM @{self.stage}/{stage_dir}/ "
+            "FILE_FORMAT = (TYPE = PARQUET) MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE ON_ERROR = ABORT_STATEMENT"
+        )
+        statuses = {str(r[1]) for r in rows}
+        loaded = sum(int(r[3] or 0) for r in rows)
+        if statuses - {"LOADED"} or loaded != expected_rows:
+            raise LoadError(
+                f"COPY INTO {table} from {stage_dir} loaded {loaded} of {expected_rows} rows "
+                f"(file statuses: {sorted(statuses)})"
+            )
+        return loaded
+
+    def commit_batch(
+        self,
+        *,
+        application_name: str,
+        generation_id: str,
+        batch_id: str,
+        stage_dir: str,
+        starts: Mapping[str, Checkpoint | None],
+        ends: Mapping[str, Checkpoint],
+        rows: int,
+        failures: int,
+    ) -> CommitResult:
+        """Load the staged batch and move the ledger, all or nothing.
+
+        :param starts: per shard, the ledger mark the batch started from (None: no mark yet).
+        :param ends: per shard that delivered records, the last record delivered.
+        """
+        self._execute("BEGIN")
+        try:
+            for shard_id in sorted(ends):
+                self._advance_ledger(application_name, generation_id, batch_id, shard_id,
+                                     starts.get(shard_id), ends[shard_id])
+            loaded = self._copy(self.table, f"{stage_dir}/{ROWS_DIR}", rows) if rows else 0
+            failed = self._copy(self.failures_table, f"{stage_dir}/{FAILURES_DIR}", failures) if failures else 0
+            self._execute("COMMIT")
+        except BaseException:
+            self._execute("ROLLBACK")
+            raise
+        return CommitResult(rows_loaded=loaded, failures_loaded=failed)
+
+    def _advance_ledger(
+        self,
+        application_name: str,
+        generation_id: str,
+        batch_id: str,
+        shard_id: str,
+        start: Checkpoint | None,
+        end: Checkpoint,
+    ) -> None:
+        key = (application_name, generation_id, shard_id)
+        if start is None:
+            changed = self._rowcount(
+                f"INSERT INTO {self.ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, SEQUENCE_NUMBER, "
+                "SUB_SEQUENCE_NUMBER, BATCH_ID) SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
+                f"SELECT 1 FROM {self.ledger} WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
+                "AND SHARD_ID = %s)",
+                (*key, end.sequence_number, end.sub_sequence_number, batch_id, *key),
+            )
+        else:
+            changed = self._rowcount(
+                f"UPDATE {self.ledger} SET SEQUENCE_NUMBER = %s, SUB_SEQUENCE_NUMBER = %s, BATCH_ID = %s, "
+                "UPDATED_AT = CURRENT_TIMESTAMP() WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
+                "AND SHARD_ID = %s AND SEQUENCE_NUMBER = %s AND SUB_SEQUENCE_NUMBER = %s",
+                (end.sequence_number, end.sub_sequence_number, batch_id, *key,
+                 start.sequence_number, start.sub_sequence_number),
+            )
+        if changed != 1:
+            raise StaleBatchError(
+                f"ledger mark of shard {shard_id} for application {application_name!r} is no longer "
+                f"{start.to_dict() if start else 'empty'}: another batch loaded it first; nothing was loaded"
+            )

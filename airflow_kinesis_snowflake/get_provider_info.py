@@ -1,0 +1,44 @@
+"""Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-kinesis-snowflake",
+        "name": "Kinesis to Snowflake",
+        "description": "Exactly-once micro-batch ingestion of Amazon Kinesis Data Streams into Snowflake "
+        "tables with PySpark, with per-shard leases and checkpoints in DynamoDB.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Amazon Kinesis to Snowflake",
+                "external-doc-url": "https://docs.aws.amazon.com/streams/latest/dev/introduction.html",
+                "tags": ["aws", "service"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Amazon Kinesis to Snowflake",
+                "python-modules": [
+                    "airflow_kinesis_snowflake.hooks.kinesis",
+                    "airflow_kinesis_snowflake.hooks.snowflake",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Amazon Kinesis to Snowflake",
+                "python-modules": [
+                    "airflow_kinesis_snowflake.operators.lease_table",
+                    "airflow_kinesis_snowflake.operators.ingest",
+                ],
+            }
+        ],
+        "sensors": [],
+        "connection-types": [],
+    }

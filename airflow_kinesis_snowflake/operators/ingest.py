@@ -1,0 +1,287 @@
+"""Run one micro-batch: plan from the lease table, load with Spark, then checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+import zipfile
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+import airflow_kinesis_snowflake
+from airflow_kinesis_snowflake.core import job as spark_job
+from airflow_kinesis_snowflake.core.leases import Lease, LeaseLostError, LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.planning import BatchPlan, Destination, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+DEFAULT_APPLICATION = spark_job.__file__
+
+
+def _package_core(directory: Path) -> Path:
+    """Zip ``airflow_kinesis_snowflake/core`` for ``--py-files``: executors need nothing else."""
+    package = Path(airflow_kinesis_snowflake.__file__).parent
+    archive = directory / "kinesis_snowflake_core.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(package / "__init__.py", "airflow_kinesis_snowflake/__init__.py")
+        for path in sorted((package / "core").glob("*.py")):
+            zf.write(path, f"airflow_kinesis_snowflake/core/{path.name}")
+    return archive
+
+
+class SparkKinesisIngestOperator(BaseOperator):
+    """Load the next micro-batch of a Kinesis stream into a Snowflake table, exactly once.
+
+    Plans one shard range per lease it takes (from the checkpoint, or the initial position on the
+    application's first start, up to ``max_records_per_shard`` records that arrived before the run
+    started), submits the Spark job through
+    :class:`~airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook`, and after the job
+    committed rows and ledger in one Snowflake transaction, moves the DynamoDB checkpoints with
+    conditional writes. Credentials reach Spark as environment variables, never as arguments.
+
+    :param stream_name: the Kinesis data stream.
+    :param application_name: names the lease table; ingestions sharing it share progress.
+    :param database: destination database.
+    :param schema: destination schema.
+    :param table: destination table; it must have a ``KINESISMETADATA`` OBJECT column.
+    :param initial_position: TRIM_HORIZON, LATEST or AT_TIMESTAMP, used only while a shard has no
+        checkpoint.
+    :param initial_timestamp: ISO 8601 start time for AT_TIMESTAMP.
+    :param max_records_per_call: ``Limit`` of each GetRecords call (1..10000).
+    :param max_records_per_shard: cap on records read from one shard in one batch.
+    :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
+    :param lease_duration_seconds: how long a taken lease stays ours without renewal.
+    :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
+    :param region_name: AWS region; defaults to the connection's.
+    :param snowflake_conn_id: Snowflake connection.
+    :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``).
+    :param spark_conf: extra ``--conf`` settings for spark-submit.
+    :param application: the PySpark job file; defaults to the packaged job.
+    """
+
+    template_fields: Sequence[str] = (
+        "stream_name",
+        "application_name",
+        "database",
+        "schema",
+        "table",
+        "initial_timestamp",
+        "aws_conn_id",
+        "region_name",
+        "snowflake_conn_id",
+        "spark_conn_id",
+        "spark_conf",
+    )
+    ui_color = "#8fd3ff"
+
+    def __init__(
+        self,
+        *,
+        stream_name: str,
+        application_name: str,
+        database: str,
+        schema: str,
+        table: str,
+        initial_position: str = InitialPosition.TRIM_HORIZON.value,
+        initial_timestamp: str | None = None,
+        max_records_per_call: int = 10000,
+        max_records_per_shard: int = 100_000,
+        max_shards_per_batch: int | None = None,
+        lease_duration_seconds: int = 3600,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
+        spark_conn_id: str = "spark_default",
+        spark_conf: dict[str, Any] | None = None,
+        application: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream_name = stream_name
+        self.application_name = application_name
+        self.database = database
+        self.schema = schema
+        self.table = table
+        self.initial_position = initial_position
+        self.initial_timestamp = initial_timestamp
+        self.max_records_per_call = max_records_per_call
+        self.max_records_per_shard = max_records_per_shard
+        self.max_shards_per_batch = max_shards_per_batch
+        self.lease_duration_seconds = lease_duration_seconds
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.snowflake_conn_id = snowflake_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.application = application
+        self._spark_hook: SparkSubmitHook | None = None
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def _start_position(self, now: datetime) -> StartPosition:
+        ts = datetime.fromisoformat(self.initial_timestamp.replace("Z", "+00:00")) if self.initial_timestamp else None
+        return StartPosition.resolve(InitialPosition(self.initial_position), ts, now)
+
+    @staticmethod
+    def _cutoff(context: Context, now: datetime) -> datetime:
+        # The run's start is shared by every try of this task, so a retry plans the same batch.
+        dag_run = context.get("dag_run")
+        start = getattr(dag_run, "start_date", None) if dag_run is not None else None
+        if isinstance(start, datetime):
+            return min(start if start.tzinfo else start.replace(tzinfo=timezone.utc), now)
+        return now
+
+    def _take_leases(self, table: LeaseTable, leases: dict[str, Lease], owner: str) -> list[Lease]:
+        held: list[Lease] = []
+        for lease in eligible_leases(leases, time.time()):
+            if self.max_shards_per_batch is not None and len(held) >= self.max_shards_per_batch:
+                break
+            taken = table.take(lease, owner, self.lease_duration_seconds)
+            if taken is not None:
+                held.append(taken)
+        return held
+
+    # -- execution ------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        lease_hook = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name,
+                                    table_name=self.application_name)
+        snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
+        table = lease_hook.lease_table
+        metadata = table.metadata()
+        if metadata is None:
+            raise AirflowException(
+                f"lease table {self.application_name!r} does not exist or has no metadata item; "
+                "run CreateLeaseTableOperator (the create_lease_table task) first"
+            )
+        now = datetime.now(timezone.utc)
+        cutoff = self._cutoff(context, now)
+        shards = kinesis.list_shards(self.stream_name)
+        leases = table.sync_shards(shards, self._start_position(now))
+        destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
+
+        conn = snowflake.get_conn()
+        try:
+            sink = SnowflakeSink(conn, destination)
+            sink.ensure_support_objects()
+            sink.describe_columns()  # fail early, before taking leases, if the table is missing
+            ledger = sink.read_ledger(self.application_name, metadata.generation_id)
+        finally:
+            conn.close()
+
+        owner = f"{context['ti'].dag_id}/{context['ti'].run_id}/{context['ti'].try_number}/{uuid.uuid4().hex[:8]}"
+        held = self._take_leases(table, leases, owner)
+        if not held:
+            self.log.info("No shard to read: every shard is finished, held by another worker, or waits for its parents")
+            return {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
+        try:
+            held = [self._fast_forward(table, lease, ledger.get(lease.shard_id)) for lease in held]
+            ends = {s.shard_id: s.ending_sequence_number for s in shards}
+            plan = BatchPlan(
+                application_name=self.application_name,
+                generation_id=metadata.generation_id,
+                stream_name=self.stream_name,
+                region=kinesis.region_name or "us-east-1",
+                destination=destination,
+                cutoff=cutoff,
+                max_records_per_call=self.max_records_per_call,
+                ranges=plan_ranges(held, max_records_per_shard=self.max_records_per_shard,
+                                   ending_sequence_numbers=ends),
+            )
+            self.log.info("Batch %s: %d shard ranges, cut-off %s", plan.batch_id, len(plan.ranges), cutoff.isoformat())
+            env = {**kinesis.job_environment(),
+                   spark_job.SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
+            result = self._run_spark(plan, env)
+            summary = self._commit_checkpoints(table, held, result)
+        finally:
+            for lease in held:
+                self._release(table, lease)
+        return summary
+
+    def _fast_forward(self, table: LeaseTable, lease: Lease, mark: Checkpoint | None) -> Lease:
+        """A batch whose Snowflake commit landed but whose checkpoint did not: catch up, load nothing."""
+        if mark is not None and (lease.checkpoint is None or mark > lease.checkpoint):
+            self.log.warning(
+                "Shard %s: ledger is ahead of the checkpoint (%s > %s); moving the checkpoint without reloading",
+                lease.shard_id, mark.to_dict(), lease.checkpoint.to_dict() if lease.checkpoint else None,
+            )
+            return table.checkpoint(lease, mark)
+        return lease
+
+    def _run_spark(self, plan: BatchPlan, env: dict[str, str]) -> dict[str, Any]:
+        workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-{plan.batch_id}-"))
+        try:
+            plan_path = workdir / "plan.json"
+            result_path = workdir / "result.json"
+            plan_path.write_text(plan.to_json())
+            env = dict(env)
+            env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+            if shutil.which("spark-submit") is None:
+                # pyspark from PyPI installs spark-submit next to the interpreter.
+                env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+            self._spark_hook = SparkSubmitHook(
+                conn_id=self.spark_conn_id,
+                conf=self.spark_conf,
+                py_files=str(_package_core(workdir)),
+                name=f"kinesis-to-snowflake-{self.application_name}",
+                application_args=["--plan", str(plan_path), "--result", str(result_path)],
+                env_vars=env,
+            )
+            self._spark_hook.submit(application=self.application or DEFAULT_APPLICATION)
+            if not result_path.exists():
+                raise AirflowException(f"Spark job for batch {plan.batch_id} finished without writing {result_path}")
+            result: dict[str, Any] = json.loads(result_path.read_text())
+            return result
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _commit_checkpoints(self, table: LeaseTable, held: list[Lease], result: dict[str, Any]) -> dict[str, Any]:
+        by_shard = {lease.shard_id: lease for lease in held}
+        shards: dict[str, Any] = {}
+        for shard in result["shards"]:
+            lease = by_shard[shard["shard_id"]]
+            end = Checkpoint.from_dict(shard["end"]) if shard["end"] else None
+            if end is not None or shard["shard_end"]:
+                try:
+                    lease = table.checkpoint(lease, end, shard_end=shard["shard_end"])
+                except LeaseLostError as err:
+                    # Rows are safe in Snowflake; the ledger fast-forwards whoever holds it now.
+                    self.log.warning("%s", err)
+                by_shard[lease.shard_id] = lease
+            shards[shard["shard_id"]] = {
+                "records": shard["records"],
+                "dead_letters": shard["dead_letters"],
+                "checkpoint": (end or lease.checkpoint).to_dict() if (end or lease.checkpoint) else None,
+                "shard_end": shard["shard_end"],
+            }
+            self.log.info("Shard %s: %d records, checkpoint %s%s", shard["shard_id"], shard["records"],
+                          shards[shard["shard_id"]]["checkpoint"], " (SHARD_END)" if shard["shard_end"] else "")
+        held[:] = list(by_shard.values())
+        self.log.info("Batch %s: %d rows loaded, %d dead letters", result["batch_id"], result["rows_loaded"],
+                      result["dead_letters"])
+        return {"batch_id": result["batch_id"], "rows_loaded": result["rows_loaded"],
+                "dead_letters": result["dead_letters"], "shards": shards}
+
+    def _release(self, table: LeaseTable, lease: Lease) -> None:
+        try:
+            table.release(lease)
+        except Exception:  # releasing is best effort: the lease expires anyway
+            self.log.warning("Could not release the lease on %s", lease.shard_id, exc_info=True)
+
+    def on_kill(self) -> None:
+        if self._spark_hook is not None:
+            self._spark_hook.on_kill()

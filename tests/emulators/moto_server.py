@@ -1,0 +1,30 @@
+"""A moto server on loopback, with the project's extensions applied before requests arrive.
+
+Run as ``python -m tests.emulators.moto_server --port N``; it serves until terminated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+from moto.server import ThreadedMotoServer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
+    server.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Start a moto server and a fakesnow server on free loopback ports; stop them afterwards.
+
+They run as child processes so that every other process (Airflow tasks, spark-submit, Spark's
+Python workers) reaches them over HTTP exactly as it would reach AWS and Snowflake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+AWS_KEY = "testing"
+SNOWFLAKE_DATABASE = "ANALYTICS"
+SNOWFLAKE_SCHEMA = "RAW"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_until_up(url: str, process: subprocess.Popen[bytes], name: str, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}; see {log}:\n{log.read_text()[-2000:]}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise RuntimeError(f"{name} did not answer on {url} within {timeout}s; see {log}")
+
+
+@dataclass
+class Emulators:
+    """Where the emulators listen, and Airflow connections that point at them."""
+
+    moto_port: int
+    fakesnow_port: int
+    work_dir: Path
+
+    @property
+    def aws_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.moto_port}"
+
+    def aws_connection(self) -> dict[str, Any]:
+        return {
+            "conn_type": "aws",
+            "login": AWS_KEY,
+            "password": AWS_KEY,
+            "extra": {"region_name": REGION, "endpoint_url": self.aws_endpoint},
+        }
+
+    def snowflake_connection(self) -> dict[str, Any]:
+        return {
+            "conn_type": "snowflake",
+            "login": "fake",
+            "password": "snow",
+            "schema": SNOWFLAKE_SCHEMA,
+            "extra": {
+                "account": "fakesnow",
+                "database": SNOWFLAKE_DATABASE,
+                "host": "127.0.0.1",
+                "port": self.fakesnow_port,
+                "protocol": "http",
+            },
+        }
+
+    @staticmethod
+    def spark_connection() -> dict[str, Any]:
+        return {"conn_type": "spark", "host": "local[2]"}
+
+    def airflow_env(self) -> dict[str, str]:
+        """``AIRFLOW_CONN_*`` variables (JSON form) for aws_default, snowflake_default, spark_default."""
+        return {
+            "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(self.aws_connection()),
+            "AIRFLOW_CONN_SNOWFLAKE_DEFAULT": json.dumps(self.snowflake_connection()),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(self.spark_connection()),
+        }
+
+    def boto3_client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(
+            service,
+            region_name=REGION,
+            endpoint_url=self.aws_endpoint,
+            aws_access_key_id=AWS_KEY,
+            aws_secret_access_key=AWS_KEY,
+        )
+
+    def snowflake_connect(self, **kwargs: Any) -> Any:
+        import snowflake.connector
+
+        return snowflake.connector.connect(
+            user="fake",
+            password="snow",
+            account="fakesnow",
+            host="127.0.0.1",
+            port=self.fakesnow_port,
+            protocol="http",
+            **kwargs,
+        )
+
+
+class _Server:
+    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._log: IO[bytes] = log_path.open("wb")
+        self.process = subprocess.Popen(
+            args, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+def start_moto(work_dir: Path) -> tuple[_Server, int]:
+    port = free_port()
+    server = _Server("moto", [sys.executable, "-m", "tests.emulators.moto_server", "--port", str(port)],
+                     work_dir / "moto.log")
+    _wait_until_up(f"http://127.0.0.1:{port}/moto-api/", server.process, "moto server", server.log_path)
+    return server, port
+
+
+def start_fakesnow(work_dir: Path) -> tuple[_Server, int]:
+    port = free_port()
+    server = _Server("fakesnow", [sys.executable, "-m", "fakesnow", "-s", "--host", "127.0.0.1", "-p", str(port)],
+                     work_dir / "fakesnow.log")
+    _wait_until_up(f"http://127.0.0.1:{port}/", server.process, "fakesnow server", server.log_path)
+    return server, port
+
+
+@contextmanager
+def local_emulators(work_dir: Path) -> Iterator[Emulators]:
+    """Run both emulators for the duration of the block; they are stopped however it ends."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    servers: list[_Server] = []
+    try:
+        moto, moto_port = start_moto(work_dir)
+        servers.append(moto)
+        fakesnow, fakesnow_port = start_fakesnow(work_dir)
+        servers.append(fakesnow)
+        yield Emulators(moto_port=moto_port, fakesnow_port=fakesnow_port, work_dir=work_dir)
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+def main() -> None:
+    """`python -m tests.emulators.servers`: run the emulators and print the connection variables."""
+    import tempfile
+
+    with local_emulators(Path(tempfile.mkdtemp(prefix="emulators-"))) as emulators:
+        for key, value in emulators.airflow_env().items():
+            print(f"export {key}='{value}'")
+        sys.stdout.flush()
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
