@@ -7,8 +7,8 @@ it recognises them. Every mistake is reported with the file, the field and what 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from enum import Enum
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ class ConnectorConfigError(ValueError):
     """A connector file is missing, unreadable or holds a value that is not allowed."""
 
 
-class ConsumerType(str, Enum):
+class ConsumerType(StrEnum):
     SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
     ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
 
@@ -87,15 +87,14 @@ class SourceConfig(_Strict):
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value
 
     @model_validator(mode="after")
     def _timestamp_with_at_timestamp(self) -> SourceConfig:
         if self.initial_position is InitialPosition.AT_TIMESTAMP and self.initial_timestamp is None:
             raise ValueError(
-                "initial_position AT_TIMESTAMP needs initial_timestamp (ISO 8601, e.g. "
-                "'2026-01-31T00:00:00Z')"
+                "initial_position AT_TIMESTAMP needs initial_timestamp (ISO 8601, e.g. '2026-01-31T00:00:00Z')"
             )
         if self.initial_position is not InitialPosition.AT_TIMESTAMP and self.initial_timestamp:
             raise ValueError("initial_timestamp is only used with initial_position AT_TIMESTAMP")

@@ -12,7 +12,7 @@ allowed values, so it shows up as an import error in the Airflow UI.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -21,7 +21,7 @@ from airflow_kinesis_snowflake.config import ConnectorConfig, load_connector_con
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 
-START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def ingest_dag_id(config: ConnectorConfig) -> str:

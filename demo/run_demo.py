@@ -13,7 +13,7 @@ import random
 import shutil
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def put_orders(kinesis: object, stream: str, first_id: int, count: int) -> None:
                 "Customer": f"customer-{rng.randint(1, 50):02d}",  # any case maps to the column
                 "amount": round(rng.uniform(5, 500), 2),
                 "status": rng.choice(STATUSES),
-                "created_at": datetime.now(timezone.utc).isoformat(),
+                "created_at": datetime.now(UTC).isoformat(),
                 "coupon": "SPRING" if order_id % 7 == 0 else None,  # no such column: ignored
             }
             entries.append({"Data": json.dumps(body).encode(), "PartitionKey": f"customer-{order_id % 37}"})
@@ -76,8 +76,10 @@ def show(emulators: object, config: object, lease_client: object) -> None:
     print(f"    checkpoints in DynamoDB table {app}:")
     for item in sorted(items, key=lambda i: i["lease_key"]["S"]):
         if item.get("item_type", {}).get("S") == "SHARD":
-            print(f"      {item['lease_key']['S']}: sequence {item.get('checkpoint_sequence_number', {}).get('S')} "
-                  f"sub-sequence {item.get('checkpoint_sub_sequence_number', {}).get('N')}")
+            print(
+                f"      {item['lease_key']['S']}: sequence {item.get('checkpoint_sequence_number', {}).get('S')} "
+                f"sub-sequence {item.get('checkpoint_sub_sequence_number', {}).get('N')}"
+            )
 
 
 def main() -> int:

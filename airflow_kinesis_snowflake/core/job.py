@@ -17,7 +17,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,9 @@ def kinesis_client(region: str) -> Any:
     return boto3.client("kinesis", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 10}))
 
 
-def process_range(range_data: dict[str, Any], plan_json: str, columns: list[dict[str, Any]], stage_dir: str) -> dict[str, Any]:
+def process_range(
+    range_data: dict[str, Any], plan_json: str, columns: list[dict[str, Any]], stage_dir: str
+) -> dict[str, Any]:
     """Spark task: read one shard range, build Parquet, stage it. Returns the range's summary."""
     plan = BatchPlan.from_json(plan_json)
     shard_range = ShardRange.from_dict(range_data)
@@ -153,7 +155,7 @@ def commit(plan: BatchPlan, stage_dir: str, shard_results: list[dict[str, Any]])
         "rows_loaded": loaded,
         "dead_letters": failed,
         "shards": shard_results,
-        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "finished_at": datetime.now(UTC).isoformat(),
     }
 
 
@@ -171,10 +173,14 @@ def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
         plan_json = plan.to_json()
         ranges = [r.to_dict() for r in plan.ranges]
         shard_results = (
-            spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
-            .map(lambda r: process_range(r, plan_json, columns, stage_dir))
-            .collect()
-        ) if ranges else []
+            (
+                spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+                .map(lambda r: process_range(r, plan_json, columns, stage_dir))
+                .collect()
+            )
+            if ranges
+            else []
+        )
         result = commit(plan, stage_dir, shard_results)
     finally:
         spark.stop()

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -121,9 +121,7 @@ def _lease_from_item(item: dict[str, Any]) -> Lease:
     return Lease(
         shard_id=item[KEY_ATTRIBUTE]["S"],
         lease_counter=int(item["lease_counter"]["N"]),
-        start=StartPosition(
-            InitialPosition(item["start_position"]["S"]), datetime.fromisoformat(ts) if ts else None
-        ),
+        start=StartPosition(InitialPosition(item["start_position"]["S"]), datetime.fromisoformat(ts) if ts else None),
         parent_shard_ids=tuple(p["S"] for p in item.get("parent_shard_ids", {}).get("L", [])),
         lease_owner=item.get("lease_owner", {}).get("S"),
         lease_expires_at=float(item.get("lease_expires_at", {}).get("N", "0")),
@@ -211,7 +209,7 @@ class LeaseTable:
                     "stream_name": _s(stream_name),
                     "generation_id": _s(uuid.uuid4().hex),
                     "created_by": _s(CREATED_BY),
-                    "created_at": _s(datetime.now(timezone.utc).isoformat()),
+                    "created_at": _s(datetime.now(UTC).isoformat()),
                 },
                 ConditionExpression="attribute_not_exists(#k)",
                 ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
@@ -257,8 +255,9 @@ class LeaseTable:
         for shard in shards:
             if shard.shard_id in leases:
                 continue
-            lease = Lease(shard_id=shard.shard_id, lease_counter=0, start=start,
-                          parent_shard_ids=shard.parent_shard_ids)
+            lease = Lease(
+                shard_id=shard.shard_id, lease_counter=0, start=start, parent_shard_ids=shard.parent_shard_ids
+            )
             item: dict[str, Any] = {
                 KEY_ATTRIBUTE: _s(shard.shard_id),
                 "item_type": _s("SHARD"),

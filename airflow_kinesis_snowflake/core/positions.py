@@ -8,7 +8,7 @@ numbers. A record inside a KPL aggregate is addressed by (sequence number, sub-s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from functools import total_ordering
 
 # Width used when sequence and sub-sequence are combined into one sortable string.
@@ -16,7 +16,7 @@ SEQUENCE_DIGITS = 128
 SUB_SEQUENCE_DIGITS = 20
 
 
-class InitialPosition(str, Enum):
+class InitialPosition(StrEnum):
     """Where an application with no checkpoint starts reading a shard."""
 
     TRIM_HORIZON = "TRIM_HORIZON"

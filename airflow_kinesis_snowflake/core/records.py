@@ -10,7 +10,7 @@ import base64
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
@@ -51,9 +51,9 @@ def user_records(shard_id: str, api_records: Iterable[dict[str, Any]]) -> Iterat
             data = base64.b64decode(k["data"]) if k.get("aggregated") else k["data"]
             arrival = k["approximateArrivalTimestamp"]
             if isinstance(arrival, (int, float)):
-                arrival = datetime.fromtimestamp(arrival, tz=timezone.utc)
+                arrival = datetime.fromtimestamp(arrival, tz=UTC)
             elif arrival.tzinfo is None:
-                arrival = arrival.replace(tzinfo=timezone.utc)
+                arrival = arrival.replace(tzinfo=UTC)
             yield KinesisRecord(
                 shard_id=shard_id,
                 sequence_number=k["sequenceNumber"],
@@ -88,7 +88,7 @@ def kinesis_metadata(stream_name: str, record: KinesisRecord) -> dict[str, Any]:
     return {
         "stream": stream_name,
         "shardId": record.shard_id,
-        "approximateArrival": record.approximate_arrival.astimezone(timezone.utc).isoformat(),
+        "approximateArrival": record.approximate_arrival.astimezone(UTC).isoformat(),
         "partitionKey": record.partition_key,
         "sequenceNumber": record.sequence_number,
         "subSequenceNumber": record.sub_sequence_number,

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -118,7 +118,7 @@ def coerce(value: Any, column: TableColumn) -> Any:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     if pa.types.is_date32(target):
         if not isinstance(value, str):
             raise ValueError(f"expected an ISO 8601 date string, got {type(value).__name__}")
@@ -165,9 +165,7 @@ class ColumnMap:
     def to_arrow(self, rows: Iterable[Mapping[str, Any]], metadata: Iterable[Mapping[str, Any]]) -> pa.Table:
         """Build the table to stage: one Arrow column per table column, then KINESISMETADATA."""
         rows = list(rows)
-        arrays = [
-            pa.array([row.get(c.name) for row in rows], type=arrow_type(c)) for c in self.columns
-        ]
+        arrays = [pa.array([row.get(c.name) for row in rows], type=arrow_type(c)) for c in self.columns]
         arrays.append(pa.array(list(metadata), type=METADATA_TYPE))
         return pa.Table.from_arrays(arrays, schema=self.arrow_schema())
 

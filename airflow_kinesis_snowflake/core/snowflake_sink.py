@@ -93,8 +93,9 @@ class SnowflakeSink:
                 "(with a KINESISMETADATA OBJECT column) or run the provisioning DAG"
             )
         return [
-            TableColumn(name=r[0], data_type=str(r[1]), nullable=str(r[2]).upper() == "YES",
-                        numeric_scale=int(r[3] or 0))
+            TableColumn(
+                name=r[0], data_type=str(r[1]), nullable=str(r[2]).upper() == "YES", numeric_scale=int(r[3] or 0)
+            )
             for r in rows
         ]
 
@@ -173,8 +174,9 @@ class SnowflakeSink:
         self._execute("BEGIN")
         try:
             for shard_id in sorted(ends):
-                self._advance_ledger(application_name, generation_id, batch_id, shard_id,
-                                     starts.get(shard_id), ends[shard_id])
+                self._advance_ledger(
+                    application_name, generation_id, batch_id, shard_id, starts.get(shard_id), ends[shard_id]
+                )
             loaded = self._copy(self.table, f"{stage_dir}/{ROWS_DIR}", rows) if rows else 0
             failed = self._copy(self.failures_table, f"{stage_dir}/{FAILURES_DIR}", failures) if failures else 0
             self._execute("COMMIT")
@@ -206,8 +208,14 @@ class SnowflakeSink:
                 f"UPDATE {self.ledger} SET SEQUENCE_NUMBER = %s, SUB_SEQUENCE_NUMBER = %s, BATCH_ID = %s, "
                 "UPDATED_AT = CURRENT_TIMESTAMP() WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
                 "AND SHARD_ID = %s AND SEQUENCE_NUMBER = %s AND SUB_SEQUENCE_NUMBER = %s",
-                (end.sequence_number, end.sub_sequence_number, batch_id, *key,
-                 start.sequence_number, start.sub_sequence_number),
+                (
+                    end.sequence_number,
+                    end.sub_sequence_number,
+                    batch_id,
+                    *key,
+                    start.sequence_number,
+                    start.sub_sequence_number,
+                ),
             )
         if changed != 1:
             raise StaleBatchError(

@@ -11,7 +11,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         dag_run = context.get("dag_run")
         start = getattr(dag_run, "start_date", None) if dag_run is not None else None
         if isinstance(start, datetime):
-            return min(start if start.tzinfo else start.replace(tzinfo=timezone.utc), now)
+            return min(start if start.tzinfo else start.replace(tzinfo=UTC), now)
         return now
 
     def _take_leases(self, table: LeaseTable, leases: dict[str, Lease], owner: str) -> list[Lease]:
@@ -158,8 +158,9 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        lease_hook = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name,
-                                    table_name=self.application_name)
+        lease_hook = LeaseTableHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
+        )
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         table = lease_hook.lease_table
         metadata = table.metadata()
@@ -168,7 +169,7 @@ class SparkKinesisIngestOperator(BaseOperator):
                 f"lease table {self.application_name!r} does not exist or has no metadata item; "
                 "run CreateLeaseTableOperator (the create_lease_table task) first"
             )
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         cutoff = self._cutoff(context, now)
         shards = kinesis.list_shards(self.stream_name)
         leases = table.sync_shards(shards, self._start_position(now))
@@ -199,12 +200,12 @@ class SparkKinesisIngestOperator(BaseOperator):
                 destination=destination,
                 cutoff=cutoff,
                 max_records_per_call=self.max_records_per_call,
-                ranges=plan_ranges(held, max_records_per_shard=self.max_records_per_shard,
-                                   ending_sequence_numbers=ends),
+                ranges=plan_ranges(
+                    held, max_records_per_shard=self.max_records_per_shard, ending_sequence_numbers=ends
+                ),
             )
             self.log.info("Batch %s: %d shard ranges, cut-off %s", plan.batch_id, len(plan.ranges), cutoff.isoformat())
-            env = {**kinesis.job_environment(),
-                   spark_job.SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
+            env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
             result = self._run_spark(plan, env)
             summary = self._commit_checkpoints(table, held, result)
         finally:
@@ -217,7 +218,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         if mark is not None and (lease.checkpoint is None or mark > lease.checkpoint):
             self.log.warning(
                 "Shard %s: ledger is ahead of the checkpoint (%s > %s); moving the checkpoint without reloading",
-                lease.shard_id, mark.to_dict(), lease.checkpoint.to_dict() if lease.checkpoint else None,
+                lease.shard_id,
+                mark.to_dict(),
+                lease.checkpoint.to_dict() if lease.checkpoint else None,
             )
             return table.checkpoint(lease, mark)
         return lease
@@ -262,19 +265,33 @@ class SparkKinesisIngestOperator(BaseOperator):
                     # Rows are safe in Snowflake; the ledger fast-forwards whoever holds it now.
                     self.log.warning("%s", err)
                 by_shard[lease.shard_id] = lease
+            position = end or lease.checkpoint
             shards[shard["shard_id"]] = {
                 "records": shard["records"],
                 "dead_letters": shard["dead_letters"],
-                "checkpoint": (end or lease.checkpoint).to_dict() if (end or lease.checkpoint) else None,
+                "checkpoint": position.to_dict() if position else None,
                 "shard_end": shard["shard_end"],
             }
-            self.log.info("Shard %s: %d records, checkpoint %s%s", shard["shard_id"], shard["records"],
-                          shards[shard["shard_id"]]["checkpoint"], " (SHARD_END)" if shard["shard_end"] else "")
+            self.log.info(
+                "Shard %s: %d records, checkpoint %s%s",
+                shard["shard_id"],
+                shard["records"],
+                shards[shard["shard_id"]]["checkpoint"],
+                " (SHARD_END)" if shard["shard_end"] else "",
+            )
         held[:] = list(by_shard.values())
-        self.log.info("Batch %s: %d rows loaded, %d dead letters", result["batch_id"], result["rows_loaded"],
-                      result["dead_letters"])
-        return {"batch_id": result["batch_id"], "rows_loaded": result["rows_loaded"],
-                "dead_letters": result["dead_letters"], "shards": shards}
+        self.log.info(
+            "Batch %s: %d rows loaded, %d dead letters",
+            result["batch_id"],
+            result["rows_loaded"],
+            result["dead_letters"],
+        )
+        return {
+            "batch_id": result["batch_id"],
+            "rows_loaded": result["rows_loaded"],
+            "dead_letters": result["dead_letters"],
+            "shards": shards,
+        }
 
     def _release(self, table: LeaseTable, lease: Lease) -> None:
         try:

@@ -41,8 +41,9 @@ class CreateLeaseTableOperator(BaseOperator):
         self.region_name = region_name
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name,
-                              table_name=self.application_name)
+        hook = LeaseTableHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
+        )
         created = hook.lease_table.create(stream_name=self.stream_name, application_name=self.application_name)
         metadata = hook.lease_table.metadata()
         self.log.info(
@@ -51,5 +52,8 @@ class CreateLeaseTableOperator(BaseOperator):
             "created" if created else "already exists",
             metadata.generation_id if metadata else "?",
         )
-        return {"table_name": self.application_name, "created": created,
-                "generation_id": metadata.generation_id if metadata else None}
+        return {
+            "table_name": self.application_name,
+            "created": created,
+            "generation_id": metadata.generation_id if metadata else None,
+        }

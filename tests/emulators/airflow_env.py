@@ -38,12 +38,21 @@ def migrate(env: Mapping[str, str]) -> None:
     home.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        env=dict(env), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=dict(env),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
-def run_dag(dag_id: str, env: Mapping[str, str], *, dag_file: Path | None = None,
-            log_path: Path | None = None, conf: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_dag(
+    dag_id: str,
+    env: Mapping[str, str],
+    *,
+    dag_file: Path | None = None,
+    log_path: Path | None = None,
+    conf: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     """``dag.test()`` the DAG in a child process; returns it (exit code 0 only on a successful run)."""
     migrate(env)
     dag_file = dag_file or DAGS_FOLDER / "kinesis_snowflake_connectors.py"

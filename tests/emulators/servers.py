@@ -140,16 +140,20 @@ class _Server:
 
 def start_moto(work_dir: Path) -> tuple[_Server, int]:
     port = free_port()
-    server = _Server("moto", [sys.executable, "-m", "tests.emulators.moto_server", "--port", str(port)],
-                     work_dir / "moto.log")
+    server = _Server(
+        "moto", [sys.executable, "-m", "tests.emulators.moto_server", "--port", str(port)], work_dir / "moto.log"
+    )
     _wait_until_up(f"http://127.0.0.1:{port}/moto-api/", server.process, "moto server", server.log_path)
     return server, port
 
 
 def start_fakesnow(work_dir: Path) -> tuple[_Server, int]:
     port = free_port()
-    server = _Server("fakesnow", [sys.executable, "-m", "fakesnow", "-s", "--host", "127.0.0.1", "-p", str(port)],
-                     work_dir / "fakesnow.log")
+    server = _Server(
+        "fakesnow",
+        [sys.executable, "-m", "fakesnow", "-s", "--host", "127.0.0.1", "-p", str(port)],
+        work_dir / "fakesnow.log",
+    )
     _wait_until_up(f"http://127.0.0.1:{port}/", server.process, "fakesnow server", server.log_path)
     return server, port
 
