@@ -143,14 +143,28 @@ class LeaseTable:
 
     # -- the table itself ---------------------------------------------------------------------
 
-    def exists(self) -> bool:
+    def describe(self) -> dict[str, Any] | None:
+        """DescribeTable's ``Table``, or None when there is no such table."""
         try:
-            self.client.describe_table(TableName=self.table_name)
+            table: dict[str, Any] = self.client.describe_table(TableName=self.table_name)["Table"]
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                return False
+                return None
             raise
-        return True
+        return table
+
+    def exists(self) -> bool:
+        return self.describe() is not None
+
+    def _check_key_schema(self, description: dict[str, Any]) -> None:
+        keys = [(k["AttributeName"], k["KeyType"]) for k in description.get("KeySchema", [])]
+        if keys != [(KEY_ATTRIBUTE, "HASH")]:
+            names = ", ".join(name for name, _ in keys)
+            hint = " It looks like a KCL lease table: migrate it first." if "leaseKey" in names else ""
+            raise LeaseTableError(
+                f"DynamoDB table {self.table_name!r} was not created by {CREATED_BY}: its key is ({names}), "
+                f"not ({KEY_ATTRIBUTE}). Choose another application_name.{hint}"
+            )
 
     def create(self, *, stream_name: str, application_name: str, wait_seconds: float = 120) -> bool:
         """Create the table (on-demand, tagged) and its metadata item; False when it already existed.
@@ -158,7 +172,10 @@ class LeaseTable:
         An existing table is accepted only when its metadata item says this provider made it.
         """
         created = False
-        if not self.exists():
+        description = self.describe()
+        if description is not None:
+            self._check_key_schema(description)
+        else:
             try:
                 self.client.create_table(
                     TableName=self.table_name,

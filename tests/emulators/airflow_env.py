@@ -59,7 +59,9 @@ def run_dag(
     args = [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id]
     if conf:
         args += ["--conf", conf]
-    proc = subprocess.run(args, env=dict(env), cwd=REPO_ROOT, capture_output=True, text=True)
+    # dag.test() serialises the DAG from the DAGs folder, so that folder must hold the file.
+    run_env = {**env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
+    proc = subprocess.run(args, env=run_env, cwd=REPO_ROOT, capture_output=True, text=True)
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text(proc.stdout + proc.stderr)

@@ -1,0 +1,90 @@
+"""Shared fixtures: the emulator servers, an Airflow home on SQLite, sample streams and tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Airflow reads its home when first imported: give this test session its own, on SQLite.
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+
+from tests.emulators import Emulators, local_emulators  # noqa: E402
+from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulators]:
+    """One moto server and one fakesnow server for the whole session, on loopback."""
+    with local_emulators(tmp_path_factory.mktemp("emulators")) as running:
+        yield running
+
+
+@pytest.fixture
+def aws_connections(emulators: Emulators, monkeypatch: pytest.MonkeyPatch) -> Emulators:
+    """Point aws_default / snowflake_default / spark_default at the emulators in this process."""
+    for key, value in emulators.airflow_env().items():
+        monkeypatch.setenv(key, value)
+    return emulators
+
+
+@pytest.fixture(scope="session")
+def dag_env(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment for `dag.test()` in a child process: its own Airflow home, connections set."""
+    env = airflow_home_env(tmp_path_factory.mktemp("airflow"), emulators.airflow_env())
+    migrate(env)
+    return env
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_stream(emulators: Emulators, name: str, shards: int) -> Any:
+    kinesis = emulators.boto3_client("kinesis")
+    kinesis.create_stream(StreamName=name, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=name)
+    return kinesis
+
+
+def put_json(kinesis: Any, stream: str, bodies: list[dict[str, Any]], key: str = "id") -> None:
+    for start in range(0, len(bodies), 500):
+        chunk = bodies[start : start + 500]
+        response = kinesis.put_records(
+            StreamName=stream,
+            Records=[{"Data": json.dumps(b).encode(), "PartitionKey": f"pk-{b[key]}"} for b in chunk],
+        )
+        assert response["FailedRecordCount"] == 0
+
+
+def put_raw(kinesis: Any, stream: str, payloads: list[bytes]) -> None:
+    kinesis.put_records(
+        StreamName=stream, Records=[{"Data": p, "PartitionKey": f"raw-{i}"} for i, p in enumerate(payloads)]
+    )
+
+
+def create_table(emulators: Emulators, database: str, schema: str, table: str, columns: str) -> None:
+    conn = emulators.snowflake_connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {database}")
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {database}.{schema}")
+        cur.execute(f"CREATE TABLE {database}.{schema}.{table} ({columns}, KINESISMETADATA OBJECT)")
+    finally:
+        conn.close()
+
+
+def query(emulators: Emulators, sql: str) -> list[tuple[Any, ...]]:
+    conn = emulators.snowflake_connect()
+    try:
+        return list(conn.cursor().execute(sql).fetchall())
+    finally:
+        conn.close()

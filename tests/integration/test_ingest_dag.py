@@ -1,0 +1,112 @@
+"""The ingest DAG end to end: dag.test() in a real Airflow, spark-submit, moto and fakesnow."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import create_stream, create_table, put_json, put_raw, query, unique
+from tests.emulators import Emulators
+from tests.emulators.airflow_env import run_dag
+
+pytestmark = pytest.mark.integration
+
+DAG_FILE = """
+from pathlib import Path
+from airflow_kinesis_snowflake.dags import build_connector_dags
+globals().update(build_connector_dags(Path(__file__).parent / "connectors"))
+"""
+
+
+def write_connector(dags_dir: Path, connector: dict[str, Any]) -> Path:
+    (dags_dir / "connectors").mkdir(parents=True, exist_ok=True)
+    (dags_dir / "connectors" / f"{connector['connector_id']}.yaml").write_text(yaml.safe_dump(connector))
+    dag_file = dags_dir / "connectors_dags.py"
+    dag_file.write_text(DAG_FILE)
+    return dag_file
+
+
+def shard_tips(kinesis: Any, stream: str) -> dict[str, str]:
+    """The sequence number of the last record in every shard, read back from Kinesis."""
+    tips: dict[str, str] = {}
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        it = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+        records = kinesis.get_records(ShardIterator=it["ShardIterator"], Limit=10000)["Records"]
+        if records:
+            tips[shard["ShardId"]] = max((r["SequenceNumber"] for r in records), key=int)
+    return tips
+
+
+def checkpoints(emulators: Emulators, table: str) -> dict[str, str]:
+    items = emulators.boto3_client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]
+    return {
+        i["lease_key"]["S"]: i["checkpoint_sequence_number"]["S"]
+        for i in items
+        if i.get("item_type", {}).get("S") == "SHARD" and "checkpoint_sequence_number" in i
+    }
+
+
+def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: dict[str, str], tmp_path: Path) -> None:
+    stream, app = unique("orders"), unique("orders-app")
+    table = "ORDERS_" + app.split("-")[-1].upper()
+    kinesis = create_stream(emulators, stream, shards=2)
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0), NAME VARCHAR, AMOUNT FLOAT, PAID BOOLEAN")
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {
+            "stream_name": stream,
+            "region": "us-east-1",
+            "application_name": app,
+            "initial_position": "TRIM_HORIZON",
+            "max_records_per_call": 100,  # several GetRecords calls per shard
+        },
+        "destination": {"database": "analytics", "schema": "raw", "table": table},
+        "batch": {"schedule": None, "max_records_per_shard": 100000},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
+    fqn = f"ANALYTICS.RAW.{table}"
+
+    first = [{"id": i, "Name": f"n{i}", "AMOUNT": i / 4, "paid": i % 2 == 0, "extra": "ignored"} for i in range(300)]
+    put_json(kinesis, stream, first)
+    bad = [b"not json", b"\xff\xfe", b"[1, 2]", json.dumps({"id": "not-a-number"}).encode()]
+    put_raw(kinesis, stream, bad)
+
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run1.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    rows = query(emulators, f"SELECT ID, NAME, AMOUNT, PAID FROM {fqn} ORDER BY ID")
+    assert [r[0] for r in rows] == list(range(300))
+    assert rows[7] == (7, "n7", 7 / 4, False)
+    failures = query(emulators, f"SELECT RECORD_CONTENT_BASE64, ERROR_MESSAGE FROM {fqn}_PARSE_FAILURES")
+    assert sorted(base64.b64decode(f[0]) for f in failures) == sorted(bad)
+    assert any("column ID" in f[1] for f in failures)
+    assert checkpoints(emulators, app) == shard_tips(kinesis, stream)
+
+    second = [{"id": i, "Name": f"n{i}", "AMOUNT": 1.0, "paid": True} for i in range(300, 420)]
+    put_json(kinesis, stream, second)
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run2.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    ids = [r[0] for r in query(emulators, f"SELECT ID FROM {fqn} ORDER BY ID")]
+    assert ids == list(range(420))
+    (dupes,) = query(
+        emulators,
+        f"SELECT COUNT(*) - COUNT(DISTINCT KINESISMETADATA:shardId::string || '/' || "
+        f"KINESISMETADATA:sequenceNumber::string || '/' || KINESISMETADATA:subSequenceNumber::string) FROM {fqn}",
+    )
+    assert dupes == (0,)
+    assert len(query(emulators, f"SELECT 1 FROM {fqn}_PARSE_FAILURES")) == len(bad)
+    assert checkpoints(emulators, app) == shard_tips(kinesis, stream)
+
+    meta = query(
+        emulators,
+        f"SELECT KINESISMETADATA:stream::string, KINESISMETADATA:partitionKey::string, "
+        f"KINESISMETADATA:subSequenceNumber::int FROM {fqn} WHERE ID = 5",
+    )
+    assert meta == [(stream, "pk-5", 0)]
