@@ -171,6 +171,10 @@ class SnowflakeSink:
         :param starts: per shard, the ledger mark the batch started from (None: no mark yet).
         :param ends: per shard that delivered records, the last record delivered.
         """
+        # Run the load in the destination's context, whatever the connection's defaults are.
+        self._execute(
+            f"USE SCHEMA {quote_identifier(self.destination.database)}.{quote_identifier(self.destination.schema)}"
+        )
         self._execute("BEGIN")
         try:
             for shard_id in sorted(ends):

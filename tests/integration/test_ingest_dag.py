@@ -110,3 +110,46 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
         f"KINESISMETADATA:subSequenceNumber::int FROM {fqn} WHERE ID = 5",
     )
     assert meta == [(stream, "pk-5", 0)]
+
+
+def test_checkpoint_lost_after_the_snowflake_commit_is_recovered_without_reloading(
+    emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The process dies after COPY + ledger committed and before DynamoDB moved: no row twice."""
+    stream, app = unique("crash"), unique("crash-app")
+    table = "CRASH_" + app.split("-")[-1].upper()
+    kinesis = create_stream(emulators, stream, shards=2)
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
+        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
+        "batch": {"schedule": None},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
+    fqn = f"ANALYTICS.RAW.{table}"
+
+    put_json(kinesis, stream, [{"id": i} for i in range(50)])
+    assert run_dag(dag_id, dag_env, dag_file=dag_file).returncode == 0
+    before = checkpoints(emulators, app)
+
+    put_json(kinesis, stream, [{"id": i} for i in range(50, 80)])
+    assert run_dag(dag_id, dag_env, dag_file=dag_file).returncode == 0
+    assert checkpoints(emulators, app) == shard_tips(kinesis, stream)
+    # Put DynamoDB back where it was, as if the second run's checkpoint writes never happened.
+    dynamodb = emulators.boto3_client("dynamodb")
+    for shard_id, sequence in before.items():
+        dynamodb.update_item(
+            TableName=app,
+            Key={"lease_key": {"S": shard_id}},
+            UpdateExpression="SET checkpoint_sequence_number = :s",
+            ExpressionAttributeValues={":s": {"S": sequence}},
+        )
+    assert checkpoints(emulators, app) == before
+
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "recover.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "ledger is ahead of the checkpoint" in proc.stdout + proc.stderr
+    assert [r[0] for r in query(emulators, f"SELECT ID FROM {fqn} ORDER BY ID")] == list(range(80))
+    assert checkpoints(emulators, app) == shard_tips(kinesis, stream)

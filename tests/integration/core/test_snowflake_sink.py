@@ -1,0 +1,94 @@
+"""Stage, COPY and ledger in one transaction (fakesnow server over HTTP)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.schema import ColumnMap
+from airflow_kinesis_snowflake.core.snowflake_sink import ROWS_DIR, SnowflakeSink, StaleBatchError
+from tests.conftest import create_table, query, unique
+from tests.emulators import Emulators
+
+pytestmark = pytest.mark.integration
+
+
+def metadata(shard: str, seq: int) -> dict[str, Any]:
+    return {
+        "stream": "s",
+        "shardId": shard,
+        "approximateArrival": "2026-01-01T00:00:00+00:00",
+        "partitionKey": "k",
+        "sequenceNumber": str(seq),
+        "subSequenceNumber": 0,
+        "shardedSequenceNumber": str(seq),
+    }
+
+
+@pytest.fixture
+def sink(emulators: Emulators) -> Any:
+    table = unique("T").replace("-", "_").upper()
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
+    conn = emulators.snowflake_connect()
+    sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", table))
+    sink.ensure_support_objects()
+    yield sink
+    conn.close()
+
+
+def stage_rows(sink: SnowflakeSink, tmp_path: Path, stage_dir: str, ids: list[int]) -> None:
+    columns = ColumnMap(sink.describe_columns())
+    path = tmp_path / f"{stage_dir.replace('/', '_')}.parquet"
+    pq.write_table(columns.to_arrow([{"ID": i} for i in ids], [metadata("shard-1", i) for i in ids]), path)
+    sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+
+
+def test_commit_loads_rows_and_moves_the_ledger(emulators: Emulators, sink: SnowflakeSink, tmp_path: Path) -> None:
+    stage_rows(sink, tmp_path, "app/b1/a1", [1, 2, 3])
+    result = sink.commit_batch(
+        application_name="app", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("3")}, rows=3, failures=0,
+    )  # fmt: skip
+    assert result.rows_loaded == 3
+    assert sink.read_ledger("app", "g") == {"shard-1": Checkpoint("3")}
+    assert sink.read_ledger("app", "other-generation") == {}
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(1,), (2,), (3,)]
+
+
+def test_a_stale_batch_is_rolled_back_whole(emulators: Emulators, sink: SnowflakeSink, tmp_path: Path) -> None:
+    stage_rows(sink, tmp_path, "app/b1/a1", [1, 2])
+    sink.commit_batch(
+        application_name="app-stale", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0,
+    )  # fmt: skip
+    # A second writer planned from the same (empty) mark: it must add nothing.
+    stage_rows(sink, tmp_path, "app/b1/a2", [1, 2])
+    with pytest.raises(StaleBatchError, match="shard-1"):
+        sink.commit_batch(
+            application_name="app-stale", generation_id="g", batch_id="b1", stage_dir="app/b1/a2",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0,
+        )  # fmt: skip
+    # A writer whose start is behind the ledger is refused too.
+    stage_rows(sink, tmp_path, "app/b2/a1", [2, 3])
+    with pytest.raises(StaleBatchError):
+        sink.commit_batch(
+            application_name="app-stale", generation_id="g", batch_id="b2", stage_dir="app/b2/a1",
+            starts={"shard-1": Checkpoint("1")}, ends={"shard-1": Checkpoint("3")}, rows=2, failures=0,
+        )  # fmt: skip
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(1,), (2,)]
+    assert sink.read_ledger("app-stale", "g") == {"shard-1": Checkpoint("2")}
+
+
+def test_describe_columns_names_a_missing_table(emulators: Emulators) -> None:
+    conn = emulators.snowflake_connect()
+    try:
+        sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", "NO_SUCH_TABLE"))
+        with pytest.raises(LookupError, match='"NO_SUCH_TABLE" does not exist'):
+            sink.describe_columns()
+    finally:
+        conn.close()

@@ -1,0 +1,410 @@
+"""The local stack's wiring: docker-compose.yml and the Dockerfiles it builds, checked without Docker.
+
+Compose variables (``${NAME:-default}``) are read with their defaults, which is what a plain
+``docker compose up`` uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+
+AIRFLOW_SERVICES = {
+    "airflow-init": None,
+    "airflow-apiserver": "api-server",
+    "airflow-scheduler": "scheduler",
+    "airflow-dag-processor": "dag-processor",
+    "airflow-triggerer": "triggerer",
+}
+LONG_RUNNING_AIRFLOW = [name for name, command in AIRFLOW_SERVICES.items() if command]
+EMULATORS = ["moto", "fakesnow", "spark-master", "spark-worker"]
+REQUIRED_SERVICES = {"postgres", *AIRFLOW_SERVICES, *EMULATORS}
+CONNECTION_VARS = ["AIRFLOW_CONN_AWS_DEFAULT", "AIRFLOW_CONN_SNOWFLAKE_DEFAULT", "AIRFLOW_CONN_SPARK_DEFAULT"]
+
+_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<default>[^}]*))?\}")
+
+
+def interpolate(value: str) -> str:
+    """A compose value as ``docker compose`` reads it with no variables set: defaults, ``$$`` -> ``$``."""
+    marker = "\0"
+    value = value.replace("$$", marker)
+    value = _VARIABLE.sub(lambda m: m.group("default") if m.group("op") in (":-", "-") else "", value)
+    return value.replace(marker, "$")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    result: dict[str, dict[str, Any]] = compose["services"]
+    return result
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): interpolate(str(v)) for k, v in env.items()}
+
+
+def command_args(service: dict[str, Any]) -> list[str]:
+    command = service.get("command") or []
+    return [interpolate(str(a)) for a in (command.split() if isinstance(command, str) else command)]
+
+
+def option(args: list[str], flag: str) -> str:
+    assert flag in args, f"{flag} missing from {args}"
+    return args[args.index(flag) + 1]
+
+
+def container_ports(service: dict[str, Any]) -> set[int]:
+    """Container-side ports a service publishes or exposes."""
+    ports: set[int] = set()
+    for entry in service.get("ports") or []:
+        target = entry["target"] if isinstance(entry, dict) else interpolate(str(entry)).rsplit(":", 1)[-1]
+        ports.add(int(str(target).split("/")[0]))
+    ports.update(int(str(p).split("/")[0]) for p in service.get("expose") or [])
+    return ports
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {name: {"condition": "service_started"} for name in deps}
+    return {name: spec or {} for name, spec in deps.items()}
+
+
+def healthcheck_text(service: dict[str, Any]) -> str:
+    test = (service.get("healthcheck") or {}).get("test")
+    assert test, "no healthcheck test"
+    return " ".join(test) if isinstance(test, list) else str(test)
+
+
+def parse_dockerfile(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with continuation lines joined and comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        keyword, _, rest = line.partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+    assert not pending, f"{path} ends inside a continued line"
+    return instructions
+
+
+def resolved_from_images(path: Path) -> list[str]:
+    """Images of the FROM lines, with ARG defaults declared before them substituted."""
+    args: dict[str, str] = {}
+    images = []
+    for keyword, rest in parse_dockerfile(path):
+        if keyword == "ARG" and "=" in rest:
+            name, default = rest.split("=", 1)
+            args.setdefault(name.strip(), default.strip().strip('"'))
+        elif keyword == "FROM":
+            ref = rest.split()[0]
+            images.append(re.sub(r"\$\{?(\w+)\}?", lambda m: args[m.group(1)], ref))
+    return images
+
+
+def assert_pinned(ref: str) -> None:
+    name = ref.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    assert ":" in last, f"image {ref!r} has no tag"
+    tag = last.rsplit(":", 1)[1]
+    assert tag and tag != "latest", f"image {ref!r} is not pinned"
+    assert "$" not in ref, f"image {ref!r} has an unresolved variable"
+
+
+def dockerfile_of(service: dict[str, Any]) -> Path:
+    build = service["build"]
+    context = REPO_ROOT / (build if isinstance(build, str) else build.get("context", "."))
+    dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+    return context / dockerfile
+
+
+def listen_port_from_cmd(dockerfile: Path, flag: str) -> int:
+    (cmd,) = [json.loads(rest) for keyword, rest in parse_dockerfile(dockerfile) if keyword == "CMD"]
+    return int(option(cmd, flag))
+
+
+def connection(services: dict[str, dict[str, Any]], var: str) -> dict[str, Any]:
+    conn: dict[str, Any] = json.loads(environment(services["airflow-scheduler"])[var])
+    return conn
+
+
+# --- services -------------------------------------------------------------------------------------
+
+
+def test_required_services_exist_and_use_the_local_executor(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    assert REQUIRED_SERVICES <= set(services), f"missing: {sorted(REQUIRED_SERVICES - set(services))}"
+    assert "x-airflow-common" in compose
+    assert environment(compose["x-airflow-common"])["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    # No Celery: nothing needs a broker or a separate worker.
+    assert not {"redis", "airflow-worker", "flower"} & set(services)
+
+
+def test_airflow_services_run_their_component(services: dict[str, dict[str, Any]]) -> None:
+    for name in LONG_RUNNING_AIRFLOW:
+        assert command_args(services[name]) == [AIRFLOW_SERVICES[name]], name
+
+
+def test_every_service_has_a_pinned_image_or_a_build_from_pinned_images(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, service in services.items():
+        assert "image" in service or "build" in service, name
+        if "build" in service:
+            dockerfile = dockerfile_of(service)
+            assert dockerfile.is_file(), f"{name}: {dockerfile} does not exist"
+            images = resolved_from_images(dockerfile)
+            assert images, f"{dockerfile} has no FROM"
+            for ref in images:
+                assert_pinned(ref)
+        else:
+            assert_pinned(interpolate(service["image"]))
+
+
+def test_emulator_images_are_the_expected_ones(services: dict[str, dict[str, Any]]) -> None:
+    assert interpolate(services["moto"]["image"]).startswith("motoserver/moto:")
+    assert interpolate(services["postgres"]["image"]).startswith("postgres:")
+    assert dockerfile_of(services["fakesnow"]) == REPO_ROOT / "docker" / "fakesnow.Dockerfile"
+
+
+# --- the Airflow image and the common configuration ----------------------------------------------
+
+
+def test_airflow_services_share_the_common_config(compose: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
+    common = compose["x-airflow-common"]
+    common_env = environment(common)
+    assert dockerfile_of(common) == REPO_ROOT / "docker" / "Dockerfile"
+    for name in AIRFLOW_SERVICES:
+        service = services[name]
+        assert service["image"] == common["image"], name
+        assert dockerfile_of(service) == REPO_ROOT / "docker" / "Dockerfile", name
+        env = environment(service)
+        assert common_env.items() <= env.items(), f"{name} drops or changes common environment variables"
+        assert "./dags:/opt/airflow/dags" in service["volumes"], name
+    assert (REPO_ROOT / "dags" / "kinesis_snowflake_connectors.py").is_file()
+
+
+def test_airflow_init_migrates_the_database(services: dict[str, dict[str, Any]]) -> None:
+    assert environment(services["airflow-init"])["_AIRFLOW_DB_MIGRATE"] == "true"
+    for name in LONG_RUNNING_AIRFLOW:
+        assert depends_on(services[name])["airflow-init"]["condition"] == "service_completed_successfully", name
+
+
+def test_components_share_their_secrets(compose: dict[str, Any]) -> None:
+    env = environment(compose["x-airflow-common"])
+    for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
+        assert len(env[key]) >= 64, f"{key} needs a value every component shares"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("http://airflow-apiserver:8080/")
+
+
+def test_airflow_dockerfile_installs_the_project() -> None:
+    dockerfile = REPO_ROOT / "docker" / "Dockerfile"
+    instructions = parse_dockerfile(dockerfile)
+    (base,) = resolved_from_images(dockerfile)
+    match = re.fullmatch(r"apache/airflow:(\d+\.\d+\.\d+)-python3\.11", base)
+    assert match, f"unexpected base image {base!r}"
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    airflow_req = next(Requirement(r) for r in project["dependencies"] if Requirement(r).name == "apache-airflow")
+    assert Version(match.group(1)) in airflow_req.specifier, f"{base} does not satisfy {airflow_req}"
+
+    copied: list[str] = []
+    for keyword, rest in instructions:
+        if keyword == "COPY":
+            *sources, _ = [a for a in rest.split() if not a.startswith("--")]
+            copied.extend(s.rstrip("/") for s in sources)
+    assert {"pyproject.toml", "README.md", "airflow_kinesis_snowflake"} <= set(copied)
+    for source in copied:
+        assert (REPO_ROOT / source).exists(), f"COPY source {source} is not in the build context"
+
+    runs = [rest for keyword, rest in instructions if keyword == "RUN"]
+    assert any(re.search(r"\b(default-jre-headless|openjdk-\d+-jre-headless)\b", r) for r in runs), "no Java"
+    (install,) = [r for r in runs if "pip install" in r]
+    assert '"apache-airflow==${AIRFLOW_VERSION}"' in install
+    assert "." in install.split(), "pip install does not install the project (.)"
+    users = [rest for keyword, rest in instructions[: instructions.index(("RUN", install))] if keyword == "USER"]
+    assert users and users[-1] == "airflow", "pip install must run as the airflow user"
+
+
+def test_no_pip_additional_requirements() -> None:
+    for path in (COMPOSE_FILE, REPO_ROOT / "docker" / "Dockerfile"):
+        assert "_PIP_ADDITIONAL_REQUIREMENTS" not in path.read_text(), path
+
+
+def test_fakesnow_dockerfile_matches_the_project_pin() -> None:
+    dockerfile = REPO_ROOT / "docker" / "fakesnow.Dockerfile"
+    (base,) = resolved_from_images(dockerfile)
+    assert base.startswith("python:3.11-slim")
+    runs = " ".join(rest for keyword, rest in parse_dockerfile(dockerfile) if keyword == "RUN")
+    pins = {Requirement(m).name: Requirement(m) for m in re.findall(r'"([^"]+)"', runs)}
+    dev = {
+        Requirement(r).name: Requirement(r)
+        for r in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    }
+    assert pins["fakesnow"].extras == {"server"}
+    (pinned,) = [Version(s.version) for s in pins["fakesnow"].specifier if s.operator == "=="]
+    assert pinned in dev["fakesnow"].specifier, "the image's fakesnow differs from the one the tests use"
+    assert Version("5.0") not in pins["snowflake-connector-python"].specifier
+    cmd = next(json.loads(rest) for keyword, rest in parse_dockerfile(dockerfile) if keyword == "CMD")
+    assert option(cmd, "--host") == "0.0.0.0"
+
+
+# --- connections point at the services -----------------------------------------------------------
+
+
+def test_connections_are_json_for_the_default_ids(services: dict[str, dict[str, Any]]) -> None:
+    env = environment(services["airflow-scheduler"])
+    for var in CONNECTION_VARS:
+        conn = json.loads(env[var])
+        assert isinstance(conn, dict) and conn["conn_type"], var
+    # Every connection a connector file names is defined.
+    for path in sorted((REPO_ROOT / "dags" / "connectors").glob("*.yaml")):
+        connector = yaml.safe_load(path.read_text())
+        for conn_id in (connector.get("connections") or {}).values():
+            assert f"AIRFLOW_CONN_{conn_id.upper()}" in env, f"{path.name}: {conn_id} is not defined"
+
+
+def test_aws_connection_points_at_moto(services: dict[str, dict[str, Any]]) -> None:
+    conn = connection(services, "AIRFLOW_CONN_AWS_DEFAULT")
+    assert conn["conn_type"] == "aws"
+    endpoint = urlsplit(conn["extra"]["endpoint_url"])
+    moto = services["moto"]
+    moto_port = int(environment(moto).get("MOTO_PORT", "5000"))
+    assert (endpoint.scheme, endpoint.hostname, endpoint.port) == ("http", "moto", moto_port)
+    assert moto_port in container_ports(moto)
+    assert f":{moto_port}/" in healthcheck_text(moto)
+    assert conn["login"] and conn["password"] and conn["extra"]["region_name"]
+
+
+def test_snowflake_connection_points_at_fakesnow_over_http(services: dict[str, dict[str, Any]]) -> None:
+    conn = connection(services, "AIRFLOW_CONN_SNOWFLAKE_DEFAULT")
+    assert conn["conn_type"] == "snowflake"
+    extra = conn["extra"]
+    fakesnow = services["fakesnow"]
+    port = listen_port_from_cmd(dockerfile_of(fakesnow), "-p")
+    assert (extra["host"], int(extra["port"]), extra["protocol"]) == ("fakesnow", port, "http")
+    assert port in container_ports(fakesnow)
+    assert str(port) in healthcheck_text(fakesnow)
+    assert extra["account"] and extra["database"] == "ANALYTICS"
+
+
+def test_spark_connection_points_at_the_master(services: dict[str, dict[str, Any]]) -> None:
+    conn = connection(services, "AIRFLOW_CONN_SPARK_DEFAULT")
+    master_args = command_args(services["spark-master"])
+    assert master_args[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    host, port = option(master_args, "--host"), int(option(master_args, "--port"))
+    assert host == "spark-master", "the master must bind the name the others use to reach it"
+    assert port in container_ports(services["spark-master"])
+    assert conn["conn_type"] == "spark" and conn["port"] == port
+    assert conn["host"] in (host, f"spark://{host}")
+
+    worker_args = command_args(services["spark-worker"])
+    assert worker_args[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+    assert f"spark://{host}:{port}" in worker_args
+
+
+def test_spark_runs_the_airflow_image(compose: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
+    """Executors run the Python that the driver in the scheduler names, with the provider's dependencies."""
+    for name in ("spark-master", "spark-worker"):
+        assert services[name]["image"] == compose["x-airflow-common"]["image"], name
+        assert dockerfile_of(services[name]) == REPO_ROOT / "docker" / "Dockerfile", name
+
+
+def test_connections_resolve_through_the_hooks(services: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    """The provider's own hooks read the compose connections as the services expect them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW__"))}
+    env.update({var: environment(services["airflow-scheduler"])[var] for var in CONNECTION_VARS})
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    script = """
+import json
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+snowflake = KinesisSnowflakeHook(snowflake_conn_id="snowflake_default")._get_conn_params()
+kinesis = KinesisStreamHook(aws_conn_id="aws_default")
+print(json.dumps({
+    "spark_master": SparkSubmitHook(conn_id="spark_default")._connection["master"],
+    "snowflake": {k: snowflake.get(k) for k in ("host", "port", "protocol", "account", "database")},
+    "kinesis_job_env": {k: v for k, v in kinesis.job_environment().items() if "SECRET" not in k},
+}))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resolved = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert resolved["spark_master"] == "spark://spark-master:7077"
+    assert resolved["snowflake"] == {
+        "host": "fakesnow",
+        "port": 8000,
+        "protocol": "http",
+        "account": "fakesnow",
+        "database": "ANALYTICS",
+    }
+    assert resolved["kinesis_job_env"]["AWS_ENDPOINT_URL_KINESIS"] == "http://moto:5000"
+    assert resolved["kinesis_job_env"]["AWS_DEFAULT_REGION"] == "us-east-1"
+
+
+# --- start order ---------------------------------------------------------------------------------
+
+
+def test_depends_on_only_defined_services_with_matching_conditions(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        for target, spec in depends_on(service).items():
+            assert target in services, f"{name} depends on undefined service {target}"
+            assert target != name
+            condition = spec.get("condition", "service_started")
+            if condition == "service_healthy":
+                assert services[target].get("healthcheck"), f"{name} waits for {target}, which has no healthcheck"
+            elif condition == "service_completed_successfully":
+                assert "healthcheck" not in services[target] and "restart" not in services[target], target
+            else:
+                assert condition == "service_started", f"{name} -> {target}: {condition}"
+
+
+def test_services_with_healthchecks_are_waited_for_as_healthy(services: dict[str, dict[str, Any]]) -> None:
+    for name in ["postgres", *EMULATORS, *LONG_RUNNING_AIRFLOW]:
+        assert healthcheck_text(services[name]), name
+    for name, service in services.items():
+        for target, spec in depends_on(service).items():
+            if services[target].get("healthcheck"):
+                assert spec.get("condition") == "service_healthy", f"{name} does not wait for {target} to be healthy"
+
+
+def test_tasks_wait_for_the_emulators(services: dict[str, dict[str, Any]]) -> None:
+    scheduler = depends_on(services["airflow-scheduler"])
+    assert {"postgres", "moto", "fakesnow", "spark-worker"} <= set(scheduler)
+    assert "spark-master" in depends_on(services["spark-worker"])
+    for name in AIRFLOW_SERVICES:
+        assert "postgres" in depends_on(services[name]), name

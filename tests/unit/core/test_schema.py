@@ -1,0 +1,467 @@
+"""Column mapping, value coercion and the Arrow table staged for COPY INTO."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_kinesis_snowflake.core.records import KinesisRecord, kinesis_metadata, parse_payload
+from airflow_kinesis_snowflake.core.schema import (
+    METADATA_COLUMN,
+    METADATA_TYPE,
+    ColumnMap,
+    TableColumn,
+    arrow_type,
+    coerce,
+)
+
+INT = TableColumn("QTY", "NUMBER(38,0)")
+DEC = TableColumn("AMOUNT", "NUMBER(10,2)", numeric_scale=2)
+FLT = TableColumn("RATIO", "FLOAT")
+BOOL = TableColumn("ACTIVE", "BOOLEAN")
+TEXT = TableColumn("NAME", "VARCHAR(16777216)")
+TS = TableColumn("CREATED_AT", "TIMESTAMP_TZ(9)")
+DAY = TableColumn("DAY", "DATE")
+VARIANT = TableColumn("PAYLOAD", "VARIANT")
+OBJ = TableColumn("ATTRS", "OBJECT")
+ARR = TableColumn("TAGS", "ARRAY")
+
+ALL_COLUMNS = [INT, DEC, FLT, BOOL, TEXT, TS, DAY, VARIANT, OBJ, ARR]
+
+
+# -- arrow_type -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"),
+    [
+        (INT, pa.int64()),
+        (TableColumn("N", "NUMBER"), pa.int64()),
+        (TableColumn("N", "INTEGER"), pa.int64()),
+        (TableColumn("N", "bigint"), pa.int64()),
+        (DEC, pa.decimal128(38, 2)),
+        (FLT, pa.float64()),
+        (TableColumn("D", "DOUBLE PRECISION"), pa.float64()),
+        (BOOL, pa.bool_()),
+        (TEXT, pa.string()),
+        (TS, pa.timestamp("us", tz="UTC")),
+        (TableColumn("T", "TIMESTAMP_NTZ"), pa.timestamp("us", tz="UTC")),
+        (DAY, pa.date32()),
+        (VARIANT, pa.string()),
+        (OBJ, pa.string()),
+        (ARR, pa.string()),
+    ],
+)
+def test_arrow_type(column: TableColumn, expected: pa.DataType) -> None:
+    assert arrow_type(column) == expected
+
+
+# -- ColumnMap ------------------------------------------------------------------------------------
+
+
+def test_keys_map_to_columns_case_insensitively() -> None:
+    mapping = ColumnMap([TableColumn("ORDER_ID", "NUMBER(38,0)"), TableColumn("CustomerName", "VARCHAR")])
+
+    row = mapping.map_record({"order_id": 7, "CUSTOMERNAME": "Ada"})
+
+    assert row == {"ORDER_ID": 7, "CustomerName": "Ada"}
+
+
+def test_unknown_keys_are_ignored() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)")])
+
+    assert mapping.map_record({"id": 1, "unexpected": {"deep": [1, 2]}, "other": "x"}) == {"ID": 1}
+    assert mapping.map_record({"nothing": "known"}) == {}
+
+
+def test_first_of_two_keys_differing_by_case_wins() -> None:
+    mapping = ColumnMap([TableColumn("NAME", "VARCHAR")])
+
+    assert mapping.map_record({"Name": "first", "NAME": "second"}) == {"NAME": "first"}
+    assert mapping.map_record({"NAME": "second", "Name": "first"}) == {"NAME": "second"}
+
+
+def test_first_key_wins_even_when_its_value_is_null() -> None:
+    mapping = ColumnMap([TableColumn("NAME", "VARCHAR")])
+
+    assert mapping.map_record({"name": None, "NAME": "later"}) == {"NAME": None}
+
+
+def test_never_maps_onto_kinesismetadata() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn(METADATA_COLUMN, "OBJECT")])
+
+    row = mapping.map_record({"id": 1, "kinesisMetadata": {"stream": "forged"}, "KINESISMETADATA": "forged"})
+
+    assert row == {"ID": 1}
+    assert [c.name for c in mapping.columns] == ["ID"]
+    schema = mapping.arrow_schema()
+    assert schema.names == ["ID", METADATA_COLUMN]
+    assert schema.field(METADATA_COLUMN).type == METADATA_TYPE
+
+
+def test_bad_value_error_names_the_column() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("Name", "VARCHAR")])
+
+    with pytest.raises(ValueError, match=r"^column ID: expected a whole number") as info:
+        mapping.map_record({"Name": "ok", "id": "abc"})
+    assert "'abc'" in str(info.value)
+
+    with pytest.raises(ValueError, match=r"^column Name: expected a scalar"):
+        mapping.map_record({"name": {"first": "Ada"}})
+
+
+def test_missing_keys_are_left_out_of_the_row() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("NAME", "VARCHAR")])
+
+    assert mapping.map_record({"id": 3}) == {"ID": 3}
+
+
+# -- coerce ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("column", ALL_COLUMNS, ids=lambda c: c.data_type)
+def test_null_stays_null(column: TableColumn) -> None:
+    assert coerce(None, column) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (12, 12),
+        ("12", 12),
+        (" 12 ", 12),
+        (1.0, 1),
+        ("1.0", 1),
+        (-5, -5),
+        (0, 0),
+        (2**63 - 1, 2**63 - 1),
+        (-(2**63), -(2**63)),
+        (1e18, 10**18),
+    ],
+)
+def test_integer_accepts_whole_numbers(value: Any, expected: int) -> None:
+    result = coerce(value, INT)
+
+    assert result == expected
+    assert type(result) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (1.5, "expected a whole number"),
+        ("1.5", "expected a whole number"),
+        ("abc", "expected a whole number"),
+        ("", "expected a whole number"),
+        (True, "expected a whole number"),
+        (False, "expected a whole number"),
+        ({}, "expected a whole number"),
+        ([1], "expected a whole number"),
+        (2**63, "out of range"),
+        (-(2**63) - 1, "out of range"),
+        ("99999999999999999999", "out of range"),
+        (1e19, "out of range"),
+    ],
+)
+def test_integer_rejects(value: Any, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        coerce(value, INT)
+
+
+@pytest.mark.parametrize("data_type", ["INTEGER", "BIGINT", "SMALLINT", "NUMBER"])
+def test_integer_aliases_coerce_like_number_38_0(data_type: str) -> None:
+    column = TableColumn("N", data_type)
+
+    assert coerce("42", column) == 42
+    with pytest.raises(ValueError):
+        coerce(4.2, column)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OverflowError,
+    reason="coerce raises OverflowError (not ValueError) for an infinite value in an integer column; "
+    'the valid JSON number 1e400 parses to inf, so {"qty": 1e400} escapes the dead-letter handling '
+    "(which catches ValueError) and fails the whole shard task, on every retry",
+)
+def test_integer_rejects_infinity_as_value_error() -> None:
+    mapping = ColumnMap([INT])
+    record = parse_payload(b'{"qty": 1e400}')
+
+    with pytest.raises(ValueError, match="column QTY"):
+        mapping.map_record(record)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OverflowError,
+    reason='coerce("Infinity", NUMBER(38,0)) raises OverflowError instead of ValueError',
+)
+def test_integer_rejects_infinity_string_as_value_error() -> None:
+    with pytest.raises(ValueError):
+        coerce("Infinity", INT)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (12, Decimal("12.00")),
+        ("12", Decimal("12.00")),
+        (12.5, Decimal("12.50")),
+        ("3.14159", Decimal("3.14")),
+        ("-0.1", Decimal("-0.10")),
+        (0.1, Decimal("0.10")),
+    ],
+)
+def test_decimal_quantizes_to_scale(value: Any, expected: Decimal) -> None:
+    result = coerce(value, DEC)
+
+    assert result == expected
+    assert isinstance(result, Decimal)
+    assert result.as_tuple().exponent == -2
+
+
+@pytest.mark.parametrize("value", [True, "abc", {}, [1.5], "Infinity"])
+def test_decimal_rejects(value: Any) -> None:
+    with pytest.raises(ValueError, match="expected a number"):
+        coerce(value, DEC)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='coerce accepts NaN for NUMBER(p,s) (the string "NaN", or NaN which json.loads accepts) and returns '
+    "Decimal('NaN'); ColumnMap.to_arrow then fails with ArrowInvalid for the whole batch instead of the one "
+    "record becoming a dead letter",
+)
+@pytest.mark.parametrize("payload", [b'{"amount": "NaN"}', b'{"amount": NaN}'])
+def test_decimal_rejects_nan(payload: bytes) -> None:
+    mapping = ColumnMap([DEC])
+
+    with pytest.raises(ValueError, match="column AMOUNT"):
+        mapping.map_record(parse_payload(payload))
+
+
+@pytest.mark.parametrize(("value", "expected"), [(1, 1.0), (2.5, 2.5), ("2.5", 2.5), ("-1e3", -1000.0)])
+def test_float(value: Any, expected: float) -> None:
+    result = coerce(value, FLT)
+
+    assert result == expected
+    assert type(result) is float
+
+
+@pytest.mark.parametrize("value", [True, "abc", {}, []])
+def test_float_rejects(value: Any) -> None:
+    with pytest.raises(ValueError, match="expected a number for FLOAT"):
+        coerce(value, FLT)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(True, True), (False, False), ("true", True), ("FALSE", False), ("True", True)]
+)
+def test_boolean(value: Any, expected: bool) -> None:
+    assert coerce(value, BOOL) is expected
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", "", {}, 1.0])
+def test_boolean_rejects(value: Any) -> None:
+    with pytest.raises(ValueError, match="expected a boolean"):
+        coerce(value, BOOL)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("Ada", "Ada"), (12, "12"), (1.5, "1.5"), (True, "true"), (False, "false"), ("", ""), ("é", "é")],
+)
+def test_varchar_stringifies_scalars(value: Any, expected: str) -> None:
+    assert coerce(value, TEXT) == expected
+
+
+@pytest.mark.parametrize(("value", "kind"), [({"a": 1}, "dict"), ([1, 2], "list")])
+def test_varchar_rejects_objects_and_arrays(value: Any, kind: str) -> None:
+    with pytest.raises(ValueError, match=f"expected a scalar for VARCHAR, got a JSON {kind}"):
+        coerce(value, TEXT)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-01-31T12:30:00Z", datetime(2026, 1, 31, 12, 30, tzinfo=UTC)),
+        ("2026-01-31T12:30:00.123456Z", datetime(2026, 1, 31, 12, 30, 0, 123456, tzinfo=UTC)),
+        ("2026-01-31T14:30:00+02:00", datetime(2026, 1, 31, 12, 30, tzinfo=UTC)),
+        ("2026-01-31T12:30:00", datetime(2026, 1, 31, 12, 30, tzinfo=UTC)),
+        ("2026-01-31", datetime(2026, 1, 31, tzinfo=UTC)),
+    ],
+)
+def test_timestamp_parses_iso_8601(value: str, expected: datetime) -> None:
+    result = coerce(value, TS)
+
+    assert result == expected
+    assert result.tzinfo is not None
+
+
+def test_timestamp_keeps_the_given_offset() -> None:
+    result = coerce("2026-01-31T14:30:00+02:00", TS)
+
+    assert result.utcoffset() == timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("yesterday", "not an ISO 8601 timestamp"),
+        ("31/01/2026 12:30", "not an ISO 8601 timestamp"),
+        (1769862600, "expected an ISO 8601 timestamp string, got int"),
+        ({}, "expected an ISO 8601 timestamp string, got dict"),
+    ],
+)
+def test_timestamp_rejects(value: Any, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        coerce(value, TS)
+
+
+def test_date() -> None:
+    assert coerce("2026-01-31", DAY) == date(2026, 1, 31)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("31/01/2026", "not an ISO 8601 date"),
+        ("2026-02-30", "not an ISO 8601 date"),
+        (20260131, "expected an ISO 8601 date string, got int"),
+    ],
+)
+def test_date_rejects(value: Any, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        coerce(value, DAY)
+
+
+@pytest.mark.parametrize("column", [VARIANT, OBJ, ARR], ids=lambda c: c.data_type)
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": [1, "é"], "b": None}, '{"a":[1,"é"],"b":null}'),
+        ([1, 2.5, True], "[1,2.5,true]"),
+        ("text", '"text"'),
+        (3, "3"),
+        (False, "false"),
+    ],
+)
+def test_semi_structured_becomes_json_text(column: TableColumn, value: Any, expected: str) -> None:
+    assert coerce(value, column) == expected
+
+
+# -- to_arrow -------------------------------------------------------------------------------------
+
+
+def _metadata(sequence: str, sub: int = 0) -> dict[str, Any]:
+    record = KinesisRecord("shardId-000000000000", sequence, sub, "pk", datetime(2026, 1, 31, 12, tzinfo=UTC), b"{}")
+    return kinesis_metadata("orders", record)
+
+
+def _mapped_rows(mapping: ColumnMap) -> list[dict[str, Any]]:
+    documents: list[dict[str, Any]] = [
+        {
+            "qty": 3,
+            "amount": "19.99",
+            "ratio": 0.25,
+            "active": True,
+            "name": "Ada",
+            "created_at": "2026-01-31T12:30:00Z",
+            "day": "2026-01-31",
+            "payload": {"nested": [1, 2]},
+            "attrs": {"k": "v"},
+            "tags": ["a", "b"],
+            "ignored": "x",
+        },
+        {"QTY": "4", "Name": "Grace", "payload": None},
+    ]
+    return [mapping.map_record(d) for d in documents]
+
+
+def test_to_arrow_schema_matches_arrow_schema() -> None:
+    mapping = ColumnMap([*ALL_COLUMNS, TableColumn(METADATA_COLUMN, "OBJECT")])
+
+    table = mapping.to_arrow(_mapped_rows(mapping), [_metadata("9"), _metadata("10", 1)])
+
+    assert table.schema == mapping.arrow_schema()
+    assert table.num_rows == 2
+    assert table.column_names == [c.name for c in ALL_COLUMNS] + [METADATA_COLUMN]
+
+
+def test_to_arrow_values() -> None:
+    mapping = ColumnMap(ALL_COLUMNS)
+
+    rows = mapping.to_arrow(_mapped_rows(mapping), [_metadata("9"), _metadata("10", 1)]).to_pylist()
+
+    first, second = rows
+    assert first["QTY"] == 3
+    assert first["AMOUNT"] == Decimal("19.99")
+    assert first["RATIO"] == 0.25
+    assert first["ACTIVE"] is True
+    assert first["NAME"] == "Ada"
+    assert first["CREATED_AT"] == datetime(2026, 1, 31, 12, 30, tzinfo=UTC)
+    assert first["DAY"] == date(2026, 1, 31)
+    assert first["PAYLOAD"] == '{"nested":[1,2]}'
+    assert first["ATTRS"] == '{"k":"v"}'
+    assert first["TAGS"] == '["a","b"]'
+    assert "ignored" not in first
+    # Keys absent from a record are nulls in its row.
+    assert second["QTY"] == 4
+    assert second["NAME"] == "Grace"
+    assert second["AMOUNT"] is None
+    assert second["PAYLOAD"] is None
+    assert second[METADATA_COLUMN]["sequenceNumber"] == "10"
+    assert second[METADATA_COLUMN]["subSequenceNumber"] == 1
+
+
+def test_to_arrow_converts_offsets_to_utc() -> None:
+    mapping = ColumnMap([TS])
+
+    table = mapping.to_arrow([mapping.map_record({"created_at": "2026-01-31T14:30:00+02:00"})], [_metadata("1")])
+
+    assert table.column("CREATED_AT").to_pylist() == [datetime(2026, 1, 31, 12, 30, tzinfo=UTC)]
+    assert table.column("CREATED_AT").to_pylist()[0].utcoffset() == timedelta(0)
+
+
+def test_to_arrow_empty() -> None:
+    mapping = ColumnMap(ALL_COLUMNS)
+
+    table = mapping.to_arrow([], [])
+
+    assert table.num_rows == 0
+    assert table.schema == mapping.arrow_schema()
+
+
+def test_parquet_round_trip(tmp_path: Path) -> None:
+    mapping = ColumnMap(ALL_COLUMNS)
+    table = mapping.to_arrow(_mapped_rows(mapping), [_metadata("9"), _metadata("10", 1)])
+    path = tmp_path / "batch.parquet"
+
+    pq.write_table(table, path)
+    restored = pq.read_table(path)
+
+    assert restored.schema.names == table.schema.names
+    assert restored.schema.equals(table.schema, check_metadata=False)
+    assert restored.equals(table)
+    assert restored.to_pylist() == table.to_pylist()
+
+
+def test_timestamps_in_other_zones_read_back_as_the_same_instant(tmp_path: Path) -> None:
+    mapping = ColumnMap([TS])
+    offset = timezone(timedelta(hours=-5))
+    table = mapping.to_arrow(
+        [mapping.map_record({"CREATED_AT": datetime(2026, 1, 31, 7, 30, tzinfo=offset).isoformat()})],
+        [_metadata("1")],
+    )
+    path = tmp_path / "ts.parquet"
+
+    pq.write_table(table, path)
+
+    assert pq.read_table(path).column("CREATED_AT").to_pylist() == [datetime(2026, 1, 31, 12, 30, tzinfo=UTC)]

@@ -1,0 +1,426 @@
+"""ConnectorConfig validation: every mistake names the file, the field and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from airflow_kinesis_snowflake.config import (
+    APPLICATION_NAME_MAX,
+    MIGRATION_SUFFIX,
+    ConnectorConfig,
+    ConnectorConfigError,
+    ConsumerType,
+    load_connector_config,
+    load_connector_configs,
+    parse_connector_config,
+)
+from airflow_kinesis_snowflake.core.positions import InitialPosition
+
+CONNECTORS_DIR = Path(__file__).resolve().parents[2] / "dags" / "connectors"
+SHIPPED = CONNECTORS_DIR / "orders.yaml"
+
+
+def _shipped_data() -> dict[str, Any]:
+    data = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _write(directory: Path, data: Any, name: str = "orders.yaml") -> Path:
+    path = directory / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _with(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    data = copy.deepcopy(_shipped_data())
+    change(data)
+    return data
+
+
+def _load_error(directory: Path, data: Any) -> str:
+    """Write ``data`` to a file, load it, and return the error message (which must name the file)."""
+    path = _write(directory, data)
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_config(path)
+    message = str(info.value)
+    assert str(path) in message
+    return message
+
+
+def _set(section: str, **values: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data[section].update(values)
+
+    return change
+
+
+def _drop(section: str | None, field: str) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        (data[section] if section else data).pop(field)
+
+    return change
+
+
+# -- the shipped file ---------------------------------------------------------------------------
+
+
+def test_shipped_orders_yaml_loads() -> None:
+    config = load_connector_config(SHIPPED)
+
+    assert config.connector_id == "orders"
+    assert config.source.type == "kinesis"
+    assert config.source.stream_name == "orders"
+    assert config.source.region == "us-east-1"
+    assert config.source.application_name == "orders-to-snowflake"
+    assert config.source.consumer_type is ConsumerType.SHARED_THROUGHPUT
+    assert config.source.initial_position is InitialPosition.TRIM_HORIZON
+    assert config.source.initial_timestamp is None
+    assert config.source.max_records_per_call == 10000
+    assert (config.destination.database, config.destination.schema_, config.destination.table) == (
+        "ANALYTICS",
+        "RAW",
+        "ORDERS",
+    )
+    assert config.table_fqn == '"ANALYTICS"."RAW"."ORDERS"'
+    assert config.batch.max_records_per_shard == 100000
+    assert config.connections.aws == "aws_default"
+    assert config.connections.snowflake == "snowflake_default"
+    assert config.connections.spark == "spark_default"
+
+
+def test_shipped_connectors_directory_loads() -> None:
+    configs = load_connector_configs(CONNECTORS_DIR)
+
+    assert "orders" in [c.connector_id for c in configs]
+    assert all(isinstance(c, ConnectorConfig) for c in configs)
+
+
+def test_minimal_config_gets_defaults() -> None:
+    config = parse_connector_config(
+        {
+            "connector_id": "minimal",
+            "source": {"stream_name": "s", "region": "eu-west-1", "application_name": "app"},
+            "destination": {"database": "db", "schema": "sc", "table": "tb"},
+        }
+    )
+
+    assert config.source.consumer_type is ConsumerType.SHARED_THROUGHPUT
+    assert config.source.initial_position is InitialPosition.TRIM_HORIZON
+    assert config.source.max_records_per_call == 10000
+    assert config.destination.type == "TABLE"
+    assert config.connections.aws == "aws_default"
+
+
+# -- one bad value at a time ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            _set("source", initial_position="EARLIEST"),
+            ["source.initial_position", "TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "EARLIEST"],
+            id="initial_position",
+        ),
+        pytest.param(
+            _set("source", consumer_type="EFO"),
+            ["source.consumer_type", "SHARED_THROUGHPUT", "ENHANCED_FAN_OUT", "EFO"],
+            id="consumer_type",
+        ),
+        pytest.param(
+            _set("source", max_records_per_call=0),
+            ["source.max_records_per_call", "greater than or equal to 1", "got 0"],
+            id="max_records_per_call-0",
+        ),
+        pytest.param(
+            _set("source", max_records_per_call=10001),
+            ["source.max_records_per_call", "less than or equal to 10000", "got 10001"],
+            id="max_records_per_call-10001",
+        ),
+        pytest.param(
+            _set("source", max_records_per_call="lots"),
+            ["source.max_records_per_call", "integer"],
+            id="max_records_per_call-not-a-number",
+        ),
+        pytest.param(
+            _set("source", application_name="ab"),
+            ["source.application_name", f"3-{APPLICATION_NAME_MAX}", "DynamoDB", "'ab'"],
+            id="application_name-too-short",
+        ),
+        pytest.param(
+            _set("source", application_name="orders to/snowflake"),
+            ["source.application_name", "letters, digits, '_', '.', '-'"],
+            id="application_name-bad-characters",
+        ),
+        pytest.param(
+            _set("source", application_name="a" * (APPLICATION_NAME_MAX + 1)),
+            ["source.application_name", f"3-{APPLICATION_NAME_MAX}", MIGRATION_SUFFIX],
+            id="application_name-too-long",
+        ),
+        pytest.param(
+            _set("source", region="US-EAST-1"),
+            ["source.region", "AWS region", "us-east-1", "US-EAST-1"],
+            id="region-upper-case",
+        ),
+        pytest.param(
+            _set("source", region="useast1"),
+            ["source.region", "AWS region", "useast1"],
+            id="region-no-dashes",
+        ),
+        pytest.param(
+            _set("source", stream_name="orders/stream"),
+            ["source.stream_name", "1-128 characters"],
+            id="stream_name",
+        ),
+        pytest.param(
+            _set("source", type="dynamodb"),
+            ["source.type", "kinesis"],
+            id="source-type",
+        ),
+        pytest.param(
+            _set("destination", table="a-b"),
+            ["destination.table", "Snowflake identifier", "'a-b'"],
+            id="destination-table",
+        ),
+        pytest.param(
+            _set("destination", schema="1raw"),
+            ["destination.schema", "Snowflake identifier", "'1raw'"],
+            id="destination-schema",
+        ),
+        pytest.param(
+            _set("destination", database="my db"),
+            ["destination.database", "Snowflake identifier"],
+            id="destination-database",
+        ),
+        pytest.param(
+            _set("batch", max_records_per_shard=0),
+            ["batch.max_records_per_shard", "greater than or equal to 1"],
+            id="batch-max_records_per_shard",
+        ),
+        pytest.param(
+            lambda data: data.update(connector_id="orders feed"),
+            ["connector_id", "orders feed"],
+            id="connector_id",
+        ),
+    ],
+)
+def test_bad_value_names_file_field_and_rule(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: list[str]
+) -> None:
+    message = _load_error(tmp_path, _with(change))
+
+    for fragment in expected:
+        assert fragment in message
+
+
+def test_application_name_leaves_room_for_migration_suffix() -> None:
+    # DynamoDB table names are at most 255 characters; '<name>_migration' must fit too.
+    assert APPLICATION_NAME_MAX + len(MIGRATION_SUFFIX) == 255
+
+    longest = "a" * APPLICATION_NAME_MAX
+    config = parse_connector_config(_with(_set("source", application_name=longest)))
+    assert config.source.application_name == longest
+
+    with pytest.raises(ConnectorConfigError, match=r"source\.application_name"):
+        parse_connector_config(_with(_set("source", application_name=longest + "a")))
+
+
+@pytest.mark.parametrize("name", ["abc", "orders.to_snowflake-v2", "A_B.C-1"])
+def test_valid_application_names(name: str) -> None:
+    config = parse_connector_config(_with(_set("source", application_name=name)))
+
+    assert config.source.application_name == name
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-central-1", "ap-southeast-2", "us-gov-west-1"])
+def test_valid_regions(region: str) -> None:
+    assert parse_connector_config(_with(_set("source", region=region))).source.region == region
+
+
+# -- initial position and timestamp ----------------------------------------------------------------
+
+
+def test_at_timestamp_without_initial_timestamp(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, _with(_set("source", initial_position="AT_TIMESTAMP")))
+
+    assert "source" in message
+    assert "initial_position AT_TIMESTAMP needs initial_timestamp" in message
+    assert "ISO 8601" in message
+
+
+def test_initial_timestamp_without_at_timestamp(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, _with(_set("source", initial_timestamp="2026-01-31T00:00:00Z")))
+
+    assert "source" in message
+    assert "initial_timestamp is only used with initial_position AT_TIMESTAMP" in message
+
+
+def test_at_timestamp_with_initial_timestamp_from_yaml_file(tmp_path: Path) -> None:
+    text = SHIPPED.read_text(encoding="utf-8").replace(
+        "initial_position: TRIM_HORIZON",
+        "initial_position: AT_TIMESTAMP\n  initial_timestamp: '2026-01-31T12:30:00Z'",
+    )
+    path = tmp_path / "orders.yaml"
+    path.write_text(text, encoding="utf-8")
+
+    config = load_connector_config(path)
+
+    assert config.source.initial_position is InitialPosition.AT_TIMESTAMP
+    assert config.source.initial_timestamp == datetime(2026, 1, 31, 12, 30, tzinfo=UTC)
+
+
+def test_naive_initial_timestamp_is_taken_as_utc() -> None:
+    config = parse_connector_config(
+        _with(_set("source", initial_position="AT_TIMESTAMP", initial_timestamp="2026-01-31T12:30:00"))
+    )
+
+    assert config.source.initial_timestamp == datetime(2026, 1, 31, 12, 30, tzinfo=UTC)
+    assert config.source.initial_timestamp is not None
+    assert config.source.initial_timestamp.utcoffset() is not None
+
+
+# -- unknown and missing fields ---------------------------------------------------------------
+
+
+def test_unknown_field_is_a_typo(tmp_path: Path) -> None:
+    def typo(data: dict[str, Any]) -> None:
+        data["source"]["stream_nmae"] = data["source"].pop("stream_name")
+
+    message = _load_error(tmp_path, _with(typo))
+
+    assert "source.stream_nmae: unknown field" in message
+    assert "source.stream_name: required field is missing" in message
+
+
+def test_unknown_top_level_section(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, _with(lambda data: data.update(sink={"table": "x"})))
+
+    assert "sink: unknown field" in message
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (_drop("source", "application_name"), "source.application_name"),
+        (_drop("source", "region"), "source.region"),
+        (_drop("destination", "table"), "destination.table"),
+        (_drop("destination", "schema"), "destination.schema"),
+        (_drop(None, "destination"), "destination"),
+        (_drop(None, "connector_id"), "connector_id"),
+    ],
+)
+def test_missing_required_field(tmp_path: Path, change: Callable[[dict[str, Any]], None], field: str) -> None:
+    message = _load_error(tmp_path, _with(change))
+
+    assert f"{field}: required field is missing" in message
+
+
+def test_every_mistake_is_reported_at_once(tmp_path: Path) -> None:
+    def two_mistakes(data: dict[str, Any]) -> None:
+        data["source"]["region"] = "nowhere"
+        data["destination"]["table"] = "a-b"
+
+    message = _load_error(tmp_path, _with(two_mistakes))
+
+    assert "source.region" in message
+    assert "destination.table" in message
+
+
+# -- destination identifiers ----------------------------------------------------------------------
+
+
+def test_destination_identifiers_are_upper_cased() -> None:
+    config = parse_connector_config(_with(_set("destination", database="analytics", schema="raw", table="_orders$1")))
+
+    assert config.destination.database == "ANALYTICS"
+    assert config.destination.schema_ == "RAW"
+    assert config.destination.table == "_ORDERS$1"
+    assert config.table_fqn == '"ANALYTICS"."RAW"."_ORDERS$1"'
+
+
+# -- the file itself ------------------------------------------------------------------------------
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("connector_id: orders\nsource: [unclosed\n", encoding="utf-8")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_config(path)
+
+    assert str(path) in str(info.value)
+    assert "not valid YAML" in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["- orders\n- payments\n", "just a string\n", "42\n", ""])
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "orders.yaml"
+    path.write_text(text, encoding="utf-8")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_config(path)
+
+    assert str(path) in str(info.value)
+    assert "expected a mapping at the top level" in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_config(path)
+
+    assert str(path) in str(info.value)
+    assert "cannot read" in str(info.value)
+
+
+def test_parse_connector_config_names_its_source() -> None:
+    with pytest.raises(ConnectorConfigError) as info:
+        parse_connector_config(["not", "a", "mapping"], source="inline.yaml")
+
+    assert str(info.value).startswith("inline.yaml:")
+
+
+# -- a directory of connectors ---------------------------------------------------------------------
+
+
+def test_load_connector_configs_reads_yaml_and_yml_in_name_order(tmp_path: Path) -> None:
+    _write(tmp_path, _with(lambda d: d.update(connector_id="payments")), name="b.yml")
+    _write(tmp_path, _with(lambda d: d.update(connector_id="orders")), name="a.yaml")
+    (tmp_path / "notes.txt").write_text("not a connector", encoding="utf-8")
+
+    configs = load_connector_configs(tmp_path)
+
+    assert [c.connector_id for c in configs] == ["orders", "payments"]
+
+
+def test_duplicate_connector_id_across_files(tmp_path: Path) -> None:
+    first = _write(tmp_path, _shipped_data(), name="a.yaml")
+    second = _write(tmp_path, _with(_set("source", application_name="other-app")), name="b.yaml")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_configs(tmp_path)
+
+    message = str(info.value)
+    assert message.startswith(f"{second}:")
+    assert "'orders'" in message
+    assert str(first) in message
+
+
+def test_one_bad_file_fails_the_directory(tmp_path: Path) -> None:
+    _write(tmp_path, _shipped_data(), name="a.yaml")
+    bad = _write(tmp_path, _with(_set("source", region="mars")), name="b.yaml")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_configs(tmp_path)
+
+    assert str(bad) in str(info.value)
+    assert "source.region" in str(info.value)

@@ -1,0 +1,31 @@
+"""Provider metadata: discoverable through the entry point, valid against Airflow's schema."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import airflow
+import jsonschema
+
+from airflow_kinesis_snowflake.get_provider_info import get_provider_info
+
+
+def test_entry_point_returns_the_provider_info() -> None:
+    (entry,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith("airflow_kinesis")]
+    assert entry.load()() == get_provider_info()
+
+
+def test_provider_info_validates_against_airflow_schema() -> None:
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(get_provider_info(), schema)
+
+
+def test_every_listed_module_imports() -> None:
+    info = get_provider_info()
+    for kind in ("hooks", "operators", "sensors"):
+        for entry in info[kind]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
