@@ -7,6 +7,7 @@ from pathlib import Path
 
 from airflow.dag_processing.dagbag import DagBag
 
+from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.emulators.servers import REPO_ROOT
 
 DAGS = REPO_ROOT / "dags"
@@ -21,7 +22,8 @@ def test_dags_folder_has_no_import_errors() -> None:
     assert set(dag.task_dict) == {"create_lease_table", "ingest"}
     assert dag.task_dict["ingest"].upstream_task_ids == {"create_lease_table"}
     ingest = dag.task_dict["ingest"]
-    assert (ingest.stream_name, ingest.application_name) == ("orders", "orders-to-snowflake")  # type: ignore[attr-defined]
+    assert isinstance(ingest, SparkKinesisIngestOperator)
+    assert (ingest.stream_name, ingest.application_name) == ("orders", "orders-to-snowflake")
 
 
 def test_a_bad_connector_file_is_an_import_error_naming_file_and_field(tmp_path: Path) -> None:

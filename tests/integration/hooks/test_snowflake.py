@@ -18,7 +18,9 @@ def test_protocol_extra_reaches_the_connector(aws_connections: Emulators) -> Non
     assert params["protocol"] == "http" and params["port"] == aws_connections.fakesnow_port
     conn = hook.get_conn()
     try:
-        assert conn.cursor().execute("SELECT 41 + 1").fetchone() == (42,)
+        cur = conn.cursor()
+        cur.execute("SELECT 41 + 1")
+        assert cur.fetchone() == (42,)
     finally:
         conn.close()
 
