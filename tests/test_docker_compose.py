@@ -153,6 +153,11 @@ def listen_port_from_cmd(dockerfile: Path, flag: str) -> int:
     return int(option(cmd, flag))
 
 
+def pyproject() -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    return project
+
+
 def connection(services: dict[str, dict[str, Any]], var: str) -> dict[str, Any]:
     conn: dict[str, Any] = json.loads(environment(services["airflow-scheduler"])[var])
     return conn
@@ -234,8 +239,7 @@ def test_airflow_dockerfile_installs_the_project() -> None:
     (base,) = resolved_from_images(dockerfile)
     match = re.fullmatch(r"apache/airflow:(\d+\.\d+\.\d+)-python3\.11", base)
     assert match, f"unexpected base image {base!r}"
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    airflow_req = next(Requirement(r) for r in project["dependencies"] if Requirement(r).name == "apache-airflow")
+    airflow_req = next(Requirement(r) for r in pyproject()["dependencies"] if Requirement(r).name == "apache-airflow")
     assert Version(match.group(1)) in airflow_req.specifier, f"{base} does not satisfy {airflow_req}"
 
     copied: list[str] = []
@@ -267,10 +271,7 @@ def test_fakesnow_dockerfile_matches_the_project_pin() -> None:
     assert base.startswith("python:3.11-slim")
     runs = " ".join(rest for keyword, rest in parse_dockerfile(dockerfile) if keyword == "RUN")
     pins = {Requirement(m).name: Requirement(m) for m in re.findall(r'"([^"]+)"', runs)}
-    dev = {
-        Requirement(r).name: Requirement(r)
-        for r in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
-    }
+    dev = {Requirement(r).name: Requirement(r) for r in pyproject()["optional-dependencies"]["dev"]}
     assert pins["fakesnow"].extras == {"server"}
     (pinned,) = [Version(s.version) for s in pins["fakesnow"].specifier if s.operator == "=="]
     assert pinned in dev["fakesnow"].specifier, "the image's fakesnow differs from the one the tests use"

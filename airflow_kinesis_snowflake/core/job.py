@@ -3,7 +3,8 @@
 Run through ``spark-submit`` with ``--plan`` (a :class:`BatchPlan` JSON file) and ``--result``
 (where the driver writes what was loaded). Credentials arrive as environment variables: the
 standard ``AWS_*`` ones (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON``
-with the snowflake-connector-python keyword arguments. Nothing secret is printed.
+with the snowflake-connector-python keyword arguments; the driver hands them to its tasks.
+Nothing secret is printed.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,45 +34,77 @@ from airflow_kinesis_snowflake.core.schema import FAILURE_SCHEMA, METADATA_TYPE,
 from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 
 SNOWFLAKE_ENV = "SNOWFLAKE_CONNECTION_JSON"
+AWS_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL_KINESIS",
+)
 
 
-def snowflake_params_from_env() -> dict[str, Any]:
-    raw = os.environ.get(SNOWFLAKE_ENV)
-    if not raw:
-        raise RuntimeError(f"{SNOWFLAKE_ENV} is not set: the Snowflake connection reaches the job through it")
-    params: dict[str, Any] = json.loads(raw)
-    if "private_key_der_base64" in params:
-        params["private_key"] = base64.b64decode(params.pop("private_key_der_base64"))
-    return params
+@dataclass(frozen=True)
+class JobCredentials:
+    """AWS and Snowflake credentials, read from the driver's environment.
 
+    They travel to executors inside the serialised task, never on a command line or in a Spark
+    setting, so a standalone or YARN cluster needs no credentials of its own.
+    """
 
-@contextmanager
-def snowflake_connection() -> Iterator[Any]:
-    import snowflake.connector
+    aws: dict[str, str] = field(repr=False)
+    snowflake: dict[str, Any] = field(repr=False)
 
-    conn = snowflake.connector.connect(**snowflake_params_from_env())
-    try:
-        yield conn
-    finally:
-        conn.close()
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JobCredentials:
+        env = os.environ if environ is None else environ
+        raw = env.get(SNOWFLAKE_ENV)
+        if not raw:
+            raise RuntimeError(f"{SNOWFLAKE_ENV} is not set: the Snowflake connection reaches the job through it")
+        snowflake: dict[str, Any] = json.loads(raw)
+        aws = {k: env[k] for k in AWS_ENV if env.get(k)}
+        return cls(aws=aws, snowflake=snowflake)
 
+    def kinesis_client(self, region: str) -> Any:
+        import boto3
+        from botocore.config import Config
 
-def kinesis_client(region: str) -> Any:
-    import boto3
-    from botocore.config import Config
+        # Standard retries back off on ProvisionedThroughputExceeded / LimitExceeded throttling.
+        return boto3.client(
+            "kinesis",
+            region_name=region,
+            aws_access_key_id=self.aws.get("AWS_ACCESS_KEY_ID"),
+            aws_secret_access_key=self.aws.get("AWS_SECRET_ACCESS_KEY"),
+            aws_session_token=self.aws.get("AWS_SESSION_TOKEN"),
+            endpoint_url=self.aws.get("AWS_ENDPOINT_URL_KINESIS"),
+            config=Config(retries={"mode": "standard", "max_attempts": 10}),
+        )
 
-    # Standard retries back off on ProvisionedThroughputExceeded / LimitExceeded throttling.
-    return boto3.client("kinesis", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 10}))
+    @contextmanager
+    def snowflake_connection(self) -> Iterator[Any]:
+        import snowflake.connector
+
+        params = dict(self.snowflake)
+        if "private_key_der_base64" in params:
+            params["private_key"] = base64.b64decode(params.pop("private_key_der_base64"))
+        conn = snowflake.connector.connect(**params)
+        try:
+            yield conn
+        finally:
+            conn.close()
 
 
 def process_range(
-    range_data: dict[str, Any], plan_json: str, columns: list[dict[str, Any]], stage_dir: str
+    range_data: dict[str, Any],
+    plan_json: str,
+    columns: list[dict[str, Any]],
+    stage_dir: str,
+    credentials: JobCredentials,
 ) -> dict[str, Any]:
     """Spark task: read one shard range, build Parquet, stage it. Returns the range's summary."""
     plan = BatchPlan.from_json(plan_json)
     shard_range = ShardRange.from_dict(range_data)
     read = read_shard_range(
-        kinesis_client(plan.region),
+        credentials.kinesis_client(plan.region),
         plan.stream_name,
         shard_range,
         cutoff=plan.cutoff,
@@ -81,6 +115,9 @@ def process_range(
     metadata: list[dict[str, Any]] = []
     dead: list[DeadLetter] = []
     for record in read.records:
+        if record.error is not None:
+            dead.append(DeadLetter(record, record.error))
+            continue
         try:
             row = mapping.map_record(parse_payload(record.data))
         except (ParseError, ValueError) as err:
@@ -90,7 +127,7 @@ def process_range(
         metadata.append(kinesis_metadata(plan.stream_name, record))
 
     file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
-    with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, snowflake_connection() as conn:
+    with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, credentials.snowflake_connection() as conn:
         sink = SnowflakeSink(conn, plan.destination)
         if rows:
             path = Path(tmp) / f"{file_stem}.parquet"
@@ -121,7 +158,9 @@ def process_range(
     }
 
 
-def commit(plan: BatchPlan, stage_dir: str, shard_results: list[dict[str, Any]]) -> dict[str, Any]:
+def commit(
+    plan: BatchPlan, stage_dir: str, shard_results: list[dict[str, Any]], credentials: JobCredentials
+) -> dict[str, Any]:
     """Driver: load everything staged and move the ledger in one transaction."""
     ends = {r["shard_id"]: Checkpoint.from_dict(r["end"]) for r in shard_results if r["end"]}
     starts = {r["shard_id"]: (Checkpoint.from_dict(r["start"]) if r["start"] else None) for r in shard_results}
@@ -129,7 +168,7 @@ def commit(plan: BatchPlan, stage_dir: str, shard_results: list[dict[str, Any]])
     failures = sum(r["dead_letters"] for r in shard_results)
     loaded = failed = 0
     if ends:
-        with snowflake_connection() as conn:
+        with credentials.snowflake_connection() as conn:
             sink = SnowflakeSink(conn, plan.destination)
             result = sink.commit_batch(
                 application_name=plan.application_name,
@@ -163,8 +202,9 @@ def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}").getOrCreate()
+    credentials = JobCredentials.from_env()
     try:
-        with snowflake_connection() as conn:
+        with credentials.snowflake_connection() as conn:
             sink = SnowflakeSink(conn, plan.destination)
             sink.ensure_support_objects()
             columns = [c.__dict__ for c in sink.describe_columns()]
@@ -175,13 +215,13 @@ def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
         shard_results = (
             (
                 spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
-                .map(lambda r: process_range(r, plan_json, columns, stage_dir))
+                .map(lambda r: process_range(r, plan_json, columns, stage_dir, credentials))
                 .collect()
             )
             if ranges
             else []
         )
-        result = commit(plan, stage_dir, shard_results)
+        result = commit(plan, stage_dir, shard_results, credentials)
     finally:
         spark.stop()
     result_path.write_text(json.dumps(result, indent=2))

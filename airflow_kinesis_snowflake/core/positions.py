@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import total_ordering
 
-# Width used when sequence and sub-sequence are combined into one sortable string.
-SEQUENCE_DIGITS = 128
+# Width used when sequence and sub-sequence are combined into one sortable string: the Kinesis API
+# allows sequence numbers of up to 129 digits.
+SEQUENCE_DIGITS = 129
 SUB_SEQUENCE_DIGITS = 20
 
 
@@ -27,7 +28,7 @@ class InitialPosition(StrEnum):
 def parse_sequence_number(value: str | int) -> int:
     """Return a sequence number as an int; reject anything that is not a non-negative decimal."""
     text = str(value)
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise ValueError(f"not a Kinesis sequence number: {value!r}")
     return int(text)
 
@@ -77,4 +78,6 @@ class Checkpoint:
 def sharded_sequence_number(sequence_number: str, sub_sequence_number: int) -> str:
     """Sequence and sub-sequence combined into one string that sorts in record order."""
     seq = parse_sequence_number(sequence_number)
+    if not 0 <= sub_sequence_number < 10**SUB_SEQUENCE_DIGITS:
+        raise ValueError(f"not a sub-sequence number: {sub_sequence_number!r}")
     return f"{seq:0{SEQUENCE_DIGITS}d}{sub_sequence_number:0{SUB_SEQUENCE_DIGITS}d}"

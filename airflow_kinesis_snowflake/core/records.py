@@ -7,13 +7,21 @@ bytes, its metadata and the reason, and is loaded into the parse-failure table.
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
+import io
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+import aws_kinesis_agg
+
+# The deaggregator puts the package directory on sys.path, which its generated protobuf modules
+# need; import it before touching them.
+from aws_kinesis_agg import deaggregator
+from google.protobuf.message import DecodeError
 
 from airflow_kinesis_snowflake.core.positions import Checkpoint, sharded_sequence_number
 
@@ -28,6 +36,9 @@ class KinesisRecord:
     partition_key: str
     approximate_arrival: datetime
     data: bytes
+    # Set when the record is a KPL aggregate that could not be fully de-aggregated; ``data`` then
+    # holds the whole aggregate and the record becomes a dead letter.
+    error: str | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -42,25 +53,63 @@ class DeadLetter:
     error: str
 
 
+def _aggregate_size(data: bytes) -> int | None:
+    """Number of user records in a well-formed KPL aggregate; None when ``data`` is not one."""
+    magic, digest_size = aws_kinesis_agg.MAGIC, aws_kinesis_agg.DIGEST_SIZE
+    if not data.startswith(magic) or len(data) <= len(magic) + digest_size:
+        return None
+    body, digest = data[len(magic) : -digest_size], data[-digest_size:]
+    if hashlib.md5(body).digest() != digest:  # the KPL format's checksum
+        return None
+    aggregate = deaggregator.messages_pb2.AggregatedRecord()
+    try:
+        aggregate.ParseFromString(body)
+    except DecodeError:
+        return None
+    return len(aggregate.records)
+
+
+def _arrival(value: Any) -> datetime:
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, tz=UTC)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def user_records(shard_id: str, api_records: Iterable[dict[str, Any]]) -> Iterator[KinesisRecord]:
-    """De-aggregate boto3 GetRecords records (KPL aggregates or plain ones) into user records."""
+    """De-aggregate boto3 GetRecords records (KPL aggregates or plain ones) into user records.
+
+    The library logs and skips an aggregate it cannot unpack; such an aggregate is returned here
+    as one record carrying ``error``, so that it is kept as a dead letter and never lost.
+    """
     for raw in api_records:
-        for user in iter_deaggregate_records(raw, data_format="Boto3"):
+        with contextlib.redirect_stderr(io.StringIO()) as library_errors:
+            users = list(deaggregator.iter_deaggregate_records(raw, data_format="Boto3"))
+        for user in users:
             k = user["kinesis"]
             # The library hands aggregated sub-records back base64-encoded, plain ones as bytes.
             data = base64.b64decode(k["data"]) if k.get("aggregated") else k["data"]
-            arrival = k["approximateArrivalTimestamp"]
-            if isinstance(arrival, (int, float)):
-                arrival = datetime.fromtimestamp(arrival, tz=UTC)
-            elif arrival.tzinfo is None:
-                arrival = arrival.replace(tzinfo=UTC)
             yield KinesisRecord(
                 shard_id=shard_id,
                 sequence_number=k["sequenceNumber"],
                 sub_sequence_number=int(k.get("subSequenceNumber", 0)),
                 partition_key=k["partitionKey"],
-                approximate_arrival=arrival,
+                approximate_arrival=_arrival(k["approximateArrivalTimestamp"]),
                 data=bytes(data),
+            )
+        expected = _aggregate_size(bytes(raw["Data"]))
+        if expected is not None and len(users) < expected:
+            detail = library_errors.getvalue().strip().splitlines()
+            yield KinesisRecord(
+                shard_id=shard_id,
+                sequence_number=raw["SequenceNumber"],
+                sub_sequence_number=len(users),
+                partition_key=raw["PartitionKey"],
+                approximate_arrival=_arrival(raw["ApproximateArrivalTimestamp"]),
+                data=bytes(raw["Data"]),
+                error=(
+                    f"corrupt KPL aggregate: {len(users)} of {expected} user records could be read"
+                    + (f" ({detail[0]})" if detail else "")
+                ),
             )
 
 
@@ -79,7 +128,8 @@ def parse_payload(data: bytes) -> dict[str, Any]:
     except json.JSONDecodeError as err:
         raise ParseError(f"invalid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
     if not isinstance(value, dict):
-        raise ParseError(f"top level is a JSON {type(value).__name__}, not an object")
+        kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+        raise ParseError(f"top level is a JSON {kind}, not an object")
     return value
 
 

@@ -48,6 +48,8 @@ class TableColumn:
     data_type: str
     nullable: bool = True
     numeric_scale: int = 0
+    numeric_precision: int | None = None
+    max_length: int | None = None
 
     @property
     def base_type(self) -> str:
@@ -72,6 +74,18 @@ def arrow_type(column: TableColumn) -> pa.DataType:
     return pa.string()
 
 
+def _number(value: Any, base: str, what: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected {what} for {base}, got {type(value).__name__}")
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        raise ValueError(f"expected {what} for {base}, got {value!r}") from None
+    if not number.is_finite():
+        raise ValueError(f"{value!r} is not a finite number, which {base} cannot hold")
+    return number
+
+
 def coerce(value: Any, column: TableColumn) -> Any:
     """Convert a JSON value to the column's Arrow value; :class:`ValueError` says why it cannot."""
     if value is None:
@@ -79,25 +93,22 @@ def coerce(value: Any, column: TableColumn) -> Any:
     base = column.base_type
     target = arrow_type(column)
     if pa.types.is_integer(target):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ValueError(f"expected a whole number for {base}, got {type(value).__name__}")
-        try:
-            number = Decimal(str(value))
-        except InvalidOperation:
-            raise ValueError(f"expected a whole number for {base}, got {value!r}") from None
+        number = _number(value, base, "a whole number")
         if number != number.to_integral_value():
             raise ValueError(f"expected a whole number for {base}, got {value!r}")
         as_int = int(number)
         if not _INT64[0] <= as_int <= _INT64[1]:
             raise ValueError(f"number {value!r} is out of range for {base}")
+        if column.numeric_precision and len(str(abs(as_int))) > column.numeric_precision:
+            raise ValueError(f"number {value!r} has too many digits for NUMBER({column.numeric_precision},0)")
         return as_int
     if pa.types.is_decimal(target):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ValueError(f"expected a number for {base}, got {type(value).__name__}")
-        try:
-            return Decimal(str(value)).quantize(Decimal(1).scaleb(-column.numeric_scale))
-        except InvalidOperation:
-            raise ValueError(f"expected a number for {base}, got {value!r}") from None
+        number = _number(value, base, "a number")
+        precision = column.numeric_precision or 38
+        whole_digits = len(str(abs(int(number)))) if abs(number) >= 1 else 0
+        if whole_digits > precision - column.numeric_scale:
+            raise ValueError(f"number {value!r} has too many digits for NUMBER({precision},{column.numeric_scale})")
+        return number.quantize(Decimal(1).scaleb(-column.numeric_scale))
     if pa.types.is_floating(target):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(f"expected a number for {base}, got {type(value).__name__}")
@@ -130,9 +141,10 @@ def coerce(value: Any, column: TableColumn) -> Any:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if isinstance(value, (dict, list)):
         raise ValueError(f"expected a scalar for {base}, got a JSON {type(value).__name__}")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if column.max_length is not None and len(text) > column.max_length:
+        raise ValueError(f"text of {len(text)} characters is longer than {base}({column.max_length})")
+    return text
 
 
 class ColumnMap:

@@ -82,7 +82,7 @@ class SnowflakeSink:
         """The destination's columns in table order; a clear error when the table is missing."""
         d = self.destination
         rows = self._execute(
-            f"SELECT column_name, data_type, is_nullable, numeric_scale "
+            f"SELECT column_name, data_type, is_nullable, numeric_scale, numeric_precision, character_maximum_length "
             f"FROM {quote_identifier(d.database)}.information_schema.columns "
             "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
             (d.schema, d.table),
@@ -94,7 +94,13 @@ class SnowflakeSink:
             )
         return [
             TableColumn(
-                name=r[0], data_type=str(r[1]), nullable=str(r[2]).upper() == "YES", numeric_scale=int(r[3] or 0)
+                name=r[0],
+                data_type=str(r[1]),
+                nullable=str(r[2]).upper() == "YES",
+                numeric_scale=int(r[3] or 0),
+                numeric_precision=int(r[4]) if r[4] is not None else None,
+                # Snowflake reports 16 MB for an unbounded VARCHAR: only a declared limit matters.
+                max_length=int(r[5]) if r[5] is not None and int(r[5]) < 16_777_216 else None,
             )
             for r in rows
         ]

@@ -43,11 +43,6 @@ def test_parse_sequence_number_rejects_non_decimals(value: str | int) -> None:
         parse_sequence_number(value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_sequence_number uses str.isdigit(), which accepts non-ASCII digits such as '١٢' (Arabic-Indic); "
-    "Kinesis sequence numbers are ASCII only (API pattern ^(0|([1-9]\\d{0,128}))$)",
-)
 def test_parse_sequence_number_rejects_non_ascii_digits() -> None:
     with pytest.raises(ValueError, match="not a Kinesis sequence number"):
         parse_sequence_number("١٢")
@@ -188,21 +183,11 @@ def test_sharded_sequence_number_rejects_invalid_sequence_numbers() -> None:
         sharded_sequence_number("12a", 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sharded_sequence_number does not validate the sub-sequence number: -1 gives '...5-000...001', "
-    "a string that sorts out of record order, where Checkpoint rejects it",
-)
 def test_sharded_sequence_number_rejects_negative_sub_sequence() -> None:
     with pytest.raises(ValueError):
         sharded_sequence_number("5", -1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SEQUENCE_DIGITS is 128 but the Kinesis API allows sequence numbers of up to 129 digits "
-    "(pattern ^(0|([1-9]\\d{0,128}))$); a 129-digit number overflows the padding and sorts wrongly",
-)
 def test_sharded_sequence_number_sorts_longest_api_sequence_numbers() -> None:
     widest = "1" + "0" * 128  # 129 digits
     below = "9" * 128

@@ -160,12 +160,6 @@ def test_magic_prefix_with_bad_digest_is_a_plain_record() -> None:
     assert record.partition_key == "outer"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a KPL aggregate whose protobuf is well-formed but inconsistent (partition key index out of range) is "
-    "silently dropped: aws_kinesis_agg catches the error, prints it to stderr and yields nothing, so the record "
-    "never becomes a dead letter and the checkpoint moves past it",
-)
 def test_inconsistent_aggregate_is_not_silently_dropped() -> None:
     message = messages_pb2.AggregatedRecord()
     message.partition_key_table.append("pk")
@@ -179,6 +173,9 @@ def test_inconsistent_aggregate_is_not_silently_dropped() -> None:
 
     assert records, "the aggregate vanished without a record or an error"
     assert {r.sequence_number for r in records} == {"42"}
+    (kept,) = records
+    assert kept.error is not None and "corrupt KPL aggregate: 0 of 1" in kept.error
+    assert kept.data == payload
 
 
 # -- parse_payload --------------------------------------------------------------------------------
