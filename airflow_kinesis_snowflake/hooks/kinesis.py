@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import cached_property
 from typing import Any
 
@@ -30,6 +31,31 @@ class KinesisStreamHook(AwsBaseHook):
     def list_shards(self, stream_name: str) -> list[Shard]:
         """All shards of ``stream_name`` in retention, parents before children."""
         return list_shards(self.conn, stream_name)
+
+    def stream_arn(self, stream_name: str) -> str:
+        arn: str = self.conn.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
+        return arn
+
+    def register_consumer(self, stream_name: str, consumer_name: str, *, timeout_seconds: float = 300) -> str:
+        """Register an enhanced fan-out consumer unless it exists; wait until ACTIVE; return its ARN."""
+        stream_arn = self.stream_arn(stream_name)
+        try:
+            consumer = self.conn.describe_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)[
+                "ConsumerDescription"
+            ]
+        except self.conn.exceptions.ResourceNotFoundException:
+            consumer = self.conn.register_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)["Consumer"]
+            self.log.info("Registered fan-out consumer %s on %s", consumer_name, stream_name)
+        deadline = time.monotonic() + timeout_seconds
+        while consumer["ConsumerStatus"] != "ACTIVE":
+            if consumer["ConsumerStatus"] == "DELETING" or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"fan-out consumer {consumer_name} on {stream_name} is {consumer['ConsumerStatus']}, not ACTIVE"
+                )
+            time.sleep(2)
+            consumer = self.conn.describe_stream_consumer(ConsumerARN=consumer["ConsumerARN"])["ConsumerDescription"]
+        arn: str = consumer["ConsumerARN"]
+        return arn
 
     def job_environment(self) -> dict[str, str]:
         """Credentials, region and endpoint for a Spark job, as standard ``AWS_*`` variables."""

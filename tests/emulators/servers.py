@@ -63,7 +63,12 @@ class Emulators:
             "conn_type": "aws",
             "login": AWS_KEY,
             "password": AWS_KEY,
-            "extra": {"region_name": REGION, "endpoint_url": self.aws_endpoint},
+            # STS is named separately: the Amazon provider's connection test never uses endpoint_url.
+            "extra": {
+                "region_name": REGION,
+                "endpoint_url": self.aws_endpoint,
+                "service_config": {"sts": {"endpoint_url": self.aws_endpoint}},
+            },
         }
 
     def snowflake_connection(self) -> dict[str, Any]:

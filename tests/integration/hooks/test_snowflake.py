@@ -31,3 +31,10 @@ def test_unknown_protocol_is_refused(aws_connections: Emulators, monkeypatch: py
     monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_BAD", json.dumps(bad))
     with pytest.raises(ValueError, match="extra 'protocol' must be one of https, http"):
         KinesisSnowflakeHook(snowflake_conn_id="snowflake_bad").get_conn()
+
+
+def test_connection_test_passes_against_the_emulator(aws_connections: Emulators) -> None:
+    assert KinesisSnowflakeHook(snowflake_conn_id="snowflake_default").test_connection() == (
+        True,
+        "Connection successfully tested",
+    )
