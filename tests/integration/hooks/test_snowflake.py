@@ -34,7 +34,6 @@ def test_unknown_protocol_is_refused(aws_connections: Emulators, monkeypatch: py
 
 
 def test_connection_test_passes_against_the_emulator(aws_connections: Emulators) -> None:
-    assert KinesisSnowflakeHook(snowflake_conn_id="snowflake_default").test_connection() == (
-        True,
-        "Connection successfully tested",
-    )
+    hook = KinesisSnowflakeHook(snowflake_conn_id="snowflake_default")
+    result: tuple[bool, str] = hook.test_connection()  # type: ignore[func-returns-value]
+    assert result == (True, "Connection successfully tested")
