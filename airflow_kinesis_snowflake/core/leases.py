@@ -24,6 +24,7 @@ CREATED_BY = "airflow-provider-kinesis-snowflake"
 CREATED_BY_TAG = "created-by"
 APPLICATION_TAG = "application-name"
 METADATA_KEY = "#metadata"
+WORKER_PREFIX = "#worker#"
 KEY_ATTRIBUTE = "lease_key"
 
 STATE_ACTIVE = "ACTIVE"
@@ -84,6 +85,8 @@ class Lease:
     lease_expires_at: float = 0.0
     checkpoint: Checkpoint | None = None
     state: str = STATE_ACTIVE
+    # When the checkpoint last moved (epoch seconds): batches serve the longest-waiting shards first.
+    checkpointed_at: float = 0.0
 
     @property
     def shard_ended(self) -> bool:
@@ -127,7 +130,29 @@ def _lease_from_item(item: dict[str, Any]) -> Lease:
         lease_expires_at=float(item.get("lease_expires_at", {}).get("N", "0")),
         checkpoint=checkpoint,
         state=item.get("state", {}).get("S", STATE_ACTIVE),
+        checkpointed_at=float(item.get("checkpointed_at", {}).get("N", "0")),
     )
+
+
+def lease_to_item(lease: Lease) -> dict[str, Any]:
+    """The DynamoDB item of a shard lease, as :meth:`LeaseTable.leases` reads it back."""
+    item: dict[str, Any] = {
+        KEY_ATTRIBUTE: _s(lease.shard_id),
+        "item_type": _s("SHARD"),
+        "lease_counter": _n(lease.lease_counter),
+        "start_position": _s(lease.start.position.value),
+        "parent_shard_ids": {"L": [_s(p) for p in lease.parent_shard_ids]},
+        "state": _s(lease.state),
+    }
+    if lease.start.timestamp is not None:
+        item["start_timestamp"] = _s(lease.start.timestamp.isoformat())
+    if lease.checkpoint is not None:
+        item["checkpoint_sequence_number"] = _s(lease.checkpoint.sequence_number)
+        item["checkpoint_sub_sequence_number"] = _n(lease.checkpoint.sub_sequence_number)
+    if lease.lease_owner is not None:
+        item["lease_owner"] = _s(lease.lease_owner)
+        item["lease_expires_at"] = _n(lease.lease_expires_at)
+    return item
 
 
 def _is_conditional_failure(err: ClientError) -> bool:
@@ -300,6 +325,21 @@ class LeaseTable:
                 leases = self.leases()
         return leases
 
+    def put_lease(self, lease: Lease) -> bool:
+        """Write a whole lease for a shard that has none yet; False when the shard already has one."""
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=lease_to_item(lease),
+                ConditionExpression="attribute_not_exists(#k)",
+                ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            )
+        except ClientError as err:
+            if _is_conditional_failure(err):
+                return False
+            raise
+        return True
+
     def take(self, lease: Lease, owner: str, duration_seconds: float, now: float | None = None) -> Lease | None:
         """Take a lease that is free or expired; None when another worker got there first."""
         now = time.time() if now is None else now
@@ -325,13 +365,15 @@ class LeaseTable:
 
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint | None, *, shard_end: bool = False) -> Lease:
         """Move the checkpoint of a lease we hold; :class:`LeaseLostError` if we no longer hold it."""
+        now = time.time()
         values: dict[str, Any] = {
             ":owner": _s(lease.lease_owner or ""),
             ":seen": _n(lease.lease_counter),
             ":next": _n(lease.lease_counter + 1),
             ":state": _s(STATE_SHARD_END if shard_end else lease.state),
+            ":now": _n(now),
         }
-        update = "SET lease_counter = :next, #state = :state"
+        update = "SET lease_counter = :next, #state = :state, checkpointed_at = :now"
         if checkpoint is not None:
             update += ", checkpoint_sequence_number = :seq, checkpoint_sub_sequence_number = :sub"
             values[":seq"] = _s(checkpoint.sequence_number)
@@ -357,6 +399,7 @@ class LeaseTable:
             lease_counter=lease.lease_counter + 1,
             checkpoint=checkpoint or lease.checkpoint,
             state=STATE_SHARD_END if shard_end else lease.state,
+            checkpointed_at=now,
         )
 
     def release(self, lease: Lease) -> None:
@@ -377,3 +420,56 @@ class LeaseTable:
         except ClientError as err:
             if not _is_conditional_failure(err):
                 raise
+
+    def renew(self, lease: Lease, duration_seconds: float, now: float | None = None) -> Lease:
+        """Extend a held lease; :class:`LeaseLostError` if another worker took it meanwhile."""
+        now = time.time() if now is None else now
+        expires = now + duration_seconds
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
+                UpdateExpression="SET lease_expires_at = :exp, lease_counter = :next",
+                ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
+                ExpressionAttributeValues={
+                    ":owner": _s(lease.lease_owner or ""),
+                    ":seen": _n(lease.lease_counter),
+                    ":next": _n(lease.lease_counter + 1),
+                    ":exp": _n(expires),
+                },
+            )
+        except ClientError as err:
+            if _is_conditional_failure(err):
+                raise LeaseLostError(f"lease on shard {lease.shard_id} in {self.table_name} was lost") from err
+            raise
+        return replace(lease, lease_expires_at=expires, lease_counter=lease.lease_counter + 1)
+
+    def heartbeat(self, worker_id: str, failover_seconds: float, now: float | None = None) -> None:
+        """Record that ``worker_id`` is alive; others read it to see who holds what and since when."""
+        now = time.time() if now is None else now
+        self.client.put_item(
+            TableName=self.table_name,
+            Item={
+                KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}"),
+                "item_type": _s("WORKER"),
+                "worker_id": _s(worker_id),
+                "last_heartbeat": _n(now),
+                "expires_at": _n(now + failover_seconds),
+            },
+        )
+
+    def workers(self) -> dict[str, float]:
+        """Last heartbeat (epoch seconds) of every worker that ever wrote one."""
+        seen: dict[str, float] = {}
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": True}
+        while True:
+            page = self.client.scan(**kwargs)
+            for item in page.get("Items", []):
+                if item.get("item_type", {}).get("S") == "WORKER":
+                    seen[item["worker_id"]["S"]] = float(item["last_heartbeat"]["N"])
+            if "LastEvaluatedKey" not in page:
+                return seen
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def forget_worker(self, worker_id: str) -> None:
+        self.client.delete_item(TableName=self.table_name, Key={KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}")})

@@ -121,10 +121,12 @@ class BatchPlan:
 def eligible_leases(leases: Mapping[str, Lease], now: float) -> list[Lease]:
     """Leases this batch may take: not finished, free or expired, and with every parent finished.
 
-    A parent with no lease has left the stream's retention period and counts as finished.
+    A parent with no lease has left the stream's retention period and counts as finished. The
+    longest-waiting shards come first, so that batches capped by ``max_shards_per_batch`` (or
+    running side by side) share the stream fairly.
     """
     eligible = []
-    for shard_id in sorted(leases):
+    for shard_id in sorted(leases, key=lambda k: (leases[k].checkpointed_at, k)):
         lease = leases[shard_id]
         if lease.shard_ended or lease.is_held(now):
             continue

@@ -24,6 +24,7 @@ from airflow_kinesis_snowflake.core import job as spark_job
 from airflow_kinesis_snowflake.core.leases import Lease, LeaseLostError, LeaseTable, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, Destination, eligible_leases, plan_ranges
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
 from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
@@ -63,7 +64,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param max_records_per_call: ``Limit`` of each GetRecords call (1..10000).
     :param max_records_per_shard: cap on records read from one shard in one batch.
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
-    :param lease_duration_seconds: how long a taken lease stays ours without renewal.
+    :param lease_duration_seconds: failover time: a lease not renewed for this long (its worker
+        stopped) may be taken by another worker. Held leases are renewed every third of it.
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
@@ -100,7 +102,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         max_records_per_call: int = 10000,
         max_records_per_shard: int = 100_000,
         max_shards_per_batch: int | None = None,
-        lease_duration_seconds: int = 3600,
+        lease_duration_seconds: int = 300,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
@@ -184,13 +186,18 @@ class SparkKinesisIngestOperator(BaseOperator):
         finally:
             conn.close()
 
-        owner = f"{context['ti'].dag_id}/{context['ti'].run_id}/{context['ti'].try_number}/{uuid.uuid4().hex[:8]}"
+        ti = context["ti"]
+        owner = f"{ti.dag_id}/{ti.run_id}/{ti.try_number}/{uuid.uuid4().hex[:8]}"
         held = self._take_leases(table, leases, owner)
         if not held:
             self.log.info("No shard to read: every shard is finished, held by another worker, or waits for its parents")
             return {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
+        keeper = LeaseKeeper(table, owner, self.lease_duration_seconds)
+        # The freshest copy of each lease we hold: releasing needs its current counter.
+        fresh = {lease.shard_id: lease for lease in held}
         try:
             held = [self._fast_forward(table, lease, ledger.get(lease.shard_id)) for lease in held]
+            fresh = {lease.shard_id: lease for lease in held}
             ends = {s.shard_id: s.ending_sequence_number for s in shards}
             plan = BatchPlan(
                 application_name=self.application_name,
@@ -204,13 +211,33 @@ class SparkKinesisIngestOperator(BaseOperator):
                     held, max_records_per_shard=self.max_records_per_shard, ending_sequence_numbers=ends
                 ),
             )
-            self.log.info("Batch %s: %d shard ranges, cut-off %s", plan.batch_id, len(plan.ranges), cutoff.isoformat())
+            self.log.info(
+                "Batch %s: %d shard ranges (%s), cut-off %s",
+                plan.batch_id,
+                len(plan.ranges),
+                ", ".join(r.shard_id for r in plan.ranges),
+                cutoff.isoformat(),
+            )
             env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
-            result = self._run_spark(plan, env)
-            summary = self._commit_checkpoints(table, held, result)
+            try:
+                # Renew the leases while Spark runs, so a long batch keeps its shards.
+                with keeper.keep(held):
+                    result = self._run_spark(plan, env)
+            finally:
+                fresh = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
+            if keeper.lost:
+                self.log.warning(
+                    "Leases lost during the batch (rows are in Snowflake; the ledger moves the next owner on): %s",
+                    sorted(keeper.lost),
+                )
+            summary = self._commit_checkpoints(table, fresh, result)
         finally:
-            for lease in held:
+            for lease in fresh.values():
                 self._release(table, lease)
+            try:
+                table.forget_worker(owner)
+            except Exception:  # noqa: BLE001 - a stale heartbeat item is harmless
+                self.log.warning("Could not remove the heartbeat of %s", owner)
         return summary
 
     def _fast_forward(self, table: LeaseTable, lease: Lease, mark: Checkpoint | None) -> Lease:
@@ -252,19 +279,24 @@ class SparkKinesisIngestOperator(BaseOperator):
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _commit_checkpoints(self, table: LeaseTable, held: list[Lease], result: dict[str, Any]) -> dict[str, Any]:
-        by_shard = {lease.shard_id: lease for lease in held}
+    def _commit_checkpoints(
+        self, table: LeaseTable, by_shard: dict[str, Lease], result: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Move each shard's checkpoint to what the job committed; ``by_shard`` is updated in place."""
         shards: dict[str, Any] = {}
         for shard in result["shards"]:
-            lease = by_shard[shard["shard_id"]]
+            lease = by_shard.get(shard["shard_id"])
+            if lease is None:  # lost during the batch: its new owner fast-forwards from the ledger
+                continue
             end = Checkpoint.from_dict(shard["end"]) if shard["end"] else None
             if end is not None or shard["shard_end"]:
                 try:
                     lease = table.checkpoint(lease, end, shard_end=shard["shard_end"])
+                    by_shard[lease.shard_id] = lease
                 except LeaseLostError as err:
                     # Rows are safe in Snowflake; the ledger fast-forwards whoever holds it now.
                     self.log.warning("%s", err)
-                by_shard[lease.shard_id] = lease
+                    del by_shard[lease.shard_id]
             position = end or lease.checkpoint
             shards[shard["shard_id"]] = {
                 "records": shard["records"],
@@ -279,7 +311,6 @@ class SparkKinesisIngestOperator(BaseOperator):
                 shards[shard["shard_id"]]["checkpoint"],
                 " (SHARD_END)" if shard["shard_end"] else "",
             )
-        held[:] = list(by_shard.values())
         self.log.info(
             "Batch %s: %d rows loaded, %d dead letters",
             result["batch_id"],
