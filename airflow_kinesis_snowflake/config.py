@@ -13,9 +13,30 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.core.provisioning import (
+    IDENTIFIER,
+    IDENTIFIER_RULE,
+    SNOWFLAKE_CATALOG,
+    TABLE_PROPERTIES,
+    DestinationType,
+    ProvisioningSpec,
+    normalize_base_location,
+    normalize_column_type,
+    validate_pipe_definition,
+)
+from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -23,8 +44,8 @@ _DYNAMODB_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 MIGRATION_SUFFIX = "_migration"
 APPLICATION_NAME_MAX = 255 - len(MIGRATION_SUFFIX)
 
-# Snowflake unquoted identifiers; we upper-case them (as Snowflake resolves them) and quote them.
-_SNOWFLAKE_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
+# Snowflake unquoted identifiers (core.provisioning.IDENTIFIER); we upper-case them, as Snowflake
+# resolves them, and quote them.
 _KINESIS_STREAM_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 
@@ -101,25 +122,180 @@ class SourceConfig(_Strict):
         return self
 
 
+def _identifier(value: str) -> str:
+    if not IDENTIFIER.match(value):
+        raise ValueError(IDENTIFIER_RULE)
+    return value.upper()
+
+
+_TYPE_ONLY_FIELDS: dict[str, DestinationType] = {
+    "external_volume": DestinationType.ICEBERG,
+    "catalog": DestinationType.ICEBERG,
+    "base_location": DestinationType.ICEBERG,
+    "pipe": DestinationType.PIPE,
+    "pipe_definition": DestinationType.PIPE,
+}
+
+
 class DestinationConfig(_Strict):
-    """The Snowflake table records land in. Names are unquoted identifiers, resolved upper-case."""
+    """The Snowflake table records land in. Names are unquoted identifiers, resolved upper-case.
+
+    :param type: TABLE, ICEBERG (Snowflake-managed Iceberg table), INTERACTIVE (interactive table,
+        needs ``cluster_by``) or PIPE (a table loaded through the user's pipe).
+    :param schema_evolution: create the table with ``ENABLE_SCHEMA_EVOLUTION`` (TABLE, PIPE,
+        ICEBERG).
+    :param error_logging: create the table with ``ERROR_LOGGING`` (TABLE, PIPE, ICEBERG).
+    :param row_timestamp: create the table with ``ROW_TIMESTAMP`` (TABLE, PIPE).
+    :param cluster_by: clustering columns, from ``snowflake.columns``; required for INTERACTIVE.
+    :param external_volume: ICEBERG: external volume of the table's files (``SNOWFLAKE_MANAGED``
+        for Snowflake storage); omitted, the database's default applies.
+    :param catalog: ICEBERG: ``SNOWFLAKE``, the only catalog the connector can write through.
+    :param base_location: ICEBERG: directory of the table's files on the external volume.
+    :param pipe: PIPE: name of the pipe, in the destination schema.
+    :param pipe_definition: PIPE: ``COPY INTO <database>.<schema>.<table> FROM (SELECT ...)``.
+    """
 
     database: str
     schema_: str = Field(alias="schema")
     table: str
-    type: str = Field(default="TABLE", pattern="^TABLE$")
+    type: DestinationType = DestinationType.TABLE
+    schema_evolution: bool = True
+    error_logging: bool = True
+    row_timestamp: bool = True
+    cluster_by: tuple[str, ...] = ()
+    external_volume: str | None = None
+    catalog: str = SNOWFLAKE_CATALOG
+    base_location: str | None = None
+    pipe: str | None = None
+    pipe_definition: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    @field_validator("database", "schema_", "table")
+    @field_validator("database", "schema_", "table", "external_volume", "pipe")
     @classmethod
-    def _identifier(cls, value: str) -> str:
-        if not _SNOWFLAKE_IDENTIFIER.match(value):
+    def _identifier(cls, value: str | None) -> str | None:
+        return None if value is None else _identifier(value)
+
+    @field_validator("cluster_by")
+    @classmethod
+    def _cluster_by(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_identifier(column) for column in value)
+
+    @field_validator("catalog")
+    @classmethod
+    def _catalog(cls, value: str) -> str:
+        if value.upper() != SNOWFLAKE_CATALOG:
+            raise ValueError(f"must be {SNOWFLAKE_CATALOG}: the connector writes Snowflake-managed Iceberg tables only")
+        return SNOWFLAKE_CATALOG
+
+    @field_validator("base_location")
+    @classmethod
+    def _base_location(cls, value: str | None) -> str | None:
+        return None if value is None else normalize_base_location(value)
+
+    @field_validator("pipe_definition")
+    @classmethod
+    def _pipe_definition(cls, value: str | None, info: ValidationInfo) -> str | None:
+        database, schema, table = (info.data.get(name) for name in ("database", "schema_", "table"))
+        if value is None or not (database and schema and table):
+            return value  # a bad table name is reported on its own
+        return validate_pipe_definition(value, Destination(database, schema, table))
+
+    @model_validator(mode="after")
+    def _fields_of_the_type(self) -> DestinationConfig:
+        kind = self.type
+        for name, only in _TYPE_ONLY_FIELDS.items():
+            if name in self.model_fields_set and kind is not only:
+                raise ValueError(f"destination.{name} is only used with type {only.value} (type is {kind.value})")
+        supported = TABLE_PROPERTIES[kind]
+        for name in ("schema_evolution", "error_logging", "row_timestamp"):
+            if name in self.model_fields_set and getattr(self, name) and name not in supported:
+                takes = ", ".join(t.value for t, props in TABLE_PROPERTIES.items() if name in props)
+                raise ValueError(
+                    f"destination.{name} is not available for type {kind.value} (only for {takes}); remove it"
+                )
+        if kind is DestinationType.INTERACTIVE and not self.cluster_by:
+            raise ValueError("destination.cluster_by is required for type INTERACTIVE (its clustering columns)")
+        if kind is DestinationType.PIPE:
+            missing = [name for name in ("pipe", "pipe_definition") if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"type PIPE needs {' and '.join('destination.' + m for m in missing)}")
+        return self
+
+
+class SnowflakeConfig(_Strict):
+    """The connector's identity in Snowflake and its table's initial columns (provisioning only).
+
+    The RSA public key of the service user is read at run time from an Airflow Variable or
+    connection, never from this file.
+
+    :param role: the connector's role; it gets usage on database, schema (and warehouse), and owns
+        the destination table. Without it, provisioning creates the objects and grants nothing.
+    :param user: the connector's service user (``TYPE = SERVICE``, key-pair authentication);
+        needs ``role`` (its default role) and a public key source.
+    :param warehouse: a warehouse the role may use, and the user's default.
+    :param public_key_variable: Airflow Variable holding the user's RSA public key (PEM).
+    :param public_key_conn_id: Airflow connection holding it (extra ``public_key``, or password).
+    :param columns: the table's initial columns, name -> Snowflake type (e.g. ``NUMBER(38,0)``);
+        ``KINESISMETADATA`` is always added. Schema evolution adds the rest as records arrive.
+    """
+
+    role: str | None = None
+    user: str | None = None
+    warehouse: str | None = None
+    public_key_variable: str | None = None
+    public_key_conn_id: str | None = None
+    columns: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_key(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            inline = sorted(k for k in data if isinstance(k, str) and "key" in k.lower() and "public_key_" not in k)
+            if inline:
+                raise ValueError(
+                    f"snowflake.{inline[0]}: keys are never written in the connector file; store the RSA "
+                    "public key PEM in an Airflow Variable (public_key_variable) or connection (public_key_conn_id)"
+                )
+        return data
+
+    @field_validator("role", "user", "warehouse")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        return None if value is None else _identifier(value)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: dict[str, str]) -> dict[str, str]:
+        columns: dict[str, str] = {}
+        for name, data_type in value.items():
+            if not isinstance(name, str) or not IDENTIFIER.match(name):
+                raise ValueError(f"column {name!r}: {IDENTIFIER_RULE}")
+            upper = name.upper()
+            if upper == METADATA_COLUMN:
+                raise ValueError(f"column {name!r}: {METADATA_COLUMN} is added by the connector; leave it out")
+            if upper in columns:
+                raise ValueError(f"column {name!r} duplicates {upper} (names are case-insensitive)")
+            try:
+                columns[upper] = normalize_column_type(str(data_type))
+            except ValueError as err:
+                raise ValueError(f"column {name!r}: {err} (got {data_type!r})") from None
+        return columns
+
+    @model_validator(mode="after")
+    def _key_source(self) -> SnowflakeConfig:
+        if self.public_key_variable and self.public_key_conn_id:
+            raise ValueError("set only one of snowflake.public_key_variable and snowflake.public_key_conn_id")
+        if self.user and not self.role:
+            raise ValueError("snowflake.user needs snowflake.role (the service user's default role)")
+        if self.user and not (self.public_key_variable or self.public_key_conn_id):
             raise ValueError(
-                "must be a Snowflake identifier: a letter or '_' then letters, digits, '_' or '$' "
-                "(at most 255 characters)"
+                "snowflake.user needs snowflake.public_key_variable or snowflake.public_key_conn_id "
+                "(the service user authenticates with an RSA key pair)"
             )
-        return value.upper()
+        if not self.user and (self.public_key_variable or self.public_key_conn_id):
+            raise ValueError("a public key source is only used with snowflake.user")
+        return self
 
 
 class BatchConfig(_Strict):
@@ -144,16 +320,56 @@ class ConnectorConfig(_Strict):
     destination: DestinationConfig
     batch: BatchConfig = BatchConfig()
     connections: ConnectionsConfig = ConnectionsConfig()
+    snowflake: SnowflakeConfig | None = None
+
+    @model_validator(mode="after")
+    def _cluster_by_columns(self) -> ConnectorConfig:
+        columns = self.snowflake.columns if self.snowflake else {}
+        for column in self.destination.cluster_by:
+            if column not in columns:
+                raise ValueError(
+                    f"destination.cluster_by: column {column} is not in snowflake.columns "
+                    f"({', '.join(columns) or 'none declared'})"
+                )
+        return self
 
     @property
     def table_fqn(self) -> str:
         d = self.destination
         return f'"{d.database}"."{d.schema_}"."{d.table}"'
 
+    def provisioning_spec(self, public_key: str | None = None) -> ProvisioningSpec:
+        """What :func:`~airflow_kinesis_snowflake.core.provisioning.build_plan` needs.
+
+        :param public_key: the service user's RSA public key, read at run time from the Variable or
+            connection ``snowflake`` names.
+        """
+        d, sf = self.destination, self.snowflake
+        return ProvisioningSpec(
+            database=d.database,
+            schema=d.schema_,
+            table=d.table,
+            destination_type=d.type,
+            columns=dict(sf.columns) if sf else {},
+            schema_evolution=d.schema_evolution,
+            error_logging=d.error_logging,
+            row_timestamp=d.row_timestamp,
+            external_volume=d.external_volume,
+            catalog=d.catalog,
+            base_location=d.base_location,
+            cluster_by=d.cluster_by,
+            pipe=d.pipe,
+            pipe_definition=d.pipe_definition,
+            role=sf.role if sf else None,
+            user=sf.user if sf else None,
+            warehouse=sf.warehouse if sf else None,
+            public_key=public_key,
+        )
+
 
 def _describe(error: dict[str, Any]) -> str:
-    field = ".".join(str(part) for part in error["loc"] if part != "__root__") or "<top level>"
-    field = field.replace("schema_", "schema")
+    parts = ("schema" if part == "schema_" else str(part) for part in error["loc"] if part != "__root__")
+    field = ".".join(parts) or "<top level>"
     kind = error["type"]
     if kind == "extra_forbidden":
         return f"{field}: unknown field; check its spelling and its section"

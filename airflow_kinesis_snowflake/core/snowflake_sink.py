@@ -42,6 +42,64 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def qualified_name(database: str, schema: str, name: str) -> str:
+    """``"DATABASE"."SCHEMA"."NAME"``, each part quoted."""
+    return ".".join(quote_identifier(part) for part in (database, schema, name))
+
+
+@dataclass(frozen=True)
+class SinkObjects:
+    """Quoted, fully qualified names of everything the ingestion touches for one destination."""
+
+    table: str
+    failures_table: str
+    ledger: str
+    stage: str
+
+    @classmethod
+    def for_destination(cls, destination: Destination) -> SinkObjects:
+        db, schema = destination.database, destination.schema
+        return cls(
+            table=qualified_name(db, schema, destination.table),
+            failures_table=qualified_name(db, schema, destination.table + PARSE_FAILURES_SUFFIX),
+            ledger=qualified_name(db, schema, LEDGER_TABLE),
+            stage=qualified_name(db, schema, STAGE_NAME),
+        )
+
+
+@dataclass(frozen=True)
+class SupportObjectDDL:
+    """One idempotent statement creating an object the ingestion needs next to its table."""
+
+    kind: str  # "ledger", "parse failures" or "stage"
+    sql: str
+
+
+def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
+    """Ledger, parse-failure table and stage, in creation order.
+
+    Both the ingestion (before each load) and the provisioning plan run exactly these statements,
+    so the objects look the same whoever created them.
+    """
+    objects = SinkObjects.for_destination(destination)
+    return (
+        SupportObjectDDL(
+            "ledger",
+            f"CREATE TABLE IF NOT EXISTS {objects.ledger} ("
+            "APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, "
+            "SHARD_ID VARCHAR NOT NULL, SEQUENCE_NUMBER VARCHAR NOT NULL, "
+            "SUB_SEQUENCE_NUMBER NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, "
+            "UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+        ),
+        SupportObjectDDL(
+            "parse failures",
+            f"CREATE TABLE IF NOT EXISTS {objects.failures_table} ("
+            "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, KINESISMETADATA OBJECT)",
+        ),
+        SupportObjectDDL("stage", f"CREATE STAGE IF NOT EXISTS {objects.stage}"),
+    )
+
+
 @dataclass(frozen=True)
 class CommitResult:
     rows_loaded: int
@@ -54,11 +112,11 @@ class SnowflakeSink:
     def __init__(self, connection: Any, destination: Destination) -> None:
         self.connection = connection
         self.destination = destination
-        db, schema = quote_identifier(destination.database), quote_identifier(destination.schema)
-        self.table = f"{db}.{schema}.{quote_identifier(destination.table)}"
-        self.failures_table = f"{db}.{schema}.{quote_identifier(destination.table + PARSE_FAILURES_SUFFIX)}"
-        self.ledger = f"{db}.{schema}.{quote_identifier(LEDGER_TABLE)}"
-        self.stage = f"{db}.{schema}.{quote_identifier(STAGE_NAME)}"
+        objects = SinkObjects.for_destination(destination)
+        self.table = objects.table
+        self.failures_table = objects.failures_table
+        self.ledger = objects.ledger
+        self.stage = objects.stage
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         cur = self.connection.cursor()
@@ -107,18 +165,8 @@ class SnowflakeSink:
 
     def ensure_support_objects(self) -> None:
         """Ledger, parse-failure table and stage; idempotent DDL, run outside any transaction."""
-        self._execute(
-            f"CREATE TABLE IF NOT EXISTS {self.ledger} ("
-            "APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, "
-            "SHARD_ID VARCHAR NOT NULL, SEQUENCE_NUMBER VARCHAR NOT NULL, "
-            "SUB_SEQUENCE_NUMBER NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, "
-            "UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())"
-        )
-        self._execute(
-            f"CREATE TABLE IF NOT EXISTS {self.failures_table} ("
-            "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, KINESISMETADATA OBJECT)"
-        )
-        self._execute(f"CREATE STAGE IF NOT EXISTS {self.stage}")
+        for ddl in support_objects_ddl(self.destination):
+            self._execute(ddl.sql)
 
     # -- ledger ---------------------------------------------------------------------------------
 

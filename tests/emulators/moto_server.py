@@ -11,12 +11,15 @@ import threading
 
 from moto.server import ThreadedMotoServer
 
+from tests.emulators import moto_extensions
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
+    moto_extensions.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

@@ -124,12 +124,17 @@ class Emulators:
 
 
 class _Server:
-    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+    def __init__(self, name: str, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("wb")
         self.process = subprocess.Popen(
-            args, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **env} if env else None,
         )
 
     def stop(self) -> None:
@@ -143,10 +148,14 @@ class _Server:
         self._log.close()
 
 
-def start_moto(work_dir: Path) -> tuple[_Server, int]:
+def start_moto(work_dir: Path, env: dict[str, str] | None = None) -> tuple[_Server, int]:
+    """Start a moto server; ``env`` adds variables to its environment (e.g. ``INITIAL_NO_AUTH_ACTION_COUNT``)."""
     port = free_port()
     server = _Server(
-        "moto", [sys.executable, "-m", "tests.emulators.moto_server", "--port", str(port)], work_dir / "moto.log"
+        "moto",
+        [sys.executable, "-m", "tests.emulators.moto_server", "--port", str(port)],
+        work_dir / "moto.log",
+        env=env,
     )
     _wait_until_up(f"http://127.0.0.1:{port}/moto-api/", server.process, "moto server", server.log_path)
     return server, port

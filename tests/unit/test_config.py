@@ -22,6 +22,7 @@ from airflow_kinesis_snowflake.config import (
     parse_connector_config,
 )
 from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.core.provisioning import DestinationType
 
 CONNECTORS_DIR = Path(__file__).resolve().parents[2] / "dags" / "connectors"
 SHIPPED = CONNECTORS_DIR / "orders.yaml"
@@ -424,3 +425,316 @@ def test_one_bad_file_fails_the_directory(tmp_path: Path) -> None:
 
     assert str(bad) in str(info.value)
     assert "source.region" in str(info.value)
+
+
+# -- destination types, table properties and the snowflake section -----------------------------------
+
+PUBLIC_KEY_PEM = Path(__file__).parent / "core" / "golden" / "service_user_public_key.pem"
+PIPE_SQL = "COPY INTO ANALYTICS.RAW.ORDERS FROM (SELECT $1:order_id, $1 FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
+
+
+def _snowflake(**values: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["snowflake"] = {**(data.get("snowflake") or {}), **values}
+
+    return change
+
+
+def _without_table_properties(data: dict[str, Any]) -> None:
+    for name in ("schema_evolution", "error_logging", "row_timestamp"):
+        data["destination"].pop(name, None)
+
+
+def _both(*changes: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        for c in changes:
+            c(data)
+
+    return change
+
+
+def test_shipped_orders_yaml_declares_table_properties_and_columns() -> None:
+    config = load_connector_config(SHIPPED)
+
+    assert config.destination.type is DestinationType.TABLE
+    assert (config.destination.schema_evolution, config.destination.error_logging) == (True, True)
+    assert config.destination.row_timestamp is True
+    assert config.snowflake is not None
+    assert config.snowflake.columns == {
+        "ORDER_ID": "NUMBER(38,0)",
+        "CUSTOMER": "VARCHAR",
+        "AMOUNT": "FLOAT",
+        "STATUS": "VARCHAR",
+        "CREATED_AT": "TIMESTAMP_TZ",
+    }
+    assert config.snowflake.role is None and config.snowflake.user is None
+
+
+def test_new_fields_default_when_left_out() -> None:
+    config = parse_connector_config(
+        {
+            "connector_id": "minimal",
+            "source": {"stream_name": "s", "region": "eu-west-1", "application_name": "app"},
+            "destination": {"database": "db", "schema": "sc", "table": "tb"},
+        }
+    )
+
+    d = config.destination
+    assert (d.type, d.schema_evolution, d.error_logging, d.row_timestamp) == (DestinationType.TABLE, True, True, True)
+    assert (d.catalog, d.external_volume, d.base_location, d.pipe, d.pipe_definition) == (
+        "SNOWFLAKE",
+        None,
+        None,
+        None,
+        None,
+    )
+    assert d.cluster_by == ()
+    assert config.snowflake is None
+    spec = config.provisioning_spec()
+    assert (spec.role, spec.user, dict(spec.columns)) == (None, None, {})
+
+
+def test_snowflake_section_with_service_user() -> None:
+    config = parse_connector_config(
+        _with(
+            _snowflake(
+                role="kinesis_role",
+                user="kinesis_user",
+                warehouse="wh",
+                public_key_variable="orders_public_key",
+                columns={"order_id": "number(38, 0)", "note": "varchar(100)"},
+            )
+        )
+    )
+
+    sf = config.snowflake
+    assert sf is not None
+    assert (sf.role, sf.user, sf.warehouse) == ("KINESIS_ROLE", "KINESIS_USER", "WH")
+    assert (sf.public_key_variable, sf.public_key_conn_id) == ("orders_public_key", None)
+    assert sf.columns == {"ORDER_ID": "NUMBER(38,0)", "NOTE": "VARCHAR(100)"}
+
+
+@pytest.mark.parametrize(
+    ("change", "check"),
+    [
+        pytest.param(
+            _both(
+                _without_table_properties,
+                _set(
+                    "destination",
+                    type="ICEBERG",
+                    external_volume="iceberg_vol",
+                    base_location="orders/data",
+                    schema_evolution=False,
+                ),
+            ),
+            lambda d: (
+                (d.type, d.external_volume, d.base_location, d.catalog, d.schema_evolution)
+                == (DestinationType.ICEBERG, "ICEBERG_VOL", "orders/data", "SNOWFLAKE", False)
+            ),
+            id="iceberg",
+        ),
+        pytest.param(
+            _both(
+                _without_table_properties,
+                _set("destination", type="INTERACTIVE", cluster_by=["order_id"]),
+                _snowflake(columns={"ORDER_ID": "NUMBER"}),
+            ),
+            lambda d: (d.type, d.cluster_by) == (DestinationType.INTERACTIVE, ("ORDER_ID",)),
+            id="interactive",
+        ),
+        pytest.param(
+            _set("destination", type="PIPE", pipe="orders_pipe", pipe_definition=PIPE_SQL + ";"),
+            lambda d: (d.type, d.pipe, d.pipe_definition) == (DestinationType.PIPE, "ORDERS_PIPE", PIPE_SQL),
+            id="pipe",
+        ),
+    ],
+)
+def test_each_destination_type_loads(change: Callable[[dict[str, Any]], None], check: Callable[[Any], bool]) -> None:
+    config = parse_connector_config(_with(change))
+
+    assert check(config.destination)
+    assert config.provisioning_spec().destination_type is config.destination.type
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            _set("destination", type="VIEW"),
+            ["destination.type", "'TABLE', 'ICEBERG', 'INTERACTIVE' or 'PIPE'", "VIEW"],
+            id="type",
+        ),
+        pytest.param(
+            _set("destination", schema_evolution="sometimes"),
+            ["destination.schema_evolution", "valid boolean"],
+            id="schema_evolution-not-a-bool",
+        ),
+        pytest.param(
+            _set("destination", type="ICEBERG", catalog="GLUE"),
+            ["destination.catalog", "must be SNOWFLAKE", "GLUE"],
+            id="catalog",
+        ),
+        pytest.param(
+            _set("destination", type="ICEBERG", base_location="../elsewhere"),
+            ["destination.base_location", "relative directory", "without '..'"],
+            id="base_location",
+        ),
+        pytest.param(
+            _set("destination", type="ICEBERG", external_volume="my volume"),
+            ["destination.external_volume", "Snowflake identifier"],
+            id="external_volume",
+        ),
+        pytest.param(
+            _set("destination", external_volume="vol"),
+            ["destination.external_volume is only used with type ICEBERG", "type is TABLE"],
+            id="external_volume-on-table",
+        ),
+        pytest.param(
+            _set("destination", pipe="p"),
+            ["destination.pipe is only used with type PIPE"],
+            id="pipe-on-table",
+        ),
+        pytest.param(
+            _set("destination", type="PIPE"),
+            ["type PIPE needs destination.pipe and destination.pipe_definition"],
+            id="pipe-missing",
+        ),
+        pytest.param(
+            _set("destination", type="PIPE", pipe="p", pipe_definition=PIPE_SQL.replace("ORDERS FROM", "OTHER FROM")),
+            ["destination.pipe_definition", "must load the destination table: COPY INTO ANALYTICS.RAW.ORDERS"],
+            id="pipe_definition-other-table",
+        ),
+        pytest.param(
+            _set("destination", type="PIPE", pipe="p", pipe_definition=PIPE_SQL + "; DROP TABLE ANALYTICS.RAW.ORDERS"),
+            ["destination.pipe_definition", "single COPY INTO statement"],
+            id="pipe_definition-two-statements",
+        ),
+        pytest.param(
+            _both(_without_table_properties, _set("destination", type="INTERACTIVE")),
+            ["destination.cluster_by is required for type INTERACTIVE"],
+            id="interactive-without-cluster_by",
+        ),
+        pytest.param(
+            _both(
+                _without_table_properties,
+                _set("destination", type="INTERACTIVE", cluster_by=["ID"], row_timestamp=True),
+                _snowflake(columns={"ID": "NUMBER"}),
+            ),
+            ["destination.row_timestamp is not available for type INTERACTIVE", "only for TABLE, PIPE"],
+            id="row_timestamp-on-interactive",
+        ),
+        pytest.param(
+            _set("destination", type="ICEBERG"),
+            ["destination.row_timestamp is not available for type ICEBERG", "remove it"],
+            id="row_timestamp-on-iceberg",
+        ),
+        pytest.param(
+            _set("destination", cluster_by=["shipped_at"]),
+            ["destination.cluster_by: column SHIPPED_AT is not in snowflake.columns", "ORDER_ID, CUSTOMER"],
+            id="cluster_by-unknown-column",
+        ),
+        pytest.param(
+            _snowflake(user="u", public_key_variable="k"),
+            ["snowflake.user needs snowflake.role"],
+            id="user-without-role",
+        ),
+        pytest.param(
+            _snowflake(role="r", user="u"),
+            ["snowflake.user needs snowflake.public_key_variable or snowflake.public_key_conn_id"],
+            id="user-without-key-source",
+        ),
+        pytest.param(
+            _snowflake(role="r", user="u", public_key_variable="v", public_key_conn_id="c"),
+            ["set only one of snowflake.public_key_variable and snowflake.public_key_conn_id"],
+            id="two-key-sources",
+        ),
+        pytest.param(
+            _snowflake(role="r", public_key_variable="v"),
+            ["a public key source is only used with snowflake.user"],
+            id="key-source-without-user",
+        ),
+        pytest.param(
+            _snowflake(role="my role"),
+            ["snowflake.role", "Snowflake identifier", "my role"],
+            id="role",
+        ),
+        pytest.param(
+            _snowflake(columns={"ID": "BLOB"}),
+            ["snowflake.columns", "column 'ID'", "must be a Snowflake data type", "NUMBER", "BLOB"],
+            id="column-type",
+        ),
+        pytest.param(
+            _snowflake(columns={"ID": "NUMBER); DROP TABLE x; --"}),
+            ["snowflake.columns", "column 'ID'", "must be a Snowflake data type"],
+            id="column-type-injection",
+        ),
+        pytest.param(
+            _snowflake(columns={'id"; DROP TABLE x; --': "NUMBER"}),
+            ["snowflake.columns", "Snowflake identifier"],
+            id="column-name-injection",
+        ),
+        pytest.param(
+            _snowflake(columns={"kinesisMetadata": "OBJECT"}),
+            ["snowflake.columns", "KINESISMETADATA is added by the connector"],
+            id="column-kinesismetadata",
+        ),
+        pytest.param(
+            _snowflake(columns={"id": "NUMBER", "ID": "VARCHAR"}),
+            ["snowflake.columns", "duplicates ID"],
+            id="column-duplicate",
+        ),
+        pytest.param(
+            _snowflake(rol="r"),
+            ["snowflake.rol: unknown field"],
+            id="snowflake-typo",
+        ),
+    ],
+)
+def test_bad_new_value_names_file_field_and_rule(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: list[str]
+) -> None:
+    message = _load_error(tmp_path, _with(change))
+
+    for fragment in expected:
+        assert fragment in message
+
+
+@pytest.mark.parametrize("field", ["public_key", "rsa_public_key", "private_key"])
+def test_keys_are_never_accepted_inline(tmp_path: Path, field: str) -> None:
+    secret = "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAsecretmaterial"
+
+    message = _load_error(tmp_path, _with(_snowflake(role="r", user="u", **{field: secret})))
+
+    assert f"snowflake.{field}: keys are never written in the connector file" in message
+    assert "public_key_variable" in message and "public_key_conn_id" in message
+    assert secret not in message
+
+
+def test_provisioning_spec_carries_every_field() -> None:
+    config = parse_connector_config(
+        _with(
+            _both(
+                _without_table_properties,
+                _set("destination", type="ICEBERG", external_volume="vol", base_location="o", cluster_by=["ID"]),
+                _snowflake(role="r", user="u", warehouse="w", public_key_conn_id="key_conn", columns={"id": "int"}),
+            )
+        )
+    )
+
+    public_key = PUBLIC_KEY_PEM.read_text(encoding="ascii")
+
+    spec = config.provisioning_spec(public_key)
+
+    assert (spec.database, spec.schema, spec.table) == ("ANALYTICS", "RAW", "ORDERS")
+    assert (spec.destination_type, spec.external_volume, spec.base_location) == (DestinationType.ICEBERG, "VOL", "o")
+    assert (spec.role, spec.user, spec.warehouse, spec.public_key) == ("R", "U", "W", public_key)
+    assert dict(spec.columns) == {"ID": "INT"}
+    assert tuple(spec.cluster_by) == ("ID",)
+
+
+def test_a_service_user_cannot_be_planned_without_its_key() -> None:
+    config = parse_connector_config(_with(_snowflake(role="r", user="u", public_key_variable="v")))
+
+    with pytest.raises(ValueError, match=r"^public_key: is required to create the service user U"):
+        config.provisioning_spec()

@@ -67,7 +67,7 @@ def test_latest_reads_what_arrived_after_the_first_start(emulators: Emulators, s
     time.sleep(0.05)  # arrival times are compared with the moment the application first started
     table = new_table(emulators)
     latest = StartPosition.resolve(InitialPosition.LATEST, None, datetime.now(UTC))
-    leases, result = first_batch(emulators, stream, table, latest)
+    _, result = first_batch(emulators, stream, table, latest)
     assert values(result) == []
     put(kinesis, stream, range(5, 8))
     # The next batch still starts from the application's first start, not from "now".

@@ -1,0 +1,370 @@
+"""The IAM permissions a connector needs, and the least-privilege policy that grants them.
+
+The table follows the one in the setup guide of Snowflake's Openflow Connector for Kinesis, cut
+down to the calls this provider makes with the connector's credentials:
+
+* Kinesis, on the stream: ListShards (planning), GetShardIterator and GetRecords (shared-throughput
+  reads); with enhanced fan-out also DescribeStreamSummary (the stream ARN a consumer is
+  registered on), RegisterStreamConsumer and DescribeStreamConsumer, and on the stream's consumers
+  SubscribeToShard, DescribeStreamConsumer and DeregisterStreamConsumer.
+* DynamoDB, on the lease table named after the application name: DescribeTable and CreateTable
+  (CreateTable carries tags, which needs TagResource too), GetItem, PutItem, UpdateItem and Scan
+  for leases, checkpoints and worker heartbeats, DeleteItem to forget a stopped worker.
+* A migration from a legacy KCL lease table copies it into ``<application>_migration``
+  (created, tagged, batch-written, scanned, marked, then deleted) and deletes the KCL table, whose
+  name the new lease table takes: DeleteTable on the lease table and the migration table's own set.
+
+Unlike the Openflow table there is no DescribeStream: shards come from ListShards, and the stream
+ARN from DescribeStreamSummary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
+ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
+CONSUMER_TYPES = (SHARED_THROUGHPUT, ENHANCED_FAN_OUT)
+
+POLICY_VERSION = "2012-10-17"
+# Left in the rendered policy for the reader to fill in, as the Openflow guide does.
+ACCOUNT_ID_PLACEHOLDER = "${ACCOUNT_ID}"
+MIGRATION_SUFFIX = "_migration"
+
+# Decisions as SimulatePrincipalPolicy reports them.
+ALLOWED = "allowed"
+EXPLICIT_DENY = "explicitDeny"
+IMPLICIT_DENY = "implicitDeny"
+
+_ACCOUNT_ID = re.compile(r"^\d{12}$")
+_PLACEHOLDER = re.compile(r"^\$\{[A-Za-z0-9_]+\}$")
+_PARTITION = re.compile(r"^aws(-[a-z]+)*$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# arn:<partition>:<service>:<region>:<account>:<resource>
+_ARN = re.compile(
+    r"^arn:(?P<partition>[^:]+):(?P<service>[^:]+):(?P<region>[^:]*):(?P<account>\d{12}):(?P<resource>.+)$"
+)
+
+
+class IamPolicyError(ValueError):
+    """A parameter cannot be turned into an ARN, or a caller identity into an IAM principal."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Actions the connector performs on some resources, and why.
+
+    :param sid: the policy statement this requirement belongs to; one statement per resource group.
+    :param actions: IAM actions, ``service:Action``.
+    :param resources: ARNs (the consumer ARN ends in a wildcard).
+    :param purpose: what the connector does with them, for people reading the policy or a failure.
+    """
+
+    sid: str
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    purpose: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of simulating one action on one resource for a principal."""
+
+    action: str
+    resource: str
+    decision: str
+    matched_statements: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision == ALLOWED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "resource": self.resource,
+            "decision": self.decision,
+            "matched_statements": list(self.matched_statements),
+        }
+
+
+def partition_for_region(region: str) -> str:
+    """The AWS partition a region belongs to: ``aws-cn`` for ``cn-*``, ``aws-us-gov`` for ``us-gov-*``."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("us-isob-"):
+        return "aws-iso-b"
+    if region.startswith("us-iso-"):
+        return "aws-iso"
+    return "aws"
+
+
+def _check(partition: str, region: str, account_id: str) -> None:
+    if not _PARTITION.match(partition):
+        raise IamPolicyError(f"partition {partition!r} is not an AWS partition such as 'aws' or 'aws-cn'")
+    if not _REGION.match(region):
+        raise IamPolicyError(f"region {region!r} is not an AWS region code such as 'us-east-1'")
+    if not (_ACCOUNT_ID.match(account_id) or _PLACEHOLDER.match(account_id)):
+        raise IamPolicyError(
+            f"account id {account_id!r} must be 12 digits, or a placeholder such as {ACCOUNT_ID_PLACEHOLDER!r}"
+        )
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not _NAME.match(name):
+        raise IamPolicyError(f"{kind} {name!r} must be letters, digits, '_', '.' or '-'")
+
+
+def stream_arn(*, partition: str, region: str, account_id: str, stream_name: str) -> str:
+    """``arn:<partition>:kinesis:<region>:<account>:stream/<name>``."""
+    _check(partition, region, account_id)
+    _check_name("stream name", stream_name)
+    return f"arn:{partition}:kinesis:{region}:{account_id}:stream/{stream_name}"
+
+
+def consumers_arn(*, partition: str, region: str, account_id: str, stream_name: str) -> str:
+    """Every enhanced fan-out consumer of a stream: ``...:stream/<name>/consumer/*``.
+
+    A consumer ARN ends in ``<consumer name>:<creation timestamp>``, so it changes whenever the
+    consumer is registered again; the wildcard also covers consumers left behind by an earlier
+    application name, which clean-up deregisters.
+    """
+    return (
+        f"{stream_arn(partition=partition, region=region, account_id=account_id, stream_name=stream_name)}/consumer/*"
+    )
+
+
+def table_arn(*, partition: str, region: str, account_id: str, table_name: str) -> str:
+    """``arn:<partition>:dynamodb:<region>:<account>:table/<name>``."""
+    _check(partition, region, account_id)
+    _check_name("table name", table_name)
+    return f"arn:{partition}:dynamodb:{region}:{account_id}:table/{table_name}"
+
+
+def required_permissions(
+    *,
+    stream_name: str,
+    region: str,
+    account_id: str,
+    application_name: str,
+    consumer_type: str = SHARED_THROUGHPUT,
+    partition: str | None = None,
+    include_migration_table: bool = False,
+) -> list[Requirement]:
+    """What a connector with these parameters needs, grouped by resource.
+
+    :param stream_name: the Kinesis data stream.
+    :param region: its AWS region.
+    :param account_id: the AWS account id, or a placeholder such as ``${ACCOUNT_ID}``.
+    :param application_name: names the DynamoDB lease table and the fan-out consumer.
+    :param consumer_type: ``SHARED_THROUGHPUT`` or ``ENHANCED_FAN_OUT``.
+    :param partition: the AWS partition; defaults to the region's (``aws-cn`` for ``cn-north-1``).
+    :param include_migration_table: also grant what a migration from a legacy KCL lease table
+        needs: ``<application>_migration`` and deleting the KCL table.
+    """
+    consumer_type = str(consumer_type)
+    if consumer_type not in CONSUMER_TYPES:
+        raise IamPolicyError(f"consumer type {consumer_type!r} is not one of {', '.join(CONSUMER_TYPES)}")
+    partition = partition or partition_for_region(region)
+    where = {"partition": partition, "region": region, "account_id": account_id}
+    stream = stream_arn(stream_name=stream_name, **where)
+    lease_table = table_arn(table_name=application_name, **where)
+
+    requirements = [
+        Requirement(
+            sid="KinesisStream",
+            actions=("kinesis:ListShards",),
+            resources=(stream,),
+            purpose="Discover the stream's shards and their parent/child lineage when a batch is planned.",
+        ),
+        Requirement(
+            sid="KinesisStream",
+            actions=("kinesis:GetShardIterator", "kinesis:GetRecords"),
+            resources=(stream,),
+            purpose="Read each planned shard range by shared-throughput polling, renewing expired iterators.",
+        ),
+    ]
+    if consumer_type == ENHANCED_FAN_OUT:
+        requirements += [
+            Requirement(
+                sid="KinesisStream",
+                actions=(
+                    "kinesis:DescribeStreamSummary",
+                    "kinesis:RegisterStreamConsumer",
+                    "kinesis:DescribeStreamConsumer",
+                ),
+                resources=(stream,),
+                purpose=(
+                    "Resolve the stream ARN, register the enhanced fan-out consumer "
+                    f"{application_name!r} (named after the application) and poll its status until it is ACTIVE."
+                ),
+            ),
+            Requirement(
+                sid="KinesisFanOutConsumer",
+                actions=(
+                    "kinesis:SubscribeToShard",
+                    "kinesis:DescribeStreamConsumer",
+                    "kinesis:DeregisterStreamConsumer",
+                ),
+                resources=(consumers_arn(stream_name=stream_name, **where),),
+                purpose=(
+                    "Subscribe to shards through the consumer, describe it by its ARN, and deregister it on "
+                    "reset or clean-up."
+                ),
+            ),
+        ]
+    requirements += [
+        Requirement(
+            sid="DynamoDBLeaseTable",
+            actions=("dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:TagResource"),
+            resources=(lease_table,),
+            purpose=(
+                f"Create the lease table {application_name!r} (on demand, tagged so that clean-up recognises it; "
+                "CreateTable with tags needs TagResource) and wait until it is ACTIVE."
+            ),
+        ),
+        Requirement(
+            sid="DynamoDBLeaseTable",
+            actions=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Scan"),
+            resources=(lease_table,),
+            purpose="Read the table's metadata and leases; create, take, renew, checkpoint and release leases "
+            "with conditional writes; record worker heartbeats.",
+        ),
+        Requirement(
+            sid="DynamoDBLeaseTable",
+            actions=("dynamodb:DeleteItem",),
+            resources=(lease_table,),
+            purpose="Remove the heartbeat item of a worker that has stopped.",
+        ),
+    ]
+    if include_migration_table:
+        migration_table = f"{application_name}{MIGRATION_SUFFIX}"
+        requirements += [
+            Requirement(
+                sid="DynamoDBLeaseTable",
+                actions=("dynamodb:DeleteTable",),
+                resources=(lease_table,),
+                purpose=(
+                    f"Delete the legacy KCL lease table {application_name!r} once its verified copy exists, so that "
+                    "the new lease table can take its name."
+                ),
+            ),
+            Requirement(
+                sid="DynamoDBMigrationTable",
+                actions=(
+                    "dynamodb:DescribeTable",
+                    "dynamodb:CreateTable",
+                    "dynamodb:TagResource",
+                    "dynamodb:BatchWriteItem",
+                    "dynamodb:Scan",
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:DeleteTable",
+                ),
+                resources=(table_arn(table_name=migration_table, **where),),
+                purpose=(
+                    f"Copy the legacy KCL leases into {migration_table!r} (created and tagged), verify the copy and "
+                    "mark it, read it back to write the new leases, then delete it."
+                ),
+            ),
+        ]
+    return requirements
+
+
+def _statements(requirements: Iterable[Requirement]) -> dict[str, tuple[list[str], list[str]]]:
+    """Actions and resources per statement id, in order of first appearance."""
+    grouped: dict[str, tuple[list[str], list[str]]] = {}
+    for requirement in requirements:
+        actions, resources = grouped.setdefault(requirement.sid, ([], []))
+        actions.extend(a for a in requirement.actions if a not in actions)
+        resources.extend(r for r in requirement.resources if r not in resources)
+    return grouped
+
+
+def policy_document(requirements: Iterable[Requirement]) -> dict[str, Any]:
+    """An identity policy granting exactly ``requirements``: one Allow statement per resource group."""
+    return {
+        "Version": POLICY_VERSION,
+        "Statement": [
+            {"Sid": sid, "Effect": "Allow", "Action": sorted(actions), "Resource": sorted(resources)}
+            for sid, (actions, resources) in _statements(requirements).items()
+        ],
+    }
+
+
+def simulation_pairs(requirements: Iterable[Requirement]) -> list[tuple[str, str]]:
+    """Every (action, resource ARN) pair the policy grants, to check one by one with the IAM simulator."""
+    pairs: list[tuple[str, str]] = []
+    for actions, resources in _statements(requirements).values():
+        for resource in sorted(resources):
+            pairs.extend((action, resource) for action in sorted(actions) if (action, resource) not in pairs)
+    return pairs
+
+
+def purpose_of(requirements: Iterable[Requirement], action: str, resource: str) -> str:
+    """Why the connector needs ``action`` on ``resource``; empty when it does not."""
+    return " ".join(r.purpose for r in requirements if action in r.actions and resource in r.resources)
+
+
+def principal_arn(caller_arn: str) -> str:
+    """The IAM principal behind an STS GetCallerIdentity ARN, as SimulatePrincipalPolicy wants it.
+
+    Users and roles are returned as they are; an assumed-role session
+    ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` becomes the role
+    ``arn:aws:iam::<account>:role/<role>``. A role's path is not part of the session ARN, so a
+    role created under a path cannot be found this way.
+    """
+    match = _ARN.match(caller_arn)
+    if not match:
+        raise IamPolicyError(f"{caller_arn!r} is not an IAM or STS ARN")
+    partition, service, account, resource = match["partition"], match["service"], match["account"], match["resource"]
+    if service == "iam" and resource.startswith(("user/", "role/")):
+        return caller_arn
+    if service == "sts" and resource.startswith("assumed-role/"):
+        parts = resource.split("/")
+        if len(parts) >= 3 and parts[1]:
+            return f"arn:{partition}:iam::{account}:role/{parts[1]}"
+    raise IamPolicyError(
+        f"cannot check the permissions of {caller_arn!r}: only IAM users, IAM roles and assumed-role "
+        "sessions can be simulated (not the root user or federated users)"
+    )
+
+
+def partition_of(arn: str) -> str:
+    """The partition field of an ARN (``aws``, ``aws-cn``, ...)."""
+    parts = arn.split(":")
+    if len(parts) < 6 or parts[0] != "arn":
+        raise IamPolicyError(f"{arn!r} is not an ARN")
+    return parts[1]
+
+
+def describe_missing(
+    principal: str,
+    decisions: Sequence[Decision],
+    requirements: Sequence[Requirement],
+    policy: dict[str, Any],
+) -> str:
+    """A readable account of every denied action, with the policy that would grant them."""
+    missing = [d for d in decisions if not d.allowed]
+    lines = [f"{principal} lacks {len(missing)} of the {len(decisions)} permissions this connector needs:"]
+    for decision in missing:
+        line = f"  - {decision.action} on {decision.resource} ({decision.decision}"
+        if decision.decision == EXPLICIT_DENY:
+            statements = ", ".join(decision.matched_statements) or "a Deny statement"
+            line += f" by {statements}: an Allow cannot override it, remove or narrow the Deny"
+        line += ")"
+        purpose = purpose_of(requirements, decision.action, decision.resource)
+        if purpose:
+            line += f"\n      needed to: {purpose}"
+        lines.append(line)
+    lines.append(f"Attach this policy to {principal}:")
+    lines.append(json.dumps(policy, indent=2))
+    return "\n".join(lines)

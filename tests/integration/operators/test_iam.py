@@ -1,0 +1,451 @@
+"""CheckIamPermissionsOperator, and the generated policy, against a moto server that enforces IAM.
+
+The server is started with ``INITIAL_NO_AUTH_ACTION_COUNT=3``: the first three requests create an
+administrator and its access key, every later request is signed and authorised against the
+caller's policies, with resources scoped to the stream, consumer or table ARN of the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from botocore.exceptions import ClientError
+
+from airflow_kinesis_snowflake.core.iam import (
+    ENHANCED_FAN_OUT,
+    SHARED_THROUGHPUT,
+    policy_document,
+    required_permissions,
+    simulation_pairs,
+)
+from airflow_kinesis_snowflake.core.leases import StartPosition
+from airflow_kinesis_snowflake.core.planning import ShardRange
+from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.core.readers import read_shard_range
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
+from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
+from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
+from tests.conftest import unique
+from tests.emulators.servers import AWS_KEY, REGION, start_moto
+
+pytestmark = pytest.mark.integration
+
+ACCOUNT = "123456789012"
+CONN_ID = "aws_iam_check"
+# Requests the administrator bootstrap makes before IAM is enforced.
+BOOTSTRAP_REQUESTS = 3
+
+
+@dataclass(frozen=True)
+class Key:
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None = None
+
+
+@dataclass
+class IamMoto:
+    """A moto server enforcing IAM, with an administrator to set the scene."""
+
+    endpoint: str
+    admin: Key
+
+    def client(self, service: str, key: Key | None = None) -> Any:
+        key = key or self.admin
+        return boto3.client(
+            service,
+            region_name=REGION,
+            endpoint_url=self.endpoint,
+            aws_access_key_id=key.access_key_id,
+            aws_secret_access_key=key.secret_access_key,
+            aws_session_token=key.session_token,
+        )
+
+    def user(self, *, inline: dict[str, Any] | None = None) -> tuple[str, Key]:
+        """A new IAM user with inline policies; its ARN and an access key."""
+        iam = self.client("iam")
+        name = unique("user")
+        arn = iam.create_user(UserName=name)["User"]["Arn"]
+        for policy_name, document in (inline or {}).items():
+            iam.put_user_policy(UserName=name, PolicyName=policy_name, PolicyDocument=json.dumps(document))
+        access = iam.create_access_key(UserName=name)["AccessKey"]
+        return arn, Key(access["AccessKeyId"], access["SecretAccessKey"])
+
+    def connection(self, key: Key, monkeypatch: pytest.MonkeyPatch, conn_id: str = CONN_ID) -> str:
+        extra: dict[str, Any] = {
+            "region_name": REGION,
+            "endpoint_url": self.endpoint,
+            "service_config": {"sts": {"endpoint_url": self.endpoint}},
+        }
+        if key.session_token:
+            extra["aws_session_token"] = key.session_token
+        connection = {"conn_type": "aws", "login": key.access_key_id, "password": key.secret_access_key, "extra": extra}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(connection))
+        return conn_id
+
+
+@pytest.fixture(scope="module")
+def iam_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
+    work_dir: Path = tmp_path_factory.mktemp("moto-iam")
+    server, port = start_moto(work_dir, env={"INITIAL_NO_AUTH_ACTION_COUNT": str(BOOTSTRAP_REQUESTS)})
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        bootstrap = IamMoto(endpoint, Key(AWS_KEY, AWS_KEY)).client("iam")
+        bootstrap.create_user(UserName="admin")
+        bootstrap.put_user_policy(UserName="admin", PolicyName="everything", PolicyDocument=json.dumps(allow("*", "*")))
+        access = bootstrap.create_access_key(UserName="admin")["AccessKey"]
+        yield IamMoto(endpoint, Key(access["AccessKeyId"], access["SecretAccessKey"]))
+    finally:
+        server.stop()
+
+
+def allow(actions: str | list[str], resources: str | list[str], effect: str = "Allow") -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": [{"Effect": effect, "Action": actions, "Resource": resources}]}
+
+
+def may_simulate(principal: str) -> dict[str, Any]:
+    return allow("iam:SimulatePrincipalPolicy", principal)
+
+
+def connector_policy(stream: str, app: str, **kwargs: Any) -> dict[str, Any]:
+    return policy_document(
+        required_permissions(stream_name=stream, region=REGION, account_id=ACCOUNT, application_name=app, **kwargs)
+    )
+
+
+def pairs(stream: str, app: str, **kwargs: Any) -> list[tuple[str, str]]:
+    return simulation_pairs(
+        required_permissions(stream_name=stream, region=REGION, account_id=ACCOUNT, application_name=app, **kwargs)
+    )
+
+
+def check(stream: str, app: str, conn_id: str = CONN_ID, **kwargs: Any) -> dict[str, Any]:
+    operator = CheckIamPermissionsOperator(
+        task_id="check_iam", stream_name=stream, application_name=app, aws_conn_id=conn_id, **kwargs
+    )
+    result: dict[str, Any] = operator.execute(context={})
+    return result
+
+
+def listed(message: str) -> list[str]:
+    """The ``  - action on resource (decision...)`` lines of a failure message."""
+    return [line for line in message.splitlines() if line.startswith("  - ")]
+
+
+def stream_arn(stream: str) -> str:
+    return f"arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/{stream}"
+
+
+def table_arn(table: str) -> str:
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{table}"
+
+
+# -- the operator ------------------------------------------------------------------------------
+
+
+def test_full_policy_passes_with_every_decision_allowed(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    arn, key = iam_moto.user(inline={})
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="connector", PolicyDocument=json.dumps(connector_policy(stream, app))
+    )
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
+    )
+    iam_moto.connection(key, monkeypatch)
+
+    result = check(stream, app)
+
+    assert result["principal_arn"] == arn
+    assert result["policy"] == connector_policy(stream, app)
+    assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(pairs(stream, app))
+    assert len(result["decisions"]) == len(pairs(stream, app))
+    assert {d["decision"] for d in result["decisions"]} == {"allowed"}
+    json.dumps(result)  # an XCom value
+
+
+def test_one_missing_action_is_named_with_its_resource(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    policy = connector_policy(stream, app)
+    table_statement = next(s for s in policy["Statement"] if s["Sid"] == "DynamoDBLeaseTable")
+    table_statement["Action"].remove("dynamodb:UpdateItem")
+    arn, key = iam_moto.user(inline={"connector": policy})
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
+    )
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check(stream, app)
+
+    message = str(failure.value)
+    assert listed(message) == [f"  - dynamodb:UpdateItem on {table_arn(app)} (implicitDeny)"]
+    assert message.startswith(f"{arn} lacks 1 of the {len(pairs(stream, app))} permissions")
+    # The policy to attach is the full one, UpdateItem included.
+    assert json.loads(message.split(f"Attach this policy to {arn}:\n", 1)[1]) == connector_policy(stream, app)
+
+
+def test_no_permissions_lists_every_pair(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    arn, key = iam_moto.user()
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
+    )
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check(stream, app, consumer_type=ENHANCED_FAN_OUT, include_migration_table=True)
+
+    expected = pairs(stream, app, consumer_type=ENHANCED_FAN_OUT, include_migration_table=True)
+    assert listed(str(failure.value)) == [f"  - {a} on {r} (implicitDeny)" for a, r in expected]
+    assert f"{stream_arn(stream)}/consumer/*" in {r for _, r in expected}
+
+
+def test_explicit_deny_overrides_allow_everything(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    _, key = iam_moto.user(
+        inline={
+            "everything": allow("*", "*"),
+            "no-reads": allow("kinesis:GetRecords", stream_arn(stream), effect="Deny"),
+        }
+    )
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check(stream, app)
+
+    (line,) = listed(str(failure.value))
+    assert line.startswith(f"  - kinesis:GetRecords on {stream_arn(stream)} (explicitDeny by user policy no-reads")
+    assert "an Allow cannot override it" in line
+
+
+def test_principal_that_may_not_simulate_fails_plainly(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    arn, key = iam_moto.user(inline={"connector": connector_policy(stream, app)})
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check(stream, app)
+
+    message = str(failure.value)
+    assert message.startswith(f"{arn} may not call iam:SimulatePrincipalPolicy")
+    assert f"Allow iam:SimulatePrincipalPolicy on {arn}" in message
+    assert "AccessDenied" in message  # the AWS error is kept
+    assert "skip_if_simulation_denied=True" in message
+
+
+def test_principal_that_may_not_simulate_is_skipped_on_request(
+    iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stream, app = unique("orders"), unique("app")
+    arn, key = iam_moto.user(inline={"connector": connector_policy(stream, app)})
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(AirflowSkipException) as skipped:
+        check(stream, app, skip_if_simulation_denied=True)
+
+    assert str(skipped.value).startswith(f"{arn} may not call iam:SimulatePrincipalPolicy")
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "[warning" in line]
+    assert any(f"Skipping the IAM permission check: {arn} may not call" in line for line in warnings)
+
+
+def test_assumed_role_is_checked_as_its_role(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    iam = iam_moto.client("iam")
+    role_name = unique("ingest")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/admin"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    role_arn = iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    fan_out: dict[str, Any] = {"consumer_type": ENHANCED_FAN_OUT, "include_migration_table": True}
+    iam.put_role_policy(
+        RoleName=role_name, PolicyName="connector", PolicyDocument=json.dumps(connector_policy(stream, app, **fan_out))
+    )
+    iam.put_role_policy(RoleName=role_name, PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(role_arn)))
+    credentials = iam_moto.client("sts").assume_role(RoleArn=role_arn, RoleSessionName="airflow-task")["Credentials"]
+    session = Key(credentials["AccessKeyId"], credentials["SecretAccessKey"], credentials["SessionToken"])
+    iam_moto.connection(session, monkeypatch)
+
+    result = check(stream, app, **fan_out)
+
+    assert result["principal_arn"] == role_arn
+    assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(pairs(stream, app, **fan_out))
+    assert {d["decision"] for d in result["decisions"]} == {"allowed"}
+
+
+def test_group_and_managed_policies_count(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    iam = iam_moto.client("iam")
+    statements = connector_policy(stream, app)["Statement"]
+    kinesis = {"Version": "2012-10-17", "Statement": [s for s in statements if s["Sid"].startswith("Kinesis")]}
+    dynamodb = {"Version": "2012-10-17", "Statement": [s for s in statements if s["Sid"].startswith("DynamoDB")]}
+    arn, key = iam_moto.user()
+    user_name = arn.rsplit("/", 1)[1]
+    managed = iam.create_policy(PolicyName=unique("kinesis"), PolicyDocument=json.dumps(kinesis))["Policy"]["Arn"]
+    iam.attach_user_policy(UserName=user_name, PolicyArn=managed)
+    group = unique("connectors")
+    iam.create_group(GroupName=group)
+    iam.put_group_policy(GroupName=group, PolicyName="lease-table", PolicyDocument=json.dumps(dynamodb))
+    iam.add_user_to_group(GroupName=group, UserName=user_name)
+    iam.put_user_policy(UserName=user_name, PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn)))
+    iam_moto.connection(key, monkeypatch)
+
+    result = check(stream, app)
+
+    assert {d["decision"] for d in result["decisions"]} == {"allowed"}
+    sources = {s for d in result["decisions"] for s in d["matched_statements"]}
+    assert sources == {f"user-managed policy {managed.rsplit('/', 1)[1]}", "group policy lease-table"}
+
+
+def test_unknown_consumer_type_fails_before_any_call(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, key = iam_moto.user()
+    iam_moto.connection(key, monkeypatch)
+    with pytest.raises(AirflowFailException, match="'POLLING' is not one of SHARED_THROUGHPUT, ENHANCED_FAN_OUT"):
+        check("orders", "app", consumer_type="POLLING")
+
+
+# -- IAM enforcement with resource scoping ------------------------------------------------------
+
+
+def create_stream(iam_moto: IamMoto, name: str) -> None:
+    kinesis = iam_moto.client("kinesis")
+    kinesis.create_stream(StreamName=name, ShardCount=1)
+    kinesis.get_waiter("stream_exists").wait(StreamName=name)
+
+
+def create_table(iam_moto: IamMoto, name: str) -> None:
+    iam_moto.client("dynamodb").create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def denied(call: Any, resource: str) -> None:
+    with pytest.raises(ClientError) as error:
+        call()
+    assert error.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert f"on resource: {resource} " in error.value.response["Error"]["Message"]
+
+
+def test_policies_scoped_to_a_stream_and_a_table_are_honoured(iam_moto: IamMoto) -> None:
+    stream_a, stream_b = unique("a"), unique("b")
+    table_a, table_b = unique("ta"), unique("tb")
+    for stream in (stream_a, stream_b):
+        create_stream(iam_moto, stream)
+    for table in (table_a, table_b):
+        create_table(iam_moto, table)
+    _, key = iam_moto.user(
+        inline={
+            "stream-a": allow(
+                ["kinesis:ListShards", "kinesis:GetShardIterator", "kinesis:GetRecords"], stream_arn(stream_a)
+            ),
+            "table-a": allow("dynamodb:DescribeTable", table_arn(table_a)),
+        }
+    )
+    kinesis, dynamodb = iam_moto.client("kinesis", key), iam_moto.client("dynamodb", key)
+
+    assert len(kinesis.list_shards(StreamName=stream_a)["Shards"]) == 1
+    denied(lambda: kinesis.list_shards(StreamName=stream_b), stream_arn(stream_b))
+    assert dynamodb.describe_table(TableName=table_a)["Table"]["TableName"] == table_a
+    denied(lambda: dynamodb.describe_table(TableName=table_b), table_arn(table_b))
+
+    # GetRecords names no stream: the shard iterator decides which stream it reads.
+    own = kinesis.get_shard_iterator(
+        StreamName=stream_a, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+    )
+    assert kinesis.get_records(ShardIterator=own["ShardIterator"])["Records"] == []
+    other = iam_moto.client("kinesis").get_shard_iterator(
+        StreamName=stream_b, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+    )
+    denied(lambda: kinesis.get_records(ShardIterator=other["ShardIterator"]), stream_arn(stream_b))
+
+
+def test_fan_out_consumers_are_scoped_to_their_stream(iam_moto: IamMoto) -> None:
+    stream_a, stream_b = unique("a"), unique("b")
+    consumers = {}
+    admin = iam_moto.client("kinesis")
+    for stream in (stream_a, stream_b):
+        create_stream(iam_moto, stream)
+        consumers[stream] = admin.register_stream_consumer(StreamARN=stream_arn(stream), ConsumerName="app")[
+            "Consumer"
+        ]["ConsumerARN"]
+    _, key = iam_moto.user(
+        inline={"consumers-of-a": allow("kinesis:DescribeStreamConsumer", f"{stream_arn(stream_a)}/consumer/*")}
+    )
+    kinesis = iam_moto.client("kinesis", key)
+
+    described = kinesis.describe_stream_consumer(ConsumerARN=consumers[stream_a])["ConsumerDescription"]
+    assert described["ConsumerARN"] == consumers[stream_a]
+    denied(lambda: kinesis.describe_stream_consumer(ConsumerARN=consumers[stream_b]), consumers[stream_b])
+
+
+def test_generated_policy_is_enough_for_the_connector_and_no_more(
+    iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream, other_stream = unique("orders"), unique("other")
+    app, other_app = unique("app"), unique("other-app")
+    for name in (stream, other_stream):
+        create_stream(iam_moto, name)
+    iam_moto.client("kinesis").put_record(StreamName=stream, Data=b'{"id": 1}', PartitionKey="k")
+    _, key = iam_moto.user(inline={"connector": connector_policy(stream, app, consumer_type=SHARED_THROUGHPUT)})
+    conn_id = iam_moto.connection(key, monkeypatch)
+
+    # The real code paths, with exactly the generated policy.
+    created = CreateLeaseTableOperator(
+        task_id="create_lease_table", application_name=app, stream_name=stream, aws_conn_id=conn_id
+    ).execute(context={})
+    assert created["created"] is True
+    shards = KinesisStreamHook(aws_conn_id=conn_id).list_shards(stream)
+    table = LeaseTableHook(aws_conn_id=conn_id, table_name=app).lease_table
+    leases = table.sync_shards(shards, StartPosition(InitialPosition.TRIM_HORIZON))
+    lease = table.take(leases[shards[0].shard_id], owner="worker-1", duration_seconds=60)
+    assert lease is not None
+    read = read_shard_range(
+        KinesisStreamHook(aws_conn_id=conn_id).conn,
+        stream,
+        ShardRange(lease.shard_id, None, lease.start, 100),
+        cutoff=datetime.now(UTC) + timedelta(days=1),
+        max_records_per_call=100,
+        sleep=lambda _: None,
+    )
+    assert [json.loads(r.data) for r in read.records] == [{"id": 1}]
+    lease = table.checkpoint(lease, read.last)
+    table.release(lease)
+    assert table.leases()[lease.shard_id].checkpoint == read.last
+
+    # Nothing beyond it: another stream, another application's table.
+    denied(lambda: KinesisStreamHook(aws_conn_id=conn_id).list_shards(other_stream), stream_arn(other_stream))
+    with pytest.raises(ClientError) as error:
+        CreateLeaseTableOperator(
+            task_id="create_other", application_name=other_app, stream_name=stream, aws_conn_id=conn_id
+        ).execute(context={})
+    assert error.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert table_arn(other_app) in error.value.response["Error"]["Message"]
+
+
+def test_creating_the_tagged_lease_table_needs_tag_resource(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, app = unique("orders"), unique("app")
+    policy = connector_policy(stream, app)
+    next(s for s in policy["Statement"] if s["Sid"] == "DynamoDBLeaseTable")["Action"].remove("dynamodb:TagResource")
+    _, key = iam_moto.user(inline={"connector": policy})
+    conn_id = iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(ClientError) as error:
+        CreateLeaseTableOperator(
+            task_id="create_lease_table", application_name=app, stream_name=stream, aws_conn_id=conn_id
+        ).execute(context={})
+    assert error.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert f"dynamodb:TagResource on resource: {table_arn(app)}" in error.value.response["Error"]["Message"]
