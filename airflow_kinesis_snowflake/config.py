@@ -78,6 +78,8 @@ class SourceConfig(_Strict):
     initial_position: InitialPosition = InitialPosition.TRIM_HORIZON
     initial_timestamp: datetime | None = None
     max_records_per_call: int = Field(default=10000, ge=1, le=10000)
+    # A KCL 2.x/3.x lease table already under application_name is migrated by the provisioning DAG.
+    migrate_legacy_checkpoints: bool = False
 
     @field_validator("stream_name")
     @classmethod
@@ -304,6 +306,8 @@ class BatchConfig(_Strict):
     schedule: str | None = "*/5 * * * *"
     max_records_per_shard: int = Field(default=100_000, ge=1, le=10_000_000)
     max_shards_per_batch: int | None = Field(default=None, ge=1)
+    retries: int = Field(default=2, ge=0, le=20)
+    retry_delay_seconds: int = Field(default=30, ge=0)
 
 
 class ConnectionsConfig(_Strict):

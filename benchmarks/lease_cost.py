@@ -64,7 +64,7 @@ def one_batch(kinesis: Any, dynamodb: Any, stream: str, app: str) -> tuple[Count
         records += len(read.records)
         moved = table.checkpoint(lease, read.last) if read.records else lease
         table.release(moved)
-    table.forget_worker("bench")
+    table.stop_heartbeat("bench")
     return calls, records
 
 

@@ -1,9 +1,10 @@
 """`make demo`: the real DAG, end to end, on local emulators.
 
-Starts a moto server (Kinesis, DynamoDB) and a fakesnow server (Snowflake), creates the stream
-`orders` with 2 shards and ~1,000 JSON records, creates ANALYTICS.RAW.ORDERS, runs the ingest DAG
-with dag.test() (lease table, plan, spark-submit, COPY INTO, checkpoints), prints what landed and
-the checkpoint per shard; then puts more records, runs again and shows that only those landed.
+Starts a moto server (Kinesis, DynamoDB, IAM) and a fakesnow server (Snowflake), creates the
+stream `orders` with 2 shards and ~1,000 JSON records, creates an IAM user holding the generated
+least-privilege policy, runs the provisioning DAG (IAM check, lease table, Snowflake objects) and
+the ingest DAG with dag.test() (plan, spark-submit, COPY INTO, checkpoints), prints what landed
+and the checkpoint per shard; then puts more records, runs again and shows that only those landed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import random
 import shutil
 import sys
+from textwrap import indent
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,12 +22,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from airflow_kinesis_snowflake.config import load_connector_config  # noqa: E402
+from airflow_kinesis_snowflake.core.iam import policy_document, required_permissions  # noqa: E402
 from tests.emulators import local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, run_dag  # noqa: E402
 
 CONNECTOR = REPO / "dags" / "connectors" / "orders.yaml"
 STATUSES = ["NEW", "PAID", "SHIPPED", "DELIVERED"]
 T0 = time.monotonic()
+MOTO_ACCOUNT = "123456789012"  # moto's default account id
 
 
 def step(message: str) -> None:
@@ -96,17 +100,29 @@ def main() -> int:
         kinesis.get_waiter("stream_exists").wait(StreamName=stream)
         put_orders(kinesis, stream, 1, 1000)
 
-        dst = config.destination
-        step(f"Creating the destination table {config.table_fqn}")
-        conn = emulators.snowflake_connect()
-        cur = conn.cursor()
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS {dst.database}")
-        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {dst.database}.{dst.schema_}")
-        cur.execute(
-            f"CREATE TABLE IF NOT EXISTS {config.table_fqn} (ORDER_ID NUMBER(38,0), CUSTOMER VARCHAR, "
-            "AMOUNT FLOAT, STATUS VARCHAR, CREATED_AT TIMESTAMP_TZ, KINESISMETADATA OBJECT)"
+        src = config.source
+        policy = policy_document(
+            required_permissions(
+                stream_name=src.stream_name,
+                region=src.region,
+                account_id=MOTO_ACCOUNT,
+                application_name=src.application_name,
+                consumer_type=src.consumer_type.value,
+            )
         )
-        conn.close()
+        step("Creating the IAM user the connector runs as, holding only the generated least-privilege policy")
+        print(indent(json.dumps(policy, indent=2), "    "))
+        user = emulators.iam_user_connection("orders-connector", policy)
+        env["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps(user)
+
+        provision = f"kinesis_snowflake_{config.connector_id}_provision"
+        step(f"dag.test() of {provision}: check IAM >> lease table >> Snowflake objects >> verify")
+        proc = run_dag(provision, env, log_path=work / "dag-provision.log")
+        if proc.returncode != 0:
+            print((proc.stdout + proc.stderr)[-6000:])
+            step(f"Provisioning failed; full log in {work / 'dag-provision.log'}")
+            return 1
+        step(f"Provisioned {config.table_fqn}, its ledger, parse-failure table and stage")
 
         dag_id = f"kinesis_snowflake_{config.connector_id}_ingest"
         for run, (first, count) in enumerate([(1, 1000), (1001, 250)], start=1):

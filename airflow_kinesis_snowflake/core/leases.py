@@ -471,5 +471,12 @@ class LeaseTable:
                 return seen
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def forget_worker(self, worker_id: str) -> None:
-        self.client.delete_item(TableName=self.table_name, Key={KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}")})
+    def stop_heartbeat(self, worker_id: str, now: float | None = None) -> None:
+        """Mark a worker's heartbeat as ended (kept, not deleted: the table shows who ran when)."""
+        now = time.time() if now is None else now
+        self.client.update_item(
+            TableName=self.table_name,
+            Key={KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}")},
+            UpdateExpression="SET stopped_at = :now, expires_at = :now",
+            ExpressionAttributeValues={":now": _n(now)},
+        )

@@ -235,7 +235,7 @@ class SparkKinesisIngestOperator(BaseOperator):
             for lease in fresh.values():
                 self._release(table, lease)
             try:
-                table.forget_worker(owner)
+                table.stop_heartbeat(owner)
             except Exception:  # noqa: BLE001 - a stale heartbeat item is harmless
                 self.log.warning("Could not remove the heartbeat of %s", owner)
         return summary

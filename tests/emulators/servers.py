@@ -86,6 +86,16 @@ class Emulators:
             },
         }
 
+    def iam_user_connection(self, user_name: str, policy: dict[str, Any]) -> dict[str, Any]:
+        """Create an IAM user holding exactly ``policy`` (inline); an aws connection with its keys."""
+        iam = self.boto3_client("iam")
+        iam.create_user(UserName=user_name)
+        iam.put_user_policy(UserName=user_name, PolicyName="connector", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=user_name)["AccessKey"]
+        connection = self.aws_connection()
+        connection.update(login=key["AccessKeyId"], password=key["SecretAccessKey"])
+        return connection
+
     @staticmethod
     def spark_connection() -> dict[str, Any]:
         return {"conn_type": "spark", "host": "local[2]"}

@@ -53,7 +53,6 @@ TABLE = {
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:Scan",
-    "dynamodb:DeleteItem",
 }
 # A migration deletes the KCL table whose name the lease table takes.
 MIGRATION_ON_LEASE_TABLE = {"dynamodb:DeleteTable"}
@@ -136,7 +135,6 @@ def test_shared_throughput_policy_document() -> None:
                 "Effect": "Allow",
                 "Action": [
                     "dynamodb:CreateTable",
-                    "dynamodb:DeleteItem",
                     "dynamodb:DescribeTable",
                     "dynamodb:GetItem",
                     "dynamodb:PutItem",
