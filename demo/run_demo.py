@@ -13,10 +13,10 @@ import json
 import random
 import shutil
 import sys
-from textwrap import indent
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from textwrap import indent
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
