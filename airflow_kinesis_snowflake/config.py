@@ -80,6 +80,9 @@ class SourceConfig(_Strict):
     max_records_per_call: int = Field(default=10000, ge=1, le=10000)
     # A KCL 2.x/3.x lease table already under application_name is migrated by the provisioning DAG.
     migrate_legacy_checkpoints: bool = False
+    # The provisioning DAG checks IAM with SimulatePrincipalPolicy; a principal that may not call it
+    # fails the check unless this is true (the check is then skipped with a warning).
+    skip_iam_check_if_denied: bool = False
 
     @field_validator("stream_name")
     @classmethod

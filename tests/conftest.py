@@ -19,12 +19,20 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from tests.emulators import Emulators, local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
+from tests.emulators.iam import IamMoto, enforcing_moto  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulators]:
     """One moto server and one fakesnow server for the whole session, on loopback."""
     with local_emulators(tmp_path_factory.mktemp("emulators")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def iam_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
+    """A second moto server, enforcing IAM, with an administrator's key."""
+    with enforcing_moto(tmp_path_factory.mktemp("moto-iam")) as running:
         yield running
 
 

@@ -1,0 +1,123 @@
+"""The generated policy is enough for the provisioning and ingest DAGs, and every action is needed.
+
+AWS runs in a moto server that enforces IAM, with resources scoped to the ARNs of each request
+(see tests/emulators/moto_extensions.py). The connector runs as an IAM user holding exactly the
+policy from ``core/iam.py``. With it, both DAGs succeed end to end through spark-submit; with any
+one action removed, a named step fails and its error carries the AccessDenied of that action.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kinesis_snowflake.core.iam import policy_document, required_permissions
+from tests.conftest import create_table, query, unique
+from tests.emulators import Emulators
+from tests.emulators.airflow_env import run_dag
+from tests.emulators.iam import ACCOUNT, IamMoto
+from tests.integration.test_ingest_dag import write_connector
+
+pytestmark = pytest.mark.integration
+
+# Which step of the DAGs first needs each action of the shared-throughput policy.
+FIRST_NEEDED_BY = {
+    "dynamodb:DescribeTable": "create_lease_table",
+    "dynamodb:CreateTable": "create_lease_table",
+    "dynamodb:TagResource": "create_lease_table",
+    "dynamodb:GetItem": "create_lease_table",
+    "dynamodb:PutItem": "create_lease_table",
+    "dynamodb:Scan": "ingest",
+    "dynamodb:UpdateItem": "ingest",
+    "kinesis:ListShards": "ingest",
+    "kinesis:GetShardIterator": "ingest",
+    "kinesis:GetRecords": "ingest",
+}
+FAILED_TASK = re.compile(r"task_id=(\w+).*?(?:failed|FAILED)|Task failed.*?task_id=(\w+)", re.IGNORECASE)
+
+
+def policy(stream: str, app: str) -> dict[str, Any]:
+    return policy_document(
+        required_permissions(stream_name=stream, region="us-east-1", account_id=ACCOUNT, application_name=app)
+    )
+
+
+def without(document: dict[str, Any], action: str) -> dict[str, Any]:
+    statements = [
+        {**s, "Action": [a for a in s["Action"] if a != action]}
+        for s in document["Statement"]
+        if s["Action"] != [action]
+    ]
+    return {**document, "Statement": [s for s in statements if s["Action"]]}
+
+
+def connector(stream: str, app: str, table: str) -> dict[str, Any]:
+    return {
+        "connector_id": app.replace("-", "_"),
+        # The connector's user holds only the generated policy, so it may not simulate its own.
+        "source": {
+            "stream_name": stream,
+            "region": "us-east-1",
+            "application_name": app,
+            "skip_iam_check_if_denied": True,
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
+        "snowflake": {"columns": {"ID": "NUMBER(38,0)"}},
+        "batch": {"schedule": None, "retries": 0},
+    }
+
+
+def env_for(iam_moto: IamMoto, dag_env: dict[str, str], document: dict[str, Any]) -> dict[str, str]:
+    _, key = iam_moto.user(inline={"connector": document})
+    extra = {
+        "region_name": "us-east-1",
+        "endpoint_url": iam_moto.endpoint,
+        "service_config": {"sts": {"endpoint_url": iam_moto.endpoint}},
+    }
+    aws = {"conn_type": "aws", "login": key.access_key_id, "password": key.secret_access_key, "extra": extra}
+    return {**dag_env, "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws)}
+
+
+def test_generated_policy_runs_both_dags_and_each_action_is_needed(
+    iam_moto: IamMoto, emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    stream = unique("least")
+    admin_kinesis = iam_moto.client("kinesis")
+    admin_kinesis.create_stream(StreamName=stream, ShardCount=2)
+    admin_kinesis.get_waiter("stream_exists").wait(StreamName=stream)
+    admin_kinesis.put_records(
+        StreamName=stream,
+        Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"k{i}"} for i in range(60)],
+    )
+
+    # With exactly the generated policy: provision, then ingest, end to end.
+    app = unique("least-app")
+    table = "LEAST_" + app.split("-")[-1].upper()
+    dag_file = write_connector(tmp_path / "dags", connector(stream, app, table))
+    env = env_for(iam_moto, dag_env, policy(stream, app))
+    prefix = f"kinesis_snowflake_{app.replace('-', '_')}"
+    for dag_id in (f"{prefix}_provision", f"{prefix}_ingest"):
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{dag_id}.log")
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    assert [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID")] == list(range(60))
+
+    # Every action of the policy is needed: without it, the step that first needs it fails.
+    create_table(emulators, "ANALYTICS", "RAW", "LEAST_SHARED", "ID NUMBER(38,0)")
+    actions = sorted({a for s in policy(stream, "x")["Statement"] for a in s["Action"]})
+    assert sorted(FIRST_NEEDED_BY) == actions
+    for action in actions:
+        app = unique("minus")
+        dag_file = write_connector(tmp_path / app, connector(stream, app, "LEAST_SHARED"))
+        env = env_for(iam_moto, dag_env, without(policy(stream, app), action))
+        dag_id = f"kinesis_snowflake_{app.replace('-', '_')}_ingest"
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
+        output = proc.stdout + proc.stderr
+        assert proc.returncode != 0, f"{action} removed, yet the DAG succeeded"
+        assert "AccessDenied" in output and action in output, f"{action}:\n{output[-3000:]}"
+        failed_step = FIRST_NEEDED_BY[action]
+        assert f"task_id={failed_step}" in output and "DAG_RUN_STATE=failed" in output, action
+    assert query(emulators, "SELECT COUNT(*) FROM ANALYTICS.RAW.LEAST_SHARED") == [(0,)]
