@@ -9,7 +9,8 @@ down to the calls this provider makes with the connector's credentials:
   SubscribeToShard, DescribeStreamConsumer and DeregisterStreamConsumer.
 * DynamoDB, on the lease table named after the application name: DescribeTable and CreateTable
   (CreateTable carries tags, which needs TagResource too), GetItem, PutItem, UpdateItem and Scan
-  for leases, checkpoints and worker heartbeats.
+  for leases, checkpoints and worker heartbeats, DeleteItem to remove a finished parent shard's
+  lease once its children started (after a split or merge).
 * A migration from a legacy KCL lease table copies it into ``<application>_migration``
   (created, tagged, batch-written, scanned, marked, then deleted) and deletes the KCL table, whose
   name the new lease table takes: DeleteTable on the lease table and the migration table's own set.
@@ -236,6 +237,12 @@ def required_permissions(
             resources=(lease_table,),
             purpose="Read the table's metadata and leases; create, take, renew, checkpoint and release leases "
             "with conditional writes; record worker heartbeats.",
+        ),
+        Requirement(
+            sid="DynamoDBLeaseTable",
+            actions=("dynamodb:DeleteItem",),
+            resources=(lease_table,),
+            purpose="Remove the lease of a parent shard that reached SHARD_END once its children started.",
         ),
     ]
     if include_migration_table:

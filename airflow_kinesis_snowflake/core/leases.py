@@ -87,6 +87,8 @@ class Lease:
     state: str = STATE_ACTIVE
     # When the checkpoint last moved (epoch seconds): batches serve the longest-waiting shards first.
     checkpointed_at: float = 0.0
+    child_shard_ids: tuple[str, ...] = ()
+    hash_key_range: tuple[str, str] | None = None
 
     @property
     def shard_ended(self) -> bool:
@@ -131,6 +133,10 @@ def _lease_from_item(item: dict[str, Any]) -> Lease:
         checkpoint=checkpoint,
         state=item.get("state", {}).get("S", STATE_ACTIVE),
         checkpointed_at=float(item.get("checkpointed_at", {}).get("N", "0")),
+        child_shard_ids=tuple(sorted(item.get("child_shard_ids", {}).get("SS", []))),
+        hash_key_range=(
+            (item["starting_hash_key"]["S"], item["ending_hash_key"]["S"]) if "starting_hash_key" in item else None
+        ),
     )
 
 
@@ -152,7 +158,24 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
     if lease.lease_owner is not None:
         item["lease_owner"] = _s(lease.lease_owner)
         item["lease_expires_at"] = _n(lease.lease_expires_at)
+    if lease.child_shard_ids:
+        item["child_shard_ids"] = {"SS": list(lease.child_shard_ids)}
+    if lease.hash_key_range is not None:
+        item["starting_hash_key"], item["ending_hash_key"] = _s(lease.hash_key_range[0]), _s(lease.hash_key_range[1])
     return item
+
+
+def _ancestors_of(shards: list[Shard], shard_ids: set[str]) -> set[str]:
+    """Every ancestor, through the listed lineage, of the shards in ``shard_ids``."""
+    parents = {s.shard_id: s.parent_shard_ids for s in shards}
+    ancestors: set[str] = set()
+    todo = [p for shard_id in shard_ids for p in parents.get(shard_id, ())]
+    while todo:
+        shard_id = todo.pop()
+        if shard_id not in ancestors:
+            ancestors.add(shard_id)
+            todo.extend(parents.get(shard_id, ()))
+    return ancestors
 
 
 def _is_conditional_failure(err: ClientError) -> bool:
@@ -292,38 +315,75 @@ class LeaseTable:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def sync_shards(self, shards: Iterable[Shard], start: StartPosition) -> dict[str, Lease]:
-        """Create a lease for every shard that has none; existing leases are left as they are."""
+        """Create a lease for every shard that has none; existing leases are left as they are.
+
+        A closed shard gets no lease once one of its descendants has one: its lease was removed
+        after the children started (or it finished before this application existed), and
+        reading it again would deliver its records twice.
+        """
+        shards = list(shards)
         leases = self.leases()
+        done = _ancestors_of(shards, set(leases))
+        new_children: dict[str, list[str]] = {}
         for shard in shards:
-            if shard.shard_id in leases:
+            if shard.shard_id in leases or (shard.is_closed and shard.shard_id in done):
                 continue
             lease = Lease(
-                shard_id=shard.shard_id, lease_counter=0, start=start, parent_shard_ids=shard.parent_shard_ids
+                shard_id=shard.shard_id,
+                lease_counter=0,
+                start=start,
+                parent_shard_ids=shard.parent_shard_ids,
+                hash_key_range=shard.hash_key_range,
             )
-            item: dict[str, Any] = {
-                KEY_ATTRIBUTE: _s(shard.shard_id),
-                "item_type": _s("SHARD"),
-                "lease_counter": _n(0),
-                "start_position": _s(start.position.value),
-                "parent_shard_ids": {"L": [_s(p) for p in shard.parent_shard_ids]},
-                "state": _s(STATE_ACTIVE),
-            }
-            if start.timestamp is not None:
-                item["start_timestamp"] = _s(start.timestamp.isoformat())
-            try:
-                self.client.put_item(
-                    TableName=self.table_name,
-                    Item=item,
-                    ConditionExpression="attribute_not_exists(#k)",
-                    ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-                )
+            if self.put_lease(lease):
                 leases[shard.shard_id] = lease
+                for parent in shard.parent_shard_ids:
+                    new_children.setdefault(parent, []).append(shard.shard_id)
+            else:
+                # Created concurrently by another worker: read theirs.
+                leases = self.leases()
+        for parent, children in new_children.items():
+            if parent in leases:
+                self._add_children(parent, children)
+        return self.leases() if new_children else leases
+
+    def _add_children(self, shard_id: str, children: list[str]) -> None:
+        # Only on resharding; ADD on a string set is idempotent, so no condition is needed.
+        self.client.update_item(
+            TableName=self.table_name,
+            Key={KEY_ATTRIBUTE: _s(shard_id)},
+            UpdateExpression="ADD child_shard_ids :children",
+            ConditionExpression="attribute_exists(#k)",
+            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            ExpressionAttributeValues={":children": {"SS": sorted(children)}},
+        )
+
+    def remove_finished_parents(self, leases: dict[str, Lease]) -> list[str]:
+        """Delete SHARD_END leases whose children all started; returns the shard ids removed.
+
+        A child has started once it has a checkpoint (or finished itself). Each delete is
+        conditional on the lease being unchanged since it was read.
+        """
+        removed = []
+        for lease in leases.values():
+            if not lease.shard_ended:
+                continue
+            children = [c for c in leases.values() if lease.shard_id in c.parent_shard_ids]
+            if not children or not all(c.checkpoint is not None or c.shard_ended for c in children):
+                continue
+            try:
+                self.client.delete_item(
+                    TableName=self.table_name,
+                    Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
+                    ConditionExpression="lease_counter = :seen AND #state = :end",
+                    ExpressionAttributeNames={"#state": "state"},
+                    ExpressionAttributeValues={":seen": _n(lease.lease_counter), ":end": _s(STATE_SHARD_END)},
+                )
+                removed.append(lease.shard_id)
             except ClientError as err:
                 if not _is_conditional_failure(err):
                     raise
-                # Created concurrently by another worker: read theirs.
-                leases = self.leases()
-        return leases
+        return sorted(removed)
 
     def put_lease(self, lease: Lease) -> bool:
         """Write a whole lease for a shard that has none yet; False when the shard already has one."""

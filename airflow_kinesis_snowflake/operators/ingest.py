@@ -175,6 +175,11 @@ class SparkKinesisIngestOperator(BaseOperator):
         cutoff = self._cutoff(context, now)
         shards = kinesis.list_shards(self.stream_name)
         leases = table.sync_shards(shards, self._start_position(now))
+        removed = table.remove_finished_parents(leases)
+        if removed:
+            # Their children started: nothing of them is read again, and the table stays small.
+            self.log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
+            leases = {k: v for k, v in leases.items() if k not in removed}
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
 
         conn = snowflake.get_conn()

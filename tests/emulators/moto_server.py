@@ -11,7 +11,7 @@ import threading
 
 from moto.server import ThreadedMotoServer
 
-from tests.emulators import moto_extensions
+from tests.emulators import kinesis_extensions, moto_extensions
 
 
 def main() -> None:
@@ -20,6 +20,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     moto_extensions.install()
+    kinesis_extensions.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

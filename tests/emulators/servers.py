@@ -25,6 +25,7 @@ REGION = "us-east-1"
 AWS_KEY = "testing"
 SNOWFLAKE_DATABASE = "ANALYTICS"
 SNOWFLAKE_SCHEMA = "RAW"
+FAULTS_FILE = "kinesis-faults.json"
 
 
 def free_port() -> int:
@@ -108,6 +109,19 @@ class Emulators:
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(self.spark_connection()),
         }
 
+    def inject_kinesis_faults(self, faults: list[dict[str, Any]]) -> None:
+        """Make the moto server fail Kinesis calls as listed (see kinesis_extensions); [] clears."""
+        path = self.work_dir / FAULTS_FILE
+        Path(f"{path}.served.json").unlink(missing_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(faults))
+        tmp.replace(path)  # atomically, so the server never reads half a file
+
+    def served_kinesis_faults(self) -> list[dict[str, Any]]:
+        """The faults the moto server raised since the last inject_kinesis_faults()."""
+        path = Path(f"{self.work_dir / FAULTS_FILE}.served.json")
+        return list(json.loads(path.read_text())) if path.exists() else []
+
     def boto3_client(self, service: str) -> Any:
         import boto3
 
@@ -188,7 +202,7 @@ def local_emulators(work_dir: Path) -> Iterator[Emulators]:
     work_dir.mkdir(parents=True, exist_ok=True)
     servers: list[_Server] = []
     try:
-        moto, moto_port = start_moto(work_dir)
+        moto, moto_port = start_moto(work_dir, env={"KINESIS_FAULTS_FILE": str(work_dir / FAULTS_FILE)})
         servers.append(moto)
         fakesnow, fakesnow_port = start_fakesnow(work_dir)
         servers.append(fakesnow)

@@ -53,6 +53,7 @@ TABLE = {
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:Scan",
+    "dynamodb:DeleteItem",
 }
 # A migration deletes the KCL table whose name the lease table takes.
 MIGRATION_ON_LEASE_TABLE = {"dynamodb:DeleteTable"}
@@ -135,6 +136,7 @@ def test_shared_throughput_policy_document() -> None:
                 "Effect": "Allow",
                 "Action": [
                     "dynamodb:CreateTable",
+                    "dynamodb:DeleteItem",
                     "dynamodb:DescribeTable",
                     "dynamodb:GetItem",
                     "dynamodb:PutItem",

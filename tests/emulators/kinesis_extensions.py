@@ -1,0 +1,196 @@
+"""Kinesis as AWS behaves, where moto differs, plus faults injected at the emulator boundary.
+
+Resharding, as on AWS:
+
+* SplitShard and MergeShards close the parents and leave their records where they are; moto
+  re-puts a split parent's records and copies merged parents' records into the child, which
+  would deliver every such record twice.
+* New records go to the open shard whose hash key range holds the key; moto also considers
+  closed shards.
+* GetRecords on a closed shard read to its end answers a null ``NextShardIterator`` and the
+  ``ChildShards``; moto keeps handing out iterators and never names the children.
+
+Faults: while the file named by ``KINESIS_FAULTS_FILE`` exists, it lists faults to raise, each
+``{"operation": "GetRecords", "stream": "s", "error": "ExpiredIteratorException", "skip": 1,
+"times": 2}``: calls of that operation on that stream, after ``skip`` matching calls, fail
+``times`` times with that AWS error code. What was served is written next to it, to
+``<file>.served.json``, so a test can tell the faults really happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from moto.core.exceptions import JsonRESTError
+from moto.core.responses import ActionResult
+from moto.kinesis.models import KinesisBackend, Shard, Stream
+from moto.kinesis.responses import KinesisResponse
+from moto.kinesis.utils import decompose_shard_iterator
+
+FAULTS_ENV = "KINESIS_FAULTS_FILE"
+_STATUS = {
+    "ProvisionedThroughputExceededException": 400,
+    "LimitExceededException": 400,
+    "ExpiredIteratorException": 400,
+    "InternalFailure": 500,
+}
+_installed = False
+_lock = threading.Lock()
+_calls: dict[tuple[str, str], int] = {}
+_served: list[dict[str, Any]] = []
+_loaded: tuple[int, list[dict[str, Any]]] = (0, [])
+
+
+# -- resharding -------------------------------------------------------------------------------
+
+
+def _open_shard_for_key(self: Stream, partition_key: str, explicit_hash_key: str) -> Shard | None:
+    from moto.kinesis.exceptions import InvalidArgumentError
+    from moto.utilities.utils import md5_hash
+
+    if not isinstance(partition_key, str) or len(partition_key) > 256:
+        raise InvalidArgumentError("partition_key")
+    key = int(explicit_hash_key) if explicit_hash_key else int(md5_hash(partition_key.encode()).hexdigest(), 16)
+    if key >= 2**128:
+        raise InvalidArgumentError("explicit_hash_key")
+    for shard in self.shards.values():
+        if shard.is_open and shard.starting_hash <= key <= shard.ending_hash:
+            return shard
+    return None
+
+
+def _keeping_records(original: Any) -> Any:
+    """Run moto's split/merge, then give the parents their own records back, and children none."""
+
+    def reshard(self: Stream, *args: Any) -> None:
+        before = {shard_id: (shard, OrderedDict(shard.records)) for shard_id, shard in self.shards.items()}
+        original(self, *args)
+        for shard_id, shard in self.shards.items():
+            if shard_id in before:
+                shard.records = before[shard_id][1]
+            else:
+                shard.records = OrderedDict()
+
+    return reshard
+
+
+def _children(stream: Stream, shard_id: str) -> list[dict[str, Any]]:
+    children = []
+    for shard in stream.shards.values():
+        if shard_id in (shard.parent, shard.adjacent_parent):
+            parents = [p for p in (shard.parent, shard.adjacent_parent) if p]
+            children.append(
+                {
+                    "ShardId": shard.shard_id,
+                    "ParentShards": parents,
+                    "HashKeyRange": {
+                        "StartingHashKey": str(shard.starting_hash),
+                        "EndingHashKey": str(shard.ending_hash),
+                    },
+                }
+            )
+    return children
+
+
+# -- faults -----------------------------------------------------------------------------------
+
+
+def _faults() -> list[dict[str, Any]]:
+    global _loaded
+    path = os.environ.get(FAULTS_ENV)
+    if not path:
+        return []
+    try:
+        mtime = Path(path).stat().st_mtime_ns
+    except FileNotFoundError:
+        return []
+    if mtime != _loaded[0]:
+        _loaded = (mtime, json.loads(Path(path).read_text()))
+        _calls.clear()
+        _served.clear()
+    return _loaded[1]
+
+
+def _maybe_fail(operation: str, stream_name: str) -> None:
+    with _lock:
+        for index, fault in enumerate(_faults()):
+            if fault["operation"] != operation or fault.get("stream", stream_name) != stream_name:
+                continue
+            if "error" not in fault:
+                continue
+            key = (str(index), stream_name)
+            seen = _calls.get(key, 0)
+            _calls[key] = seen + 1
+            skip, times = int(fault.get("skip", 0)), int(fault.get("times", 1))
+            if skip <= seen < skip + times:
+                _served.append({"operation": operation, "stream": stream_name, "error": fault["error"]})
+                Path(f"{os.environ[FAULTS_ENV]}.served.json").write_text(json.dumps(_served))
+                raise JsonRESTError(fault["error"], f"injected {fault['error']} for {operation} on {stream_name}")
+
+
+def _moto_shard_end(stream_name: str) -> bool:
+    """A fault ``{"operation": "GetRecords", "stream": s, "shard_end": "moto"}`` keeps moto's own
+    behaviour at a closed shard's end (an iterator forever, no children) for that stream."""
+    with _lock:
+        return any(
+            f["operation"] == "GetRecords" and f.get("stream") == stream_name and f.get("shard_end") == "moto"
+            for f in _faults()
+        )
+
+
+def _stream_of_iterator(response: KinesisResponse) -> tuple[str, str, str]:
+    stream_name, shard_id, last_sequence_id = decompose_shard_iterator(response._get_param("ShardIterator"))
+    return stream_name, shard_id, last_sequence_id
+
+
+def _get_records(self: KinesisResponse) -> ActionResult:
+    stream_name, shard_id, _ = _stream_of_iterator(self)
+    _maybe_fail("GetRecords", stream_name)
+    limit = self._get_param("Limit")
+    backend: KinesisBackend = self.kinesis_backend
+    next_iterator, records, millis_behind = backend.get_records(
+        self._get_param("StreamARN"), self._get_param("ShardIterator"), limit
+    )
+    body: dict[str, Any] = {
+        "NextShardIterator": next_iterator,
+        "Records": [record.to_json() for record in records],
+        "MillisBehindLatest": millis_behind,
+    }
+    stream = backend.describe_stream(stream_arn=None, stream_name=stream_name)
+    shard = stream.get_shard(shard_id)
+    _, _, position = decompose_shard_iterator(next_iterator)
+    if not shard.is_open and int(position) >= shard.get_max_sequence_number() and not _moto_shard_end(stream_name):
+        # A closed shard read to its end: AWS ends the iteration and names the children.
+        body["NextShardIterator"] = None
+        body["ChildShards"] = _children(stream, shard_id)
+        body["MillisBehindLatest"] = 0
+    return ActionResult(body)
+
+
+def _with_fault(operation: str, original: Any) -> Any:
+    def call(self: KinesisResponse) -> Any:
+        _maybe_fail(operation, self._get_param("StreamName") or str(self._get_param("StreamARN", "")).split("/")[-1])
+        return original(self)
+
+    return call
+
+
+def install() -> None:
+    """Patch moto's Kinesis model and responses; idempotent."""
+    global _installed
+    if _installed:
+        return
+    Stream.get_shard_for_key = _open_shard_for_key  # type: ignore[method-assign]
+    Stream.split_shard = _keeping_records(Stream.split_shard)  # type: ignore[method-assign]
+    Stream.merge_shards = _keeping_records(Stream.merge_shards)  # type: ignore[method-assign]
+    KinesisResponse.get_records = _get_records  # type: ignore[method-assign]
+    KinesisResponse.get_shard_iterator = _with_fault(  # type: ignore[method-assign]
+        "GetShardIterator", KinesisResponse.get_shard_iterator
+    )
+    KinesisResponse.list_shards = _with_fault("ListShards", KinesisResponse.list_shards)  # type: ignore[method-assign]
+    _installed = True
