@@ -37,6 +37,8 @@ FIRST_NEEDED_BY = {
     "kinesis:GetShardIterator": "ingest",
     "kinesis:GetRecords": "ingest",
 }
+# Needed only after resharding: removing a finished parent's lease once its children started.
+AFTER_RESHARDING = "dynamodb:DeleteItem"
 FAILED_TASK = re.compile(r"task_id=(\w+).*?(?:failed|FAILED)|Task failed.*?task_id=(\w+)", re.IGNORECASE)
 
 
@@ -108,8 +110,8 @@ def test_generated_policy_runs_both_dags_and_each_action_is_needed(
     # Every action of the policy is needed: without it, the step that first needs it fails.
     create_table(emulators, "ANALYTICS", "RAW", "LEAST_SHARED", "ID NUMBER(38,0)")
     actions = sorted({a for s in policy(stream, "x")["Statement"] for a in s["Action"]})
-    assert sorted(FIRST_NEEDED_BY) == actions
-    for action in actions:
+    assert sorted([*FIRST_NEEDED_BY, AFTER_RESHARDING]) == actions
+    for action in sorted(FIRST_NEEDED_BY):
         app = unique("minus")
         dag_file = write_connector(tmp_path / app, connector(stream, app, "LEAST_SHARED"))
         env = env_for(iam_moto, dag_env, without(policy(stream, app), action))
@@ -121,3 +123,32 @@ def test_generated_policy_runs_both_dags_and_each_action_is_needed(
         failed_step = FIRST_NEEDED_BY[action]
         assert f"task_id={failed_step}" in output and "DAG_RUN_STATE=failed" in output, action
     assert query(emulators, "SELECT COUNT(*) FROM ANALYTICS.RAW.LEAST_SHARED") == [(0,)]
+
+
+def test_delete_item_is_needed_once_a_resharded_parent_is_finished(
+    iam_moto: IamMoto, emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    stream, app = unique("least-split"), unique("least-split-app")
+    admin_kinesis = iam_moto.client("kinesis")
+    admin_kinesis.create_stream(StreamName=stream, ShardCount=1)
+    admin_kinesis.get_waiter("stream_exists").wait(StreamName=stream)
+    admin_kinesis.put_records(StreamName=stream, Records=[{"Data": b'{"id": 1}', "PartitionKey": "a"}])
+    admin_kinesis.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
+    admin_kinesis.put_records(
+        StreamName=stream, Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"k{i}"} for i in (2, 3)]
+    )
+    table = "LEAST_SPLIT_" + app.split("-")[-1].upper()
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
+    dag_file = write_connector(tmp_path / "dags", connector(stream, app, table))
+    env = env_for(iam_moto, dag_env, without(policy(stream, app), AFTER_RESHARDING))
+    dag_id = f"kinesis_snowflake_{app.replace('-', '_')}_ingest"
+    # The parent is read to its end, then the children; neither needs DeleteItem.
+    for run in (1, 2):
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"run{run}.log")
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    # Now the parent's lease is to be removed, which DeleteItem grants.
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run3.log")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "AccessDenied" in output and AFTER_RESHARDING in output and "task_id=ingest" in output
+    assert sorted(r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table}")) == [1, 2, 3]
