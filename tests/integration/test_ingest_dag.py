@@ -90,8 +90,31 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
 
     second = [{"id": i, "Name": f"n{i}", "AMOUNT": 1.0, "paid": True} for i in range(300, 420)]
     put_json(kinesis, stream, second)
-    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run2.log")
+    # The second batch reads through throttling and an expired iterator, injected by the emulator.
+    emulators.inject_kinesis_faults(
+        [
+            {
+                "operation": "GetRecords",
+                "stream": stream,
+                "error": "ProvisionedThroughputExceededException",
+                "times": 2,
+            },
+            {"operation": "GetRecords", "stream": stream, "error": "ExpiredIteratorException", "skip": 3, "times": 1},
+            {"operation": "GetShardIterator", "stream": stream, "error": "LimitExceededException", "times": 1},
+        ]
+    )
+    try:
+        proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run2.log")
+        served = emulators.served_kinesis_faults()
+    finally:
+        emulators.inject_kinesis_faults([])
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert sorted(f["error"] for f in served) == [
+        "ExpiredIteratorException",
+        "LimitExceededException",
+        "ProvisionedThroughputExceededException",
+        "ProvisionedThroughputExceededException",
+    ]
 
     ids = [r[0] for r in query(emulators, f"SELECT ID FROM {fqn} ORDER BY ID")]
     assert ids == list(range(420))
