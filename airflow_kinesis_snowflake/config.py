@@ -309,6 +309,8 @@ class BatchConfig(_Strict):
     schedule: str | None = "*/5 * * * *"
     max_records_per_shard: int = Field(default=100_000, ge=1, le=10_000_000)
     max_shards_per_batch: int | None = Field(default=None, ge=1)
+    # Failover time: a worker that stopped renewing its leases loses them to others after this long.
+    lease_duration_seconds: int = Field(default=300, ge=5, le=86_400)
     retries: int = Field(default=2, ge=0, le=20)
     retry_delay_seconds: int = Field(default=30, ge=0)
 

@@ -144,6 +144,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             max_records_per_call=src.max_records_per_call,
             max_records_per_shard=config.batch.max_records_per_shard,
             max_shards_per_batch=config.batch.max_shards_per_batch,
+            lease_duration_seconds=config.batch.lease_duration_seconds,
             aws_conn_id=conns.aws,
             region_name=src.region,
             snowflake_conn_id=conns.snowflake,
