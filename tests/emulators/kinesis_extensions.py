@@ -10,40 +10,28 @@ Resharding, as on AWS:
 * GetRecords on a closed shard read to its end answers a null ``NextShardIterator`` and the
   ``ChildShards``; moto keeps handing out iterators and never names the children.
 
-Faults: while the file named by ``KINESIS_FAULTS_FILE`` exists, it lists faults to raise, each
-``{"operation": "GetRecords", "stream": "s", "error": "ExpiredIteratorException", "skip": 1,
-"times": 2}``: calls of that operation on that stream, after ``skip`` matching calls, fail
-``times`` times with that AWS error code. What was served is written next to it, to
-``<file>.served.json``, so a test can tell the faults really happened.
+Faults (see faults.py), from the file named by ``MOTO_FAULTS_FILE``: ``{"operation": "GetRecords",
+"stream": "s", "error": "ExpiredIteratorException", "skip": 1, "times": 2}`` fails calls of that
+Kinesis operation on that stream with that AWS error code; a DynamoDB UpdateItem fault can kill
+the calling process, as a worker dying in the middle of a checkpoint.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 from moto.core.exceptions import JsonRESTError
 from moto.core.responses import ActionResult
+from moto.dynamodb.responses import DynamoHandler
 from moto.kinesis.models import KinesisBackend, Shard, Stream
 from moto.kinesis.responses import KinesisResponse
 from moto.kinesis.utils import decompose_shard_iterator
 
-FAULTS_ENV = "KINESIS_FAULTS_FILE"
-_STATUS = {
-    "ProvisionedThroughputExceededException": 400,
-    "LimitExceededException": 400,
-    "ExpiredIteratorException": 400,
-    "InternalFailure": 500,
-}
+from tests.emulators.faults import FaultFile, kill_process
+
+FAULTS = FaultFile("MOTO_FAULTS_FILE")
 _installed = False
-_lock = threading.Lock()
-_calls: dict[tuple[str, str], int] = {}
-_served: list[dict[str, Any]] = []
-_loaded: tuple[int, list[dict[str, Any]]] = (0, [])
 
 
 # -- resharding -------------------------------------------------------------------------------
@@ -101,46 +89,39 @@ def _children(stream: Stream, shard_id: str) -> list[dict[str, Any]]:
 
 
 def _faults() -> list[dict[str, Any]]:
-    global _loaded
-    path = os.environ.get(FAULTS_ENV)
-    if not path:
-        return []
-    try:
-        mtime = Path(path).stat().st_mtime_ns
-    except FileNotFoundError:
-        return []
-    if mtime != _loaded[0]:
-        _loaded = (mtime, json.loads(Path(path).read_text()))
-        _calls.clear()
-        _served.clear()
-    return _loaded[1]
+    return FAULTS.faults()
 
 
 def _maybe_fail(operation: str, stream_name: str) -> None:
-    with _lock:
-        for index, fault in enumerate(_faults()):
-            if fault["operation"] != operation or fault.get("stream", stream_name) != stream_name:
-                continue
-            if "error" not in fault:
-                continue
-            key = (str(index), stream_name)
-            seen = _calls.get(key, 0)
-            _calls[key] = seen + 1
-            skip, times = int(fault.get("skip", 0)), int(fault.get("times", 1))
-            if skip <= seen < skip + times:
-                _served.append({"operation": operation, "stream": stream_name, "error": fault["error"]})
-                Path(f"{os.environ[FAULTS_ENV]}.served.json").write_text(json.dumps(_served))
-                raise JsonRESTError(fault["error"], f"injected {fault['error']} for {operation} on {stream_name}")
+    fault = FAULTS.fire(
+        lambda f: f["operation"] == operation and f.get("stream", stream_name) == stream_name and "error" in f
+    )
+    if fault is not None:
+        raise JsonRESTError(fault["error"], f"injected {fault['error']} for {operation} on {stream_name}")
 
 
 def _moto_shard_end(stream_name: str) -> bool:
     """A fault ``{"operation": "GetRecords", "stream": s, "shard_end": "moto"}`` keeps moto's own
     behaviour at a closed shard's end (an iterator forever, no children) for that stream."""
-    with _lock:
-        return any(
-            f["operation"] == "GetRecords" and f.get("stream") == stream_name and f.get("shard_end") == "moto"
-            for f in _faults()
-        )
+    return any(
+        f["operation"] == "GetRecords" and f.get("stream") == stream_name and f.get("shard_end") == "moto"
+        for f in _faults()
+    )
+
+
+def _dynamodb_update_item(original: Any) -> Any:
+    """``{"operation": "DynamoDB.UpdateItem", "contains": "...", "action": "kill", "pid": N}``: when an
+    UpdateItem whose body contains the text arrives, SIGKILL process N (and its children) first."""
+
+    def update_item(self: Any) -> Any:
+        body = self.body if isinstance(self.body, str) else str(self.body)
+        fault = FAULTS.fire(lambda f: f["operation"] == "DynamoDB.UpdateItem" and f.get("contains", "") in body)
+        if fault is not None:
+            kill_process(int(fault["pid"]))
+            raise JsonRESTError("InternalServerError", "the caller was killed while writing")
+        return original(self)
+
+    return update_item
 
 
 def _stream_of_iterator(response: KinesisResponse) -> tuple[str, str, str]:
@@ -193,4 +174,5 @@ def install() -> None:
         "GetShardIterator", KinesisResponse.get_shard_iterator
     )
     KinesisResponse.list_shards = _with_fault("ListShards", KinesisResponse.list_shards)  # type: ignore[method-assign]
+    DynamoHandler.update_item = _dynamodb_update_item(DynamoHandler.update_item)  # type: ignore[method-assign]
     _installed = True

@@ -20,12 +20,15 @@ from typing import IO, Any
 
 import requests
 
+from tests.emulators.faults import served, write_faults
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 AWS_KEY = "testing"
 SNOWFLAKE_DATABASE = "ANALYTICS"
 SNOWFLAKE_SCHEMA = "RAW"
-FAULTS_FILE = "kinesis-faults.json"
+FAULTS_FILE = "moto-faults.json"
+SNOWFLAKE_FAULTS = "fakesnow-faults.json"
 
 
 def free_port() -> int:
@@ -110,17 +113,19 @@ class Emulators:
         }
 
     def inject_kinesis_faults(self, faults: list[dict[str, Any]]) -> None:
-        """Make the moto server fail Kinesis calls as listed (see kinesis_extensions); [] clears."""
-        path = self.work_dir / FAULTS_FILE
-        Path(f"{path}.served.json").unlink(missing_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(faults))
-        tmp.replace(path)  # atomically, so the server never reads half a file
+        """Make the moto server fail calls as listed (see kinesis_extensions); [] clears."""
+        write_faults(self.work_dir / FAULTS_FILE, faults)
 
     def served_kinesis_faults(self) -> list[dict[str, Any]]:
         """The faults the moto server raised since the last inject_kinesis_faults()."""
-        path = Path(f"{self.work_dir / FAULTS_FILE}.served.json")
-        return list(json.loads(path.read_text())) if path.exists() else []
+        return served(self.work_dir / FAULTS_FILE)
+
+    def inject_snowflake_faults(self, faults: list[dict[str, Any]]) -> None:
+        """Make the fakesnow server misbehave as listed (see fakesnow_server); [] clears."""
+        write_faults(self.work_dir / SNOWFLAKE_FAULTS, faults)
+
+    def served_snowflake_faults(self) -> list[dict[str, Any]]:
+        return served(self.work_dir / SNOWFLAKE_FAULTS)
 
     def boto3_client(self, service: str) -> Any:
         import boto3
@@ -185,12 +190,13 @@ def start_moto(work_dir: Path, env: dict[str, str] | None = None) -> tuple[_Serv
     return server, port
 
 
-def start_fakesnow(work_dir: Path) -> tuple[_Server, int]:
+def start_fakesnow(work_dir: Path, env: dict[str, str] | None = None) -> tuple[_Server, int]:
     port = free_port()
     server = _Server(
         "fakesnow",
-        [sys.executable, "-m", "fakesnow", "-s", "--host", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "tests.emulators.fakesnow_server", "--port", str(port)],
         work_dir / "fakesnow.log",
+        env=env,
     )
     _wait_until_up(f"http://127.0.0.1:{port}/", server.process, "fakesnow server", server.log_path)
     return server, port
@@ -202,9 +208,11 @@ def local_emulators(work_dir: Path) -> Iterator[Emulators]:
     work_dir.mkdir(parents=True, exist_ok=True)
     servers: list[_Server] = []
     try:
-        moto, moto_port = start_moto(work_dir, env={"KINESIS_FAULTS_FILE": str(work_dir / FAULTS_FILE)})
+        moto, moto_port = start_moto(work_dir, env={"MOTO_FAULTS_FILE": str(work_dir / FAULTS_FILE)})
         servers.append(moto)
-        fakesnow, fakesnow_port = start_fakesnow(work_dir)
+        fakesnow, fakesnow_port = start_fakesnow(
+            work_dir, env={"FAKESNOW_FAULTS_FILE": str(work_dir / SNOWFLAKE_FAULTS)}
+        )
         servers.append(fakesnow)
         yield Emulators(moto_port=moto_port, fakesnow_port=fakesnow_port, work_dir=work_dir)
     finally:

@@ -1,0 +1,108 @@
+"""Faults raised at the emulators' boundary, described in a JSON file that tests rewrite.
+
+Each emulator process reads the file named by its environment (``KINESIS_FAULTS_FILE`` for moto,
+``FAKESNOW_FAULTS_FILE`` for fakesnow) whenever it changes. A fault matches calls; after
+``skip`` matching calls it fires ``times`` times. What fired is appended to
+``<file>.served.json`` so a test can tell the fault really happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+# Processes of a Spark job started by spark-submit: the JVM, the Python driver, Python workers.
+SPARK_PROCESS_MARKERS = ("org.apache.spark.deploy.SparkSubmit", "core/job.py", "pyspark.daemon", "pyspark/daemon.py")
+
+
+class FaultFile:
+    """The faults of one emulator process, reloaded when the file changes."""
+
+    def __init__(self, env_var: str) -> None:
+        self.env_var = env_var
+        self._lock = threading.Lock()
+        self._mtime = 0
+        self._faults: list[dict[str, Any]] = []
+        self._calls: dict[int, int] = {}
+        self._served: list[dict[str, Any]] = []
+
+    @property
+    def path(self) -> Path | None:
+        value = os.environ.get(self.env_var)
+        return Path(value) if value else None
+
+    def faults(self) -> list[dict[str, Any]]:
+        path = self.path
+        if path is None:
+            return []
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return []
+        with self._lock:
+            if mtime != self._mtime:
+                self._mtime, self._faults = mtime, json.loads(path.read_text())
+                self._calls.clear()
+                self._served.clear()
+            return self._faults
+
+    def fire(self, matches: Any) -> dict[str, Any] | None:
+        """The first fault for which ``matches(fault)`` is true and whose turn it is, if any."""
+        for index, fault in enumerate(self.faults()):
+            if not matches(fault):
+                continue
+            with self._lock:
+                seen = self._calls.get(index, 0)
+                self._calls[index] = seen + 1
+                skip, times = int(fault.get("skip", 0)), int(fault.get("times", 1))
+                if skip <= seen < skip + times:
+                    self._served.append(fault)
+                    assert self.path is not None
+                    Path(f"{self.path}.served.json").write_text(json.dumps(self._served))
+                    return fault
+        return None
+
+
+def kill_spark_jobs() -> list[int]:
+    """SIGKILL every process of a running Spark job; returns their pids."""
+    killed = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(process.info.get("cmdline") or [])
+        if any(marker in cmdline for marker in SPARK_PROCESS_MARKERS):
+            try:
+                os.kill(process.info["pid"], signal.SIGKILL)
+                killed.append(process.info["pid"])
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def kill_process(pid: int) -> None:
+    """SIGKILL a process and everything it started."""
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    for process in [*parent.children(recursive=True), parent]:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def write_faults(path: Path, faults: list[dict[str, Any]]) -> None:
+    Path(f"{path}.served.json").unlink(missing_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(faults))
+    tmp.replace(path)  # atomically, so an emulator never reads half a file
+
+
+def served(path: Path) -> list[dict[str, Any]]:
+    served_path = Path(f"{path}.served.json")
+    return list(json.loads(served_path.read_text())) if served_path.exists() else []

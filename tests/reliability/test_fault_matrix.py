@@ -1,0 +1,164 @@
+"""Fault matrix: kill or fail each step of a micro-batch, retry the DAG, count losses and duplicates.
+
+Faults are injected at the emulators' boundary (tests/emulators/faults.py): the fakesnow server
+kills the Spark job (SIGKILL, JVM and Python processes) when a given statement arrives, fails a
+statement, or becomes unreachable; the moto server kills the Airflow worker in the middle of the
+DynamoDB checkpoint. After each fault the DAG is run again until it succeeds, and the table is
+queried: every case must end with every record exactly once and the checkpoints at the tips.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import create_stream, create_table, put_json, query, unique
+from tests.emulators import Emulators
+from tests.emulators.airflow_env import run_dag
+from tests.integration.test_ingest_dag import checkpoints, shard_tips, write_connector
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 200
+LEASE_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    snowflake: list[dict[str, Any]] = field(default_factory=list)
+    kill_worker_in_checkpoint: bool = False
+
+
+CASES = [
+    Case("SIGKILL spark-submit after reading, before staging",
+         snowflake=[{"match": r"^\s*PUT ", "when": "before", "action": "kill_spark"}]),
+    Case("SIGKILL spark-submit after staging, before the load transaction",
+         snowflake=[{"match": r"^\s*USE SCHEMA", "when": "before", "action": "kill_spark"}]),
+    Case("SIGKILL spark-submit after COPY INTO, before COMMIT",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "before", "action": "kill_spark"}]),
+    Case("SIGKILL spark-submit after COMMIT, before the DynamoDB checkpoint",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}]),
+    Case("SIGKILL the Airflow worker during the DynamoDB checkpoint", kill_worker_in_checkpoint=True),
+    Case("COPY INTO fails", snowflake=[{"match": r"^\s*COPY INTO", "when": "before", "action": "error"}]),
+    Case("Snowflake unreachable for 8 s mid-batch (HTTP 503)",
+         snowflake=[{"match": r"^\s*PUT ", "when": "before", "action": "outage", "seconds": 8}]),
+]  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    case: str
+    first_run: str
+    fault_fired: bool
+    runs: int
+    rows: int
+    lost: int
+    duplicated: int
+
+
+@pytest.fixture(scope="module")
+def stream(emulators: Emulators) -> Iterator[tuple[str, Any]]:
+    name = unique("faults")
+    kinesis = create_stream(emulators, name, shards=2)
+    put_json(kinesis, name, [{"id": i} for i in range(RECORDS)])
+    yield name, kinesis
+
+
+@pytest.fixture(scope="module")
+def outcomes(request: pytest.FixtureRequest) -> Iterator[list[Outcome]]:
+    rows: list[Outcome] = []
+    yield rows
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not rows:
+        return
+    width = max(len(r.case) for r in rows)
+    reporter.write_line("")
+    reporter.write_line("Fault matrix: every case retried until the DAG succeeded, then checked in the table")
+    header = f"{'case':<{width}}  {'first run':<9}  {'fired':<5}  {'runs':>4}  {'rows':>5}  {'lost':>4}  {'dup':>3}"
+    reporter.write_line(header)
+    reporter.write_line("-" * len(header))
+    for r in rows:
+        reporter.write_line(
+            f"{r.case:<{width}}  {r.first_run:<9}  {'yes' if r.fault_fired else 'NO':<5}  {r.runs:>4}  "
+            f"{r.rows:>5}  {r.lost:>4}  {r.duplicated:>3}"
+        )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_record_exactly_once_after_the_fault(
+    case: Case,
+    emulators: Emulators,
+    dag_env: dict[str, str],
+    stream: tuple[str, Any],
+    outcomes: list[Outcome],
+    tmp_path: Path,
+) -> None:
+    name, kinesis = stream
+    app = unique("fm-app")
+    table = "FM_" + app.split("-")[-1].upper()
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {"stream_name": name, "region": "us-east-1", "application_name": app},
+        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
+        "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": LEASE_SECONDS},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
+    run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
+
+    emulators.inject_snowflake_faults(case.snowflake)
+    try:
+        log = tmp_path / "run1.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id],
+                env=run_env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            if case.kill_worker_in_checkpoint:
+                emulators.inject_kinesis_faults(
+                    [{"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number",
+                      "action": "kill", "pid": proc.pid}]
+                )  # fmt: skip
+            code = proc.wait(timeout=600)
+        fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
+    finally:
+        emulators.inject_snowflake_faults([])
+        emulators.inject_kinesis_faults([])
+    first_run = "succeeded" if code == 0 else ("killed" if code < 0 else "failed")
+    assert fired, f"the fault never fired:\n{log.read_text()[-3000:]}"
+
+    if case.kill_worker_in_checkpoint:
+        time.sleep(LEASE_SECONDS + 1)  # the dead worker's leases expire
+    runs = 1
+    while runs < 4 and not (
+        query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(RECORDS,)]
+        and checkpoints(emulators, app) == shard_tips(kinesis, name)
+    ):
+        retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
+        runs += 1
+        assert retry.returncode == 0, (retry.stdout + retry.stderr)[-4000:]
+
+    ids = [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table}")]
+    outcome = Outcome(
+        case=case.name,
+        first_run=first_run,
+        fault_fired=fired,
+        runs=runs,
+        rows=len(ids),
+        lost=len(set(range(RECORDS)) - set(ids)),
+        duplicated=len(ids) - len(set(ids)),
+    )
+    outcomes.append(outcome)
+    assert (outcome.lost, outcome.duplicated) == (0, 0), json.dumps(outcome.__dict__)
+    assert sorted(ids) == list(range(RECORDS))
+    assert checkpoints(emulators, app) == shard_tips(kinesis, name)
