@@ -23,15 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint
 from airflow_kinesis_snowflake.core.readers import read_shard_range
-from airflow_kinesis_snowflake.core.records import DeadLetter, ParseError, kinesis_metadata, parse_payload
-from airflow_kinesis_snowflake.core.schema import FAILURE_SCHEMA, METADATA_TYPE, ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
+from airflow_kinesis_snowflake.core.transform import build_batch, failure_table
 
 SNOWFLAKE_ENV = "SNOWFLAKE_CONNECTION_JSON"
 AWS_ENV = (
@@ -111,47 +110,27 @@ def process_range(
         max_records_per_call=plan.max_records_per_call,
     )
     mapping = ColumnMap([TableColumn(**c) for c in columns])
-    rows: list[dict[str, Any]] = []
-    metadata: list[dict[str, Any]] = []
-    dead: list[DeadLetter] = []
-    for record in read.records:
-        if record.error is not None:
-            dead.append(DeadLetter(record, record.error))
-            continue
-        try:
-            row = mapping.map_record(parse_payload(record.data))
-        except (ParseError, ValueError) as err:
-            dead.append(DeadLetter(record, str(err)))
-            continue
-        rows.append(row)
-        metadata.append(kinesis_metadata(plan.stream_name, record))
+    batch = build_batch(read.records, plan.stream_name, mapping)
+    rows, dead = batch.rows.num_rows, len(batch.dead_letters)
 
     file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
     with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, credentials.snowflake_connection() as conn:
         sink = SnowflakeSink(conn, plan.destination)
         if rows:
             path = Path(tmp) / f"{file_stem}.parquet"
-            pq.write_table(mapping.to_arrow(rows, metadata), path)
+            pq.write_table(batch.rows, path)
             sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
         if dead:
             path = Path(tmp) / f"{file_stem}.failures.parquet"
-            table = pa.Table.from_arrays(
-                [
-                    pa.array([base64.b64encode(d.record.data).decode("ascii") for d in dead]),
-                    pa.array([d.error for d in dead]),
-                    pa.array([kinesis_metadata(plan.stream_name, d.record) for d in dead], type=METADATA_TYPE),
-                ],
-                schema=FAILURE_SCHEMA,
-            )
-            pq.write_table(table, path)
+            pq.write_table(failure_table(batch.dead_letters, plan.stream_name), path)
             sink.put_file(path, f"{stage_dir}/{FAILURES_DIR}")
     return {
         "shard_id": shard_range.shard_id,
         "start": shard_range.start.to_dict() if shard_range.start else None,
         "end": read.last.to_dict() if read.last and read.records else None,
         "records": len(read.records),
-        "rows": len(rows),
-        "dead_letters": len(dead),
+        "rows": rows,
+        "dead_letters": dead,
         "bytes": sum(len(r.data) for r in read.records),
         "shard_end": read.shard_end,
         "get_records_calls": read.get_records_calls,

@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.planning import ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.records import KinesisRecord, user_records
+from airflow_kinesis_snowflake.core.records import KinesisRecord
+from airflow_kinesis_snowflake.core.transform import deaggregate
 
 # Kinesis allows 5 GetRecords calls per second per shard.
 MIN_SECONDS_BETWEEN_CALLS = 0.2
@@ -84,7 +85,7 @@ def read_shard_range(
         result.get_records_calls += 1
 
         stopped = False
-        for record in user_records(shard_range.shard_id, response.get("Records", [])):
+        for record in deaggregate(shard_range.shard_id, response.get("Records", [])):
             if result.last is not None and result.last.covers(record.sequence_number, record.sub_sequence_number):
                 continue
             if record.approximate_arrival > cutoff:

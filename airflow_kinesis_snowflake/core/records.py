@@ -83,7 +83,12 @@ def user_records(shard_id: str, api_records: Iterable[dict[str, Any]]) -> Iterat
     """
     for raw in api_records:
         with contextlib.redirect_stderr(io.StringIO()) as library_errors:
-            users = list(deaggregator.iter_deaggregate_records(raw, data_format="Boto3"))
+            users: list[dict[str, Any]] = []
+            try:
+                for user in deaggregator.iter_deaggregate_records(raw, data_format="Boto3"):
+                    users.append(user)
+            except Exception as err:  # noqa: BLE001 - its error report itself fails on some corrupt aggregates
+                print(f"ERROR: {type(err).__name__}: {err}", file=library_errors)
         for user in users:
             k = user["kinesis"]
             # The library hands aggregated sub-records back base64-encoded, plain ones as bytes.
@@ -127,6 +132,8 @@ def parse_payload(data: bytes) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise ParseError(f"invalid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except RecursionError:
+        raise ParseError("invalid JSON: nested too deeply") from None
     if not isinstance(value, dict):
         kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
         raise ParseError(f"top level is a JSON {kind}, not an object")

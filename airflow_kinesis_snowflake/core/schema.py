@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
@@ -38,6 +38,8 @@ _TEXT_TYPES = {"VARCHAR", "TEXT", "STRING", "CHAR", "CHARACTER"}
 _SEMI_STRUCTURED = {"VARIANT", "OBJECT", "ARRAY"}
 _TIMESTAMP_TYPES = {"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "DATETIME"}
 _INT64 = (-(2**63), 2**63 - 1)
+# Room for NUMBER(38, s) plus a carry; the default context holds only 28 digits.
+_DECIMAL_CONTEXT = Context(prec=40)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,20 @@ def _number(value: Any, base: str, what: str) -> Decimal:
     return number
 
 
+def _whole_digits(number: Decimal) -> int:
+    # Without arithmetic, which overflows the decimal context on an exponent like 1e999999999.
+    return number.adjusted() + 1 if number and number.adjusted() >= 0 else 0
+
+
+def _unicode(text: str) -> str:
+    # JSON may escape a lone surrogate ("\ud800"); Arrow and Snowflake cannot store one.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"text holds a lone surrogate at character {err.start}, which is not Unicode") from None
+    return text
+
+
 def coerce(value: Any, column: TableColumn) -> Any:
     """Convert a JSON value to the column's Arrow value; :class:`ValueError` says why it cannot."""
     if value is None:
@@ -96,8 +112,8 @@ def coerce(value: Any, column: TableColumn) -> Any:
         number = _number(value, base, "a whole number")
         if number != number.to_integral_value():
             raise ValueError(f"expected a whole number for {base}, got {value!r}")
-        as_int = int(number)
-        if not _INT64[0] <= as_int <= _INT64[1]:
+        # 19+ digits is beyond int64; checked first, as "1e999999999" would build a giant int.
+        if _whole_digits(number) > 19 or not _INT64[0] <= (as_int := int(number)) <= _INT64[1]:
             raise ValueError(f"number {value!r} is out of range for {base}")
         if column.numeric_precision and len(str(abs(as_int))) > column.numeric_precision:
             raise ValueError(f"number {value!r} has too many digits for NUMBER({column.numeric_precision},0)")
@@ -105,10 +121,15 @@ def coerce(value: Any, column: TableColumn) -> Any:
     if pa.types.is_decimal(target):
         number = _number(value, base, "a number")
         precision = column.numeric_precision or 38
-        whole_digits = len(str(abs(int(number)))) if abs(number) >= 1 else 0
-        if whole_digits > precision - column.numeric_scale:
-            raise ValueError(f"number {value!r} has too many digits for NUMBER({precision},{column.numeric_scale})")
-        return number.quantize(Decimal(1).scaleb(-column.numeric_scale))
+        too_long = ValueError(f"number {value!r} has too many digits for NUMBER({precision},{column.numeric_scale})")
+        # Checked before rounding (so quantize cannot overflow its context) and after (99.999 rounds
+        # to 100.00, which NUMBER(4,2) cannot hold).
+        if _whole_digits(number) > precision - column.numeric_scale:
+            raise too_long
+        rounded = number.quantize(Decimal(1).scaleb(-column.numeric_scale), context=_DECIMAL_CONTEXT)
+        if _whole_digits(rounded) > precision - column.numeric_scale:
+            raise too_long
+        return rounded
     if pa.types.is_floating(target):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(f"expected a number for {base}, got {type(value).__name__}")
@@ -116,6 +137,8 @@ def coerce(value: Any, column: TableColumn) -> Any:
             return float(value)
         except ValueError:
             raise ValueError(f"expected a number for {base}, got {value!r}") from None
+        except OverflowError:  # an int beyond the float range
+            raise ValueError(f"number {value!r} is out of range for {base}") from None
     if pa.types.is_boolean(target):
         if isinstance(value, bool):
             return value
@@ -138,13 +161,16 @@ def coerce(value: Any, column: TableColumn) -> Any:
         except ValueError:
             raise ValueError(f"not an ISO 8601 date: {value!r}") from None
     if base in _SEMI_STRUCTURED:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        try:
+            return _unicode(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+        except RecursionError:
+            raise ValueError(f"value is nested too deeply for {base}") from None
     if isinstance(value, (dict, list)):
         raise ValueError(f"expected a scalar for {base}, got a JSON {type(value).__name__}")
     text = ("true" if value else "false") if isinstance(value, bool) else str(value)
     if column.max_length is not None and len(text) > column.max_length:
         raise ValueError(f"text of {len(text)} characters is longer than {base}({column.max_length})")
-    return text
+    return _unicode(text)
 
 
 class ColumnMap:

@@ -278,3 +278,26 @@ def test_kinesis_metadata_fits_the_metadata_column_type() -> None:
     array = pa.array([metadata], type=METADATA_TYPE)
 
     assert array.to_pylist() == [metadata]
+
+
+def test_aggregate_whose_hash_key_index_is_out_of_range_is_kept_as_an_error() -> None:
+    # The library's own error report fails on this aggregate; it must still not be lost.
+    message = messages_pb2.AggregatedRecord()
+    message.partition_key_table.append("pk")
+    message.explicit_hash_key_table.append("1")
+    message.records.add(partition_key_index=0, data=b'{"id": 1}')
+    message.records.add(partition_key_index=0, explicit_hash_key_index=3, data=b'{"id": 2}')
+    body = message.SerializeToString()
+    payload = aws_kinesis_agg.MAGIC + body + hashlib.md5(body).digest()
+
+    first, kept = user_records(SHARD, [_api_record("42", payload, "pk")])
+
+    assert (first.sub_sequence_number, first.data, first.error) == (0, b'{"id": 1}', None)
+    assert kept.error is not None and "corrupt KPL aggregate: 1 of 2" in kept.error
+    assert "IndexError" in kept.error
+    assert kept.data == payload
+
+
+def test_parse_payload_nested_too_deeply_is_a_parse_error() -> None:
+    with pytest.raises(ParseError, match="nested too deeply"):
+        parse_payload(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")

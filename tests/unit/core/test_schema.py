@@ -229,6 +229,47 @@ def test_decimal_rejects_nan(payload: bytes) -> None:
         mapping.map_record(parse_payload(payload))
 
 
+def test_decimal_with_more_digits_than_the_default_context_holds() -> None:
+    wide = TableColumn("TOTAL", "NUMBER(38,10)", numeric_scale=10, numeric_precision=38)
+
+    assert coerce("12345678901234567890.5", wide) == Decimal("12345678901234567890.5000000000")
+    assert coerce(1e20, wide) == Decimal("100000000000000000000.0000000000")
+
+
+def test_decimal_that_rounds_beyond_its_precision_is_rejected() -> None:
+    small = TableColumn("AMOUNT", "NUMBER(4,2)", numeric_scale=2, numeric_precision=4)
+
+    assert coerce(99.994, small) == Decimal("99.99")
+    with pytest.raises(ValueError, match=r"too many digits for NUMBER\(4,2\)"):
+        coerce(99.999, small)
+
+
+@pytest.mark.parametrize(
+    "column", [INT, DEC, TableColumn("N", "NUMBER(38,4)", numeric_scale=4)], ids=lambda c: c.data_type
+)
+@pytest.mark.parametrize("value", ["1e999999999", "-1e999999999", 10**400], ids=["exp", "-exp", "10**400"])
+def test_huge_numbers_are_rejected_quickly(column: TableColumn, value: Any) -> None:
+    with pytest.raises(ValueError, match=r"out of range|too many digits"):
+        coerce(value, column)
+
+
+def test_zero_with_a_large_exponent_is_zero() -> None:
+    assert coerce("0e50", INT) == 0
+    assert coerce("0e50", DEC) == Decimal("0.00")
+
+
+def test_float_rejects_an_int_beyond_the_float_range() -> None:
+    with pytest.raises(ValueError, match="out of range for FLOAT"):
+        coerce(10**400, FLT)
+
+
+@pytest.mark.parametrize("column", [TEXT, VARIANT], ids=lambda c: c.data_type)
+def test_lone_surrogate_is_rejected(column: TableColumn) -> None:
+    # json.loads accepts "\ud800"; Arrow cannot store it, so the record must become a dead letter.
+    with pytest.raises(ValueError, match="lone surrogate"):
+        ColumnMap([column]).map_record(parse_payload(b'{"%s": "a\\ud800"}' % column.name.encode()))
+
+
 @pytest.mark.parametrize(("value", "expected"), [(1, 1.0), (2.5, 2.5), ("2.5", 2.5), ("-1e3", -1000.0)])
 def test_float(value: Any, expected: float) -> None:
     result = coerce(value, FLT)

@@ -1,0 +1,251 @@
+"""Throughput of the transform step: GetRecords records -> Arrow rows + dead letters, on one core.
+
+    .venv/bin/python benchmarks/transform.py [--records N] [--repeats R]
+
+Every figure comes from this run, in this process: the bulk path (``build_batch``), the per-record
+path it must equal (``build_batch_reference``), a naive per-record loop, and raw JSON parsing. Each
+is timed after a warm-up, best of ``--repeats``. Arrow is held to one thread so that the figures
+are per core. MB are 10**6 bytes of user-record payload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.json as pa_json
+from aws_kinesis_agg.aggregator import RecordAggregator
+from dateutil.tz import tzlocal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from airflow_kinesis_snowflake.core.records import KinesisRecord, user_records
+from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.transform import build_batch, build_batch_reference, deaggregate
+
+SHARD = "shardId-000000000000"
+STREAM = "orders"
+TARGET_MB_PER_S = 50.0
+TARGET_VS_NAIVE = 10.0
+
+COLUMNS = ColumnMap(
+    [
+        TableColumn("ORDER_ID", "NUMBER(38,0)", numeric_precision=38),
+        TableColumn("CUSTOMER_ID", "NUMBER(38,0)", numeric_precision=38),
+        TableColumn("STATUS", "VARCHAR(16)", max_length=16),
+        TableColumn("AMOUNT", "NUMBER(12,2)", numeric_precision=12, numeric_scale=2),
+        TableColumn("QUANTITY", "NUMBER(38,0)", numeric_precision=38),
+        TableColumn("CURRENCY", "VARCHAR(3)", max_length=3),
+        TableColumn("IS_GIFT", "BOOLEAN"),
+        TableColumn("CREATED_AT", "TIMESTAMP_TZ(9)"),
+        TableColumn("SHIP_DATE", "DATE"),
+        TableColumn("EMAIL", "VARCHAR"),
+        TableColumn("NOTE", "VARCHAR"),
+        TableColumn("DISCOUNT", "FLOAT"),
+        TableColumn("CHANNEL", "VARCHAR"),
+        TableColumn("USER_AGENT", "VARCHAR"),
+        TableColumn("SCORE", "NUMBER(38,0)", numeric_precision=38),
+        TableColumn("ADDRESS", "VARIANT"),
+        TableColumn("KINESISMETADATA", "OBJECT"),
+    ]
+)
+
+
+def order(rng: random.Random, i: int) -> dict[str, Any]:
+    """About 1 KB: 16 fields of mixed types, one a nested object, keys in the producer's own case."""
+    return {
+        "order_id": i,
+        "Customer_Id": rng.randint(1, 10**9),
+        "status": rng.choice(["NEW", "PAID", "SHIPPED", "CANCELLED"]),
+        "amount": round(rng.uniform(1, 5000), 2),
+        "quantity": rng.randint(1, 20),
+        "currency": rng.choice(["EUR", "USD", "GBP"]),
+        "IS_GIFT": rng.random() < 0.1,
+        "created_at": f"2026-01-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
+        f"{rng.randint(0, 59):02d}.{rng.randint(0, 999999):06d}Z",
+        "ship_date": f"2026-02-{rng.randint(1, 28):02d}",
+        "email": f"customer{rng.randint(1, 10**6)}@example.com",
+        "note": " ".join(
+            rng.choice(["fragile", "leave at door", "gift wrap", "call first", "café"]) for _ in range(16)
+        ),
+        "discount": rng.random() / 4,
+        "channel": rng.choice(["web", "ios", "android", "store"]),
+        "user_agent": "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        f"Version/17.{rng.randint(0, 5)} Safari/605.1.15",
+        "score": rng.randint(0, 100),
+        "address": {
+            "street": f"{rng.randint(1, 999)} Main Street",
+            "city": rng.choice(["Berlin", "Paris", "Zürich", "New York"]),
+            "zip": f"{rng.randint(10000, 99999)}",
+            "geo": {"lat": round(rng.uniform(-90, 90), 6), "lon": round(rng.uniform(-180, 180), 6)},
+            "lines": [f"Apartment {rng.randint(1, 99)}", "Building B", f"Floor {rng.randint(1, 30)}"],
+            "instructions": "Ring the bell twice; if nobody answers, leave the parcel with the neighbour.",
+        },
+        # not in the table: ignored
+        "source_system": "orders-service",
+        "schema_version": 3,
+    }
+
+
+def get_records_output(n: int, seed: int = 1) -> list[dict[str, Any]]:
+    """boto3 GetRecords ``Records``: half the user records travel in KPL aggregates of 1..20."""
+    rng = random.Random(seed)
+    records: list[dict[str, Any]] = []
+    arrival = datetime(2026, 1, 31, 12, tzinfo=UTC)
+    sequence = 49590338271490256608559692538361571095921575989136588898
+    i = 0
+    while i < n:
+        arrival += timedelta(milliseconds=rng.randint(0, 3))
+        # botocore hands back arrival times in the local zone.
+        api = {"SequenceNumber": str(sequence), "ApproximateArrivalTimestamp": arrival.astimezone(tzlocal())}
+        sequence += rng.randint(1, 10**6)
+        if rng.random() < 0.5:
+            api |= {"Data": json.dumps(order(rng, i)).encode(), "PartitionKey": f"pk-{i}"}
+            i += 1
+        else:
+            aggregator = RecordAggregator()
+            for _ in range(min(rng.randint(1, 20), n - i)):
+                assert aggregator.add_user_record(f"pk-{i}", json.dumps(order(rng, i)).encode()) is None
+                i += 1
+            aggregated = aggregator.clear_and_get()
+            assert aggregated is not None
+            partition_key, _, data = aggregated.get_contents()
+            api |= {"Data": data, "PartitionKey": partition_key}
+        records.append(api)
+    return records
+
+
+def naive_loop(records: list[KinesisRecord]) -> pa.Table:
+    """What a first attempt looks like: one dict per row, Arrow infers the rest."""
+    rows = []
+    for record in records:
+        obj = json.loads(record.data)
+        rows.append({key.lower(): value for key, value in obj.items()})
+    return pa.Table.from_pylist(rows)
+
+
+def best_of(repeats: int, run: Callable[[], object]) -> float:
+    run()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=20_000, help="user records per run (default 20000)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement; the best counts")
+    args = parser.parse_args(argv)
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+    api = get_records_output(args.records)
+    records = list(user_records(SHARD, api))
+    payloads = [r.data for r in records]
+    joined = b"\n".join(payloads)
+    megabytes = sum(map(len, payloads)) / 1e6
+
+    fast = build_batch(records, STREAM, COLUMNS)
+    reference = build_batch_reference(records, STREAM, COLUMNS)
+    if not (fast.rows.equals(reference.rows) and len(fast.dead_letters) == len(reference.dead_letters)):
+        print("build_batch and the per-record path disagree: the figures below would mean nothing", file=sys.stderr)
+        return 1
+
+    options = pa_json.ReadOptions(use_threads=False, block_size=1 << 22)
+    loads = orjson.loads
+
+    def user_records_then_build_batch() -> object:
+        return build_batch(list(user_records(SHARD, api)), STREAM, COLUMNS)
+
+    def deaggregate_then_build_batch() -> object:
+        return build_batch(deaggregate(SHARD, api), STREAM, COLUMNS)
+
+    def user_records_then_reference() -> object:
+        return build_batch_reference(list(user_records(SHARD, api)), STREAM, COLUMNS)
+
+    def user_records_then_naive_loop() -> object:
+        return naive_loop(list(user_records(SHARD, api)))
+
+    def read_json() -> object:
+        return pa_json.read_json(pa.py_buffer(joined), read_options=options)
+
+    # (name, run, scope): "x naive" compares each run with the naive loop of the same scope.
+    runs: list[tuple[str, Callable[[], object], str]] = [
+        ("end to end: user_records + build_batch", user_records_then_build_batch, "e2e"),
+        ("end to end: deaggregate + build_batch", deaggregate_then_build_batch, "e2e"),
+        ("end to end: user_records + per-record path", user_records_then_reference, "e2e"),
+        ("end to end: user_records + naive loop", user_records_then_naive_loop, "e2e"),
+        ("build_batch alone", lambda: build_batch(records, STREAM, COLUMNS), "alone"),
+        ("per-record path alone", lambda: build_batch_reference(records, STREAM, COLUMNS), "alone"),
+        ("naive loop alone", lambda: naive_loop(records), "alone"),
+        ("de-aggregation: records.user_records", lambda: list(user_records(SHARD, api)), "alone"),
+        ("de-aggregation: transform.deaggregate", lambda: deaggregate(SHARD, api), "alone"),
+        ("raw parse: orjson.loads per payload", lambda: [loads(p) for p in payloads], "alone"),
+        ("raw parse: json.loads per payload", lambda: [json.loads(p) for p in payloads], "alone"),
+        ("raw parse: pyarrow.json.read_json, joined", read_json, "alone"),
+    ]
+    seconds = {name: best_of(args.repeats, run) for name, run, _ in runs}
+    naive = {"e2e": seconds["end to end: user_records + naive loop"], "alone": seconds["naive loop alone"]}
+    raw = seconds["raw parse: orjson.loads per payload"]
+
+    print(
+        f"transform throughput: {len(records):,} user records ({len(api):,} GetRecords records, "
+        f"{megabytes:.1f} MB, {megabytes * 1e6 / len(records):.0f} B/record), best of {args.repeats} "
+        f"after a warm-up; Python {platform.python_version()}, pyarrow {pa.__version__}, Arrow on 1 thread"
+    )
+    print(f"{fast.rows.num_rows:,} rows, {len(fast.dead_letters)} dead letters; identical from both paths\n")
+    width = max(len(name) for name, _, _ in runs)
+    print(f"{'measurement':<{width}}  {'MB/s':>7}  {'records/s':>10}  {'x naive':>7}  {'x orjson.loads':>14}")
+    for name, _, scope in runs:
+        s = seconds[name]
+        print(
+            f"{name:<{width}}  {megabytes / s:7.1f}  {len(records) / s:10,.0f}  "
+            f"{naive[scope] / s:7.2f}  {raw / s:14.2f}"
+        )
+    print("x naive: end-to-end rows against the naive loop with user_records, the rest against it alone")
+
+    print()
+    for label, name in [
+        ("end to end with user_records", "end to end: user_records + build_batch"),
+        ("end to end with deaggregate", "end to end: deaggregate + build_batch"),
+        ("build_batch alone", "build_batch alone"),
+    ]:
+        mb_per_s = megabytes / seconds[name]
+        print(
+            f"target >= {TARGET_MB_PER_S:.0f} MB/s per core, {label}: {mb_per_s:.1f} MB/s -> "
+            f"{'PASS' if mb_per_s >= TARGET_MB_PER_S else 'MISS'}"
+        )
+    for label, name, scope in [
+        ("end to end with user_records", "end to end: user_records + build_batch", "e2e"),
+        ("end to end with deaggregate", "end to end: deaggregate + build_batch", "e2e"),
+        ("build_batch alone vs naive loop alone", "build_batch alone", "alone"),
+    ]:
+        ratio = naive[scope] / seconds[name]
+        print(
+            f"target >= {TARGET_VS_NAIVE:.0f}x the naive loop, {label}: {ratio:.2f}x -> "
+            f"{'PASS' if ratio >= TARGET_VS_NAIVE else 'MISS'}"
+        )
+    ceiling = naive["alone"] / raw
+    print(
+        f"for scale: parsing alone with orjson is {ceiling:.1f}x the naive loop, and Arrow's reader "
+        f"{naive['alone'] / seconds[runs[-1][0]]:.1f}x; a path that must parse every payload cannot beat that"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
