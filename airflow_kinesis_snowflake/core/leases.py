@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -300,19 +300,20 @@ class LeaseTable:
 
     # -- shard leases ---------------------------------------------------------------------------
 
-    def leases(self) -> dict[str, Lease]:
-        """Every shard lease, by shard id (strongly consistent)."""
-        leases: dict[str, Lease] = {}
+    def _scan(self, item_type: str) -> Iterator[dict[str, Any]]:
+        """Every item of one type, strongly consistent, across pages."""
         kwargs: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": True}
         while True:
             page = self.client.scan(**kwargs)
-            for item in page.get("Items", []):
-                if item.get("item_type", {}).get("S") == "SHARD":
-                    lease = _lease_from_item(item)
-                    leases[lease.shard_id] = lease
+            yield from (i for i in page.get("Items", []) if i.get("item_type", {}).get("S") == item_type)
             if "LastEvaluatedKey" not in page:
-                return leases
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def leases(self) -> dict[str, Lease]:
+        """Every shard lease, by shard id (strongly consistent)."""
+        leases = (_lease_from_item(item) for item in self._scan("SHARD"))
+        return {lease.shard_id: lease for lease in leases}
 
     def sync_shards(self, shards: Iterable[Shard], start: StartPosition) -> dict[str, Lease]:
         """Create a lease for every shard that has none; existing leases are left as they are.
@@ -426,27 +427,14 @@ class LeaseTable:
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint | None, *, shard_end: bool = False) -> Lease:
         """Move the checkpoint of a lease we hold; :class:`LeaseLostError` if we no longer hold it."""
         now = time.time()
-        values: dict[str, Any] = {
-            ":owner": _s(lease.lease_owner or ""),
-            ":seen": _n(lease.lease_counter),
-            ":next": _n(lease.lease_counter + 1),
-            ":state": _s(STATE_SHARD_END if shard_end else lease.state),
-            ":now": _n(now),
-        }
+        values: dict[str, Any] = {":state": _s(STATE_SHARD_END if shard_end else lease.state), ":now": _n(now)}
         update = "SET lease_counter = :next, #state = :state, checkpointed_at = :now"
         if checkpoint is not None:
             update += ", checkpoint_sequence_number = :seq, checkpoint_sub_sequence_number = :sub"
             values[":seq"] = _s(checkpoint.sequence_number)
             values[":sub"] = _n(checkpoint.sub_sequence_number)
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
-                UpdateExpression=update,
-                ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=values,
-            )
+            self._update_held(lease, update, values, ExpressionAttributeNames={"#state": "state"})
         except ClientError as err:
             if _is_conditional_failure(err):
                 raise LeaseLostError(
@@ -462,20 +450,29 @@ class LeaseTable:
             checkpointed_at=now,
         )
 
+    def _update_held(self, lease: Lease, update: str, values: dict[str, Any], **kwargs: Any) -> None:
+        """UpdateItem on a lease we hold: conditional on owner and counter, and moving the counter."""
+        self.client.update_item(
+            TableName=self.table_name,
+            Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
+            UpdateExpression=update,
+            ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
+            ExpressionAttributeValues={
+                ":owner": _s(lease.lease_owner or ""),
+                ":seen": _n(lease.lease_counter),
+                ":next": _n(lease.lease_counter + 1),
+                **values,
+            },
+            **kwargs,
+        )
+
     def release(self, lease: Lease) -> None:
         """Give a held lease back; a lease we already lost is left to its new owner."""
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
-                UpdateExpression="REMOVE lease_owner SET lease_expires_at = :zero, lease_counter = :next",
-                ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
-                ExpressionAttributeValues={
-                    ":owner": _s(lease.lease_owner or ""),
-                    ":seen": _n(lease.lease_counter),
-                    ":next": _n(lease.lease_counter + 1),
-                    ":zero": _n(0),
-                },
+            self._update_held(
+                lease,
+                "REMOVE lease_owner SET lease_expires_at = :zero, lease_counter = :next",
+                {":zero": _n(0)},
             )
         except ClientError as err:
             if not _is_conditional_failure(err):
@@ -486,18 +483,7 @@ class LeaseTable:
         now = time.time() if now is None else now
         expires = now + duration_seconds
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
-                UpdateExpression="SET lease_expires_at = :exp, lease_counter = :next",
-                ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
-                ExpressionAttributeValues={
-                    ":owner": _s(lease.lease_owner or ""),
-                    ":seen": _n(lease.lease_counter),
-                    ":next": _n(lease.lease_counter + 1),
-                    ":exp": _n(expires),
-                },
-            )
+            self._update_held(lease, "SET lease_expires_at = :exp, lease_counter = :next", {":exp": _n(expires)})
         except ClientError as err:
             if _is_conditional_failure(err):
                 raise LeaseLostError(f"lease on shard {lease.shard_id} in {self.table_name} was lost") from err
@@ -520,16 +506,7 @@ class LeaseTable:
 
     def workers(self) -> dict[str, float]:
         """Last heartbeat (epoch seconds) of every worker that ever wrote one."""
-        seen: dict[str, float] = {}
-        kwargs: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": True}
-        while True:
-            page = self.client.scan(**kwargs)
-            for item in page.get("Items", []):
-                if item.get("item_type", {}).get("S") == "WORKER":
-                    seen[item["worker_id"]["S"]] = float(item["last_heartbeat"]["N"])
-            if "LastEvaluatedKey" not in page:
-                return seen
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return {item["worker_id"]["S"]: float(item["last_heartbeat"]["N"]) for item in self._scan("WORKER")}
 
     def stop_heartbeat(self, worker_id: str, now: float | None = None) -> None:
         """Mark a worker's heartbeat as ended (kept, not deleted: the table shows who ran when)."""
