@@ -4,7 +4,8 @@ Run as ``python -m tests.emulators.fakesnow_server --port N``. While ``FAKESNOW_
 lists faults (see faults.py), a query whose SQL matches a fault's ``match`` regex triggers, before
 or after fakesnow runs it (``when``), one ``action``:
 
-* ``kill_spark``: SIGKILL the running Spark job (JVM, Python driver, workers). The dead session's
+* ``kill_spark``: SIGKILL the running Spark job (JVM, Python driver, workers) of ``application``
+  (any Spark job when absent). The dead session's
   open transaction is rolled back, as Snowflake aborts the transactions of a lost session.
 * ``error``: answer the statement with a Snowflake error instead of running it.
 * ``outage``: answer HTTP 503 to every request for ``seconds``, as an unreachable service does.
@@ -54,7 +55,7 @@ def _act(fault: dict[str, Any], request: Request) -> Response | None:
     global _outage_until
     action = fault["action"]
     if action == "kill_spark":
-        kill_spark_jobs()
+        kill_spark_jobs(fault.get("application"))
         _rollback_session(request)
         return JSONResponse({"success": False, "code": "390114", "message": "session lost"}, status_code=500)
     if action == "error":

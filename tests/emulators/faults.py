@@ -69,17 +69,27 @@ class FaultFile:
         return None
 
 
-def kill_spark_jobs() -> list[int]:
-    """SIGKILL every process of a running Spark job; returns their pids."""
-    killed = []
+def kill_spark_jobs(application_name: str | None = None) -> list[int]:
+    """SIGKILL the processes of running Spark jobs (of one application, when named); their pids.
+
+    spark-submit runs the JVM with ``--name kinesis-to-snowflake-<application>``; the Python
+    driver and workers are its descendants.
+    """
+    targets: list[psutil.Process] = []
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info.get("cmdline") or [])
-        if any(marker in cmdline for marker in SPARK_PROCESS_MARKERS):
-            try:
-                os.kill(process.info["pid"], signal.SIGKILL)
-                killed.append(process.info["pid"])
-            except ProcessLookupError:
-                pass
+        if application_name is not None:
+            if SPARK_PROCESS_MARKERS[0] in cmdline and f"kinesis-to-snowflake-{application_name}" in cmdline:
+                targets += [process, *process.children(recursive=True)]
+        elif any(marker in cmdline for marker in SPARK_PROCESS_MARKERS):
+            targets.append(process)
+    killed = []
+    for process in targets:
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+            killed.append(process.pid)
+        except ProcessLookupError:
+            pass
     return killed
 
 

@@ -116,7 +116,8 @@ def test_every_record_exactly_once_after_the_fault(
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
     run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
 
-    emulators.inject_snowflake_faults(case.snowflake)
+    # Only this case's Spark job is killed, whatever else runs on the machine.
+    emulators.inject_snowflake_faults([{**fault, "application": app} for fault in case.snowflake])
     try:
         log = tmp_path / "run1.log"
         with log.open("w") as out:
