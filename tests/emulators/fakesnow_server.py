@@ -8,7 +8,8 @@ or after fakesnow runs it (``when``), one ``action``:
   (any Spark job when absent). The dead session's
   open transaction is rolled back, as Snowflake aborts the transactions of a lost session.
 * ``error``: answer the statement with a Snowflake error instead of running it.
-* ``outage``: answer HTTP 503 to every request for ``seconds``, as an unreachable service does.
+* ``outage``: answer HTTP 503 to every request for ``seconds`` (or until the faults are cleared),
+  as an unreachable service does.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def _act(fault: dict[str, Any], request: Request) -> Response | None:
 
 class FaultMiddleware(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if time.monotonic() < _outage_until:
+        # Clearing the faults ends an outage too: the service is back.
+        if time.monotonic() < _outage_until and FAULTS.faults():
             return Response(status_code=503)
         if request.url.path != "/queries/v1/query-request" or not FAULTS.faults():
             return await call_next(request)
