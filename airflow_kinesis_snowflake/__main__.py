@@ -40,21 +40,40 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also grant the <application>_migration table used to migrate legacy KCL checkpoints",
     )
+    policy.add_argument(
+        "--include-maintenance",
+        action="store_true",
+        help="also grant what the reset, restore and clean-up DAGs need (every table of the account and region)",
+    )
+    policy.add_argument(
+        "--active-application-name",
+        metavar="NAME",
+        default=None,
+        help="after a reset to a new application name: also grant the lease-table permissions on NAME's table "
+        "(ingestion reads the connector file's table, then the one it was superseded by)",
+    )
     return parser
 
 
 def _policy(args: argparse.Namespace) -> int:
     try:
         config = load_connector_config(args.config)
+        common = {
+            "stream_name": config.source.stream_name,
+            "region": config.source.region,
+            "account_id": args.account_id,
+            "consumer_type": config.source.consumer_type.value,
+            "partition": args.partition,
+        }
         requirements = required_permissions(
-            stream_name=config.source.stream_name,
-            region=config.source.region,
-            account_id=args.account_id,
             application_name=config.source.application_name,
-            consumer_type=config.source.consumer_type.value,
-            partition=args.partition,
             include_migration_table=args.include_migration_table,
+            include_maintenance=args.include_maintenance,
+            **common,
         )
+        if args.active_application_name and args.active_application_name != config.source.application_name:
+            # Same statements, one more table each: the policy document merges them.
+            requirements += required_permissions(application_name=args.active_application_name, **common)
     except (ConnectorConfigError, IamPolicyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

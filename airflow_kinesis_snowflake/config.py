@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from airflow_kinesis_snowflake.core.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import InitialPosition
 from airflow_kinesis_snowflake.core.provisioning import (
@@ -43,11 +44,24 @@ from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN
 _DYNAMODB_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 MIGRATION_SUFFIX = "_migration"
 APPLICATION_NAME_MAX = 255 - len(MIGRATION_SUFFIX)
+APPLICATION_NAME_RULE = (
+    f"must be a valid DynamoDB table name of 3-{APPLICATION_NAME_MAX} characters "
+    f"(letters, digits, '_', '.', '-'); it names the lease table and '<name>{MIGRATION_SUFFIX}'"
+)
+# The same rule as JSON Schema, for the reset DAG's trigger form.
+APPLICATION_NAME_PATTERN = rf"^[A-Za-z0-9_.\-]{{3,{APPLICATION_NAME_MAX}}}$"
 
 # Snowflake unquoted identifiers (core.provisioning.IDENTIFIER); we upper-case them, as Snowflake
 # resolves them, and quote them.
 _KINESIS_STREAM_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+
+
+def validate_application_name(value: str) -> str:
+    """Return ``value`` if it can be an application name; :class:`ValueError` with the rule if not."""
+    if not 3 <= len(value) <= APPLICATION_NAME_MAX or not _DYNAMODB_NAME.match(value):
+        raise ValueError(APPLICATION_NAME_RULE)
+    return value
 
 
 class ConnectorConfigError(ValueError):
@@ -101,13 +115,7 @@ class SourceConfig(_Strict):
     @field_validator("application_name")
     @classmethod
     def _application_name(cls, value: str) -> str:
-        if not 3 <= len(value) <= APPLICATION_NAME_MAX or not _DYNAMODB_NAME.match(value):
-            raise ValueError(
-                f"must be a valid DynamoDB table name of 3-{APPLICATION_NAME_MAX} characters "
-                "(letters, digits, '_', '.', '-'); it names the lease table and "
-                f"'<name>{MIGRATION_SUFFIX}'"
-            )
-        return value
+        return validate_application_name(value)
 
     @field_validator("initial_timestamp")
     @classmethod
@@ -148,7 +156,12 @@ class DestinationConfig(_Strict):
     :param type: TABLE, ICEBERG (Snowflake-managed Iceberg table), INTERACTIVE (interactive table,
         needs ``cluster_by``) or PIPE (a table loaded through the user's pipe).
     :param schema_evolution: create the table with ``ENABLE_SCHEMA_EVOLUTION`` (TABLE, PIPE,
-        ICEBERG).
+        ICEBERG), and let each batch add a column for a new first-level key and drop NOT NULL
+        where its records lack a value (TABLE, PIPE; Iceberg tables are never altered). Left out,
+        the ingestion follows the table's own ``ENABLE_SCHEMA_EVOLUTION``.
+    :param on_unknown_key: a key with no column that gets none (evolution off, an Iceberg table,
+        a key no column can be named after): IGNORE loads the record without it, FAIL fails the
+        batch, before anything is loaded, naming the keys.
     :param error_logging: create the table with ``ERROR_LOGGING`` (TABLE, PIPE, ICEBERG).
     :param row_timestamp: create the table with ``ROW_TIMESTAMP`` (TABLE, PIPE).
     :param cluster_by: clustering columns, from ``snowflake.columns``; required for INTERACTIVE.
@@ -165,6 +178,7 @@ class DestinationConfig(_Strict):
     table: str
     type: DestinationType = DestinationType.TABLE
     schema_evolution: bool = True
+    on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
     error_logging: bool = True
     row_timestamp: bool = True
     cluster_by: tuple[str, ...] = ()
@@ -175,6 +189,11 @@ class DestinationConfig(_Strict):
     pipe_definition: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @property
+    def ingest_schema_evolution(self) -> bool | None:
+        """``schema_evolution`` as the ingestion takes it: None when the file leaves it out."""
+        return self.schema_evolution if "schema_evolution" in self.model_fields_set else None
 
     @field_validator("database", "schema_", "table", "external_volume", "pipe")
     @classmethod

@@ -7,33 +7,50 @@ Use it from a file in the DAGs folder::
     globals().update(build_connector_dags("connectors"))
 
 Each connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
-consumer, Snowflake objects, verify) and ``kinesis_snowflake_<id>_ingest`` (scheduled
-micro-batches). A mistake in a connector file fails the DAG file at parse time with the file, the
-field and the allowed values, so it shows up as an import error in the Airflow UI.
+consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
+micro-batches), ``kinesis_snowflake_<id>_reset`` and ``kinesis_snowflake_<id>_restore`` (manual,
+with a trigger form; dry run unless told otherwise). Each directory of connector files also gets
+one ``kinesis_snowflake_cleanup`` (daily report of orphaned lease tables, migration copies and
+fan-out consumers; deletes only when triggered to). A mistake in a connector file fails the DAG
+file at parse time with the file, the field and the allowed values, so it shows up as an import
+error in the Airflow UI.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 from airflow.task.trigger_rule import TriggerRule
 
-from airflow_kinesis_snowflake.config import ConnectorConfig, ConsumerType, load_connector_configs
+from airflow_kinesis_snowflake.config import (
+    APPLICATION_NAME_PATTERN,
+    ConnectorConfig,
+    ConsumerType,
+    load_connector_configs,
+)
+from airflow_kinesis_snowflake.core.cleanup import DEFAULT_RETENTION_SECONDS
+from airflow_kinesis_snowflake.core.maintenance import ResetMode
+from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.operators.cleanup import CONFIRMATION, CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from airflow_kinesis_snowflake.operators.migration import MigrateLegacyCheckpointsOperator
+from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator
 from airflow_kinesis_snowflake.operators.snowflake import (
     ProvisionSnowflakeObjectsOperator,
     VerifySnowflakeObjectsOperator,
 )
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+CLEANUP_DAG_ID = "kinesis_snowflake_cleanup"
 
 
 def ingest_dag_id(config: ConnectorConfig) -> str:
@@ -42,6 +59,14 @@ def ingest_dag_id(config: ConnectorConfig) -> str:
 
 def provision_dag_id(config: ConnectorConfig) -> str:
     return f"kinesis_snowflake_{config.connector_id}_provision"
+
+
+def reset_dag_id(config: ConnectorConfig) -> str:
+    return f"kinesis_snowflake_{config.connector_id}_reset"
+
+
+def restore_dag_id(config: ConnectorConfig) -> str:
+    return f"kinesis_snowflake_{config.connector_id}_restore"
 
 
 def _dag_args(config: ConnectorConfig) -> dict[str, Any]:
@@ -145,6 +170,9 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             max_records_per_shard=config.batch.max_records_per_shard,
             max_shards_per_batch=config.batch.max_shards_per_batch,
             lease_duration_seconds=config.batch.lease_duration_seconds,
+            destination_type=dst.type.value,
+            schema_evolution=dst.ingest_schema_evolution,
+            on_unknown_key=dst.on_unknown_key.value,
             aws_conn_id=conns.aws,
             region_name=src.region,
             snowflake_conn_id=conns.snowflake,
@@ -154,10 +182,286 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
     return dag
 
 
-def build_connector_dags(directory: str | Path) -> dict[str, DAG]:
-    """Every DAG of every connector file in ``directory``."""
+def _maintenance_args(tags: Sequence[str]) -> dict[str, Any]:
+    # A destructive step that failed halfway is for a person to look at, not to retry blindly.
+    return {
+        "start_date": START_DATE,
+        "catchup": False,
+        "tags": ["kinesis", "snowflake", "maintenance", *tags],
+        "default_args": {"retries": 0},
+        "max_active_runs": 1,
+    }
+
+
+def _dry_run_param() -> Param:
+    return Param(
+        True,
+        type="boolean",
+        title="Dry run",
+        description="Only report what would change. Untick, and fill in Confirm, to act.",
+    )
+
+
+def _lease_wait_param(config: ConnectorConfig) -> Param:
+    return Param(
+        config.batch.lease_duration_seconds + 60,
+        type="integer",
+        minimum=0,
+        maximum=86_400,
+        title="Wait for running batches (seconds)",
+        description="How long to wait for running ingest batches to release their leases before giving up. "
+        "The default is the connector's lease duration plus a minute, so a batch that died has expired by then.",
+    )
+
+
+def build_reset_dag(config: ConnectorConfig, *, backup_dir: str | None = None) -> DAG:
+    """One manually triggered task, ``reset``, with a trigger form (see :class:`ResetConnectorStateOperator`)."""
+    src, conns = config.source, config.connections
+    params = {
+        "mode": Param(
+            ResetMode.NEW_APPLICATION_NAME.value,
+            type="string",
+            enum=[m.value for m in ResetMode],
+            values_display={
+                ResetMode.NEW_APPLICATION_NAME.value: "New application name (new lease table, old one kept)",
+                ResetMode.DELETE_TABLE.value: "Delete the lease table (created again, new generation)",
+            },
+            title="Reset mode",
+            description="new_application_name: a new lease table under a new name; the old table stays, marked as "
+            "superseded, and ingestions switch to the new name. delete_table: the active lease table is deleted and "
+            "created again, empty.",
+        ),
+        "new_application_name": Param(
+            None,
+            type=["null", "string"],
+            pattern=APPLICATION_NAME_PATTERN,
+            title="New application name",
+            description="Mode new_application_name only: a DynamoDB table name never used before, 3-245 letters, "
+            "digits, '_', '.' or '-'. It names the new lease table (and fan-out consumer).",
+        ),
+        "initial_position": Param(
+            src.initial_position.value,
+            type="string",
+            enum=[p.value for p in InitialPosition],
+            title="Start position",
+            description="Where every shard starts after the reset: TRIM_HORIZON (oldest record kept), LATEST "
+            "(records arriving after the reset) or AT_TIMESTAMP (records arriving at or after Start time).",
+        ),
+        "initial_timestamp": Param(
+            src.initial_timestamp.isoformat() if src.initial_timestamp else None,
+            type=["null", "string"],
+            format="date-time",
+            title="Start time",
+            description="With AT_TIMESTAMP only: ISO 8601, e.g. 2026-01-31T00:00:00Z.",
+        ),
+        "dry_run": _dry_run_param(),
+        "confirm": Param(
+            "",
+            type="string",
+            title="Confirm",
+            description="To act (dry run off), type the connector's current application name; a dry run reports it. "
+            f"It is {src.application_name!r} until a reset to a new name.",
+        ),
+        "lease_wait_timeout_seconds": _lease_wait_param(config),
+    }
+    with DAG(
+        dag_id=reset_dag_id(config),
+        description=f"Reset the Kinesis position of connector {config.connector_id} (dry run by default)",
+        schedule=None,
+        params=params,
+        doc_md=_RESET_DOC,
+        **_maintenance_args([config.connector_id]),
+    ) as dag:
+        ResetConnectorStateOperator(
+            task_id="reset",
+            connector_id=config.connector_id,
+            application_name=src.application_name,
+            stream_name=src.stream_name,
+            mode="{{ params.mode }}",
+            new_application_name="{{ params.new_application_name or '' }}",
+            initial_position="{{ params.initial_position }}",
+            initial_timestamp="{{ params.initial_timestamp or '' }}",
+            preview_only="{{ params.dry_run }}",
+            confirm="{{ params.confirm }}",
+            consumer_type=src.consumer_type.value,
+            lease_wait_timeout_seconds="{{ params.lease_wait_timeout_seconds }}",
+            backup_dir=backup_dir,
+            aws_conn_id=conns.aws,
+            region_name=src.region,
+        )
+    return dag
+
+
+def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None) -> DAG:
+    """One manually triggered task, ``restore``, that undoes a reset (see :class:`RestoreCheckpointsOperator`)."""
+    src, conns = config.source, config.connections
+    params = {
+        "backup": Param(
+            type="string",
+            minLength=1,
+            title="Backup",
+            description="Path or URL of the checkpoint backup: the backup_location in the result (XCom) and log "
+            "of the reset, restore or clean-up run that wrote it.",
+        ),
+        "dry_run": _dry_run_param(),
+        "confirm": Param(
+            "",
+            type="string",
+            title="Confirm",
+            description="To act (dry run off), type the connector's current application name; a dry run reports it.",
+        ),
+        "lease_wait_timeout_seconds": _lease_wait_param(config),
+    }
+    with DAG(
+        dag_id=restore_dag_id(config),
+        description=f"Restore the checkpoints of connector {config.connector_id} from a backup (dry run by default)",
+        schedule=None,
+        params=params,
+        doc_md=_RESTORE_DOC,
+        **_maintenance_args([config.connector_id]),
+    ) as dag:
+        RestoreCheckpointsOperator(
+            task_id="restore",
+            connector_id=config.connector_id,
+            application_name=src.application_name,
+            stream_name=src.stream_name,
+            backup="{{ params.backup }}",
+            preview_only="{{ params.dry_run }}",
+            confirm="{{ params.confirm }}",
+            lease_wait_timeout_seconds="{{ params.lease_wait_timeout_seconds }}",
+            backup_dir=backup_dir,
+            aws_conn_id=conns.aws,
+            region_name=src.region,
+        )
+    return dag
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "default"
+
+
+def build_cleanup_dag(
+    configs: Sequence[ConnectorConfig],
+    *,
+    dag_id: str = CLEANUP_DAG_ID,
+    schedule: str | None = "@daily",
+    backup_dir: str | None = None,
+) -> DAG:
+    """One clean-up task per AWS connection and region the connectors use, on ``schedule``.
+
+    Scheduled runs use the defaults of the form: a dry run that lists the candidates. Trigger it
+    with ``dry_run`` off and ``confirm`` ``DELETE`` to delete them.
+    """
+    groups: dict[tuple[str, str], list[ConnectorConfig]] = {}
+    for config in configs:
+        groups.setdefault((config.connections.aws, config.source.region), []).append(config)
+    params = {
+        "dry_run": _dry_run_param(),
+        "confirm": Param(
+            "",
+            type="string",
+            title="Confirm",
+            description=f"To delete (dry run off), type {CONFIRMATION}.",
+        ),
+        "retention_days": Param(
+            DEFAULT_RETENTION_SECONDS / 86400,
+            type="number",
+            minimum=0,
+            title="Retention (days)",
+            description="A lease table no connector uses is kept this long after its last checkpoint, heartbeat or "
+            "supersession.",
+        ),
+        "application_name_patterns": Param(
+            ["*"],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            minItems=1,
+            title="Application names",
+            description="Glob patterns of the application names clean-up may consider (e.g. orders-*); narrow them "
+            "when other deployments share the AWS account and region.",
+        ),
+    }
+    with DAG(
+        dag_id=dag_id,
+        description="Orphaned lease tables, migration copies and fan-out consumers of Kinesis connectors",
+        schedule=schedule,
+        params=params,
+        doc_md=_CLEANUP_DOC,
+        **_maintenance_args([]),
+    ) as dag:
+        for (aws_conn_id, region), members in sorted(groups.items()):
+            CleanupOrphanedTablesOperator(
+                task_id=f"cleanup_{_slug(aws_conn_id)}_{_slug(region)}",
+                connectors=[
+                    {
+                        "connector_id": c.connector_id,
+                        "application_name": c.source.application_name,
+                        "stream_name": c.source.stream_name,
+                        "consumer_type": c.source.consumer_type.value,
+                    }
+                    for c in members
+                ],
+                retention_days="{{ params.retention_days }}",
+                application_name_patterns="{{ params.application_name_patterns | tojson }}",
+                preview_only="{{ params.dry_run }}",
+                confirm="{{ params.confirm }}",
+                backup_dir=backup_dir,
+                aws_conn_id=aws_conn_id,
+                region_name=region,
+            )
+    return dag
+
+
+def build_connector_dags(
+    directory: str | Path, *, backup_dir: str | None = None, cleanup_dag_id: str = CLEANUP_DAG_ID
+) -> dict[str, DAG]:
+    """Every DAG of every connector file in ``directory``, and one clean-up DAG for all of them.
+
+    :param backup_dir: where reset, restore and clean-up write checkpoint backups: a directory path
+        or an ``ObjectStoragePath`` URL (default ``$AIRFLOW_HOME/kinesis_snowflake_backups``).
+    :param cleanup_dag_id: the clean-up DAG's id; give each directory its own when a DAGs folder
+        calls this for several.
+    """
     dags: dict[str, DAG] = {}
-    for config in load_connector_configs(directory):
-        for dag in (build_provision_dag(config), build_ingest_dag(config)):
+    configs = load_connector_configs(directory)
+    for config in configs:
+        for dag in (
+            build_provision_dag(config),
+            build_ingest_dag(config),
+            build_reset_dag(config, backup_dir=backup_dir),
+            build_restore_dag(config, backup_dir=backup_dir),
+        ):
             dags[dag.dag_id] = dag
+    if configs:
+        cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
+        dags[cleanup.dag_id] = cleanup
     return dags
+
+
+_RESET_DOC = """
+Resets where this connector reads its Kinesis stream, as Snowflake's Openflow connector does by changing
+its application name or deleting its lease table. **A reset can load records twice or skip them**, and
+the exactly-once ledger does not prevent it: its marks belong to the old application name and generation.
+
+1. Trigger with *Dry run* ticked: the log shows, per shard, the checkpoint, the new start and about how
+   many records would be read again or skipped, and the current application name.
+2. Trigger again with *Dry run* off and *Confirm* set to that name. Ingest runs skip while it works;
+   every checkpoint is backed up first (the task's result has the backup location).
+3. To undo, give that backup location to the connector's `_restore` DAG.
+
+See docs/operations.md.
+"""
+
+_RESTORE_DOC = """
+Puts back every checkpoint of a backup written by a reset, a restore or clean-up, and makes its lease
+table the connector's active one again (undo of a reset). Dry run first; then *Confirm* with the current
+application name. The current state is backed up before it is replaced. See docs/operations.md.
+"""
+
+_CLEANUP_DOC = """
+Lists lease tables, `<application>_migration` copies and enhanced fan-out consumers that no connector
+uses any more, each with the rule that matched. Scheduled runs only report. To delete, trigger with
+*Dry run* off and *Confirm* `DELETE`; lease tables are backed up first. Never touched: untagged tables,
+tables with a live lease, the active and configured application of any connector, unfinished migrations.
+See docs/operations.md.
+"""

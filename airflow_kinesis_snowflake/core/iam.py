@@ -15,6 +15,12 @@ down to the calls this provider makes with the connector's credentials:
   (created, tagged, batch-written, scanned, marked, then deleted) and deletes the KCL table, whose
   name the new lease table takes: DeleteTable on the lease table and the migration table's own set.
 
+* Maintenance (the reset, restore and clean-up DAGs), granted only on request: a reset to a new
+  application name creates a table whose name is chosen at trigger time, and clean-up reads and
+  deletes the tables of applications no connector names any more, so these act on every table of
+  the account and region (``table/*``; ListTables has no resource-level permission). Clean-up also
+  lists and deregisters the stream's fan-out consumers.
+
 Unlike the Openflow table there is no DescribeStream: shards come from ListShards, and the stream
 ARN from DescribeStreamSummary.
 """
@@ -149,6 +155,12 @@ def table_arn(*, partition: str, region: str, account_id: str, table_name: str) 
     return f"arn:{partition}:dynamodb:{region}:{account_id}:table/{table_name}"
 
 
+def all_tables_arn(*, partition: str, region: str, account_id: str) -> str:
+    """Every DynamoDB table of an account and region: ``...:table/*``."""
+    _check(partition, region, account_id)
+    return f"arn:{partition}:dynamodb:{region}:{account_id}:table/*"
+
+
 def required_permissions(
     *,
     stream_name: str,
@@ -158,6 +170,7 @@ def required_permissions(
     consumer_type: str = SHARED_THROUGHPUT,
     partition: str | None = None,
     include_migration_table: bool = False,
+    include_maintenance: bool = False,
 ) -> list[Requirement]:
     """What a connector with these parameters needs, grouped by resource.
 
@@ -169,6 +182,8 @@ def required_permissions(
     :param partition: the AWS partition; defaults to the region's (``aws-cn`` for ``cn-north-1``).
     :param include_migration_table: also grant what a migration from a legacy KCL lease table
         needs: ``<application>_migration`` and deleting the KCL table.
+    :param include_maintenance: also grant what the reset, restore and clean-up DAGs need; the
+        ingest policy itself is unchanged.
     """
     consumer_type = str(consumer_type)
     if consumer_type not in CONSUMER_TYPES:
@@ -277,7 +292,63 @@ def required_permissions(
                 ),
             ),
         ]
+    if include_maintenance:
+        requirements += maintenance_permissions(stream_name=stream_name, **where)
     return requirements
+
+
+def maintenance_permissions(*, stream_name: str, partition: str, region: str, account_id: str) -> list[Requirement]:
+    """What the reset, restore and clean-up DAGs need beyond ingestion, for one connector's stream."""
+    where = {"partition": partition, "region": region, "account_id": account_id}
+    stream = stream_arn(stream_name=stream_name, **where)
+    every_table = all_tables_arn(**where)
+    return [
+        Requirement(
+            sid="KinesisStream",
+            actions=("kinesis:DescribeStreamSummary", "kinesis:ListStreamConsumers"),
+            resources=(stream,),
+            purpose="Clean-up: list the stream's enhanced fan-out consumers (by the stream ARN).",
+        ),
+        Requirement(
+            sid="KinesisFanOutConsumer",
+            actions=("kinesis:DeregisterStreamConsumer",),
+            resources=(consumers_arn(stream_name=stream_name, **where),),
+            purpose="Clean-up: deregister the consumer of an application no enhanced fan-out connector uses.",
+        ),
+        Requirement(
+            sid="DynamoDBMaintenance",
+            actions=(
+                "dynamodb:DescribeTable",
+                "dynamodb:CreateTable",
+                "dynamodb:TagResource",
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:Scan",
+                "dynamodb:DeleteTable",
+            ),
+            resources=(every_table,),
+            purpose="Reset and restore: mark the connector as resetting, hold and back up its leases, create the "
+            "lease table of a new application name (chosen at trigger time) or delete and create the lease table "
+            "again, write restored leases, and record which table supersedes which.",
+        ),
+        Requirement(
+            sid="DynamoDBMaintenance",
+            actions=("dynamodb:DescribeTable", "dynamodb:ListTagsOfResource", "dynamodb:Scan", "dynamodb:GetItem"),
+            resources=(every_table,),
+            purpose="Clean-up: read each table's tags (only tables tagged "
+            "created-by=airflow-provider-kinesis-snowflake are considered), metadata, leases and heartbeats, and "
+            "back up a table before deleting it.",
+        ),
+        Requirement(
+            sid="DynamoDBListTables",
+            actions=("dynamodb:ListTables",),
+            resources=("*",),
+            purpose="Clean-up: list the tables of the account and region (ListTables has no resource-level "
+            "permission).",
+        ),
+    ]
 
 
 def _statements(requirements: Iterable[Requirement]) -> dict[str, tuple[list[str], list[str]]]:

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,9 +26,21 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from airflow_kinesis_snowflake.core.evolution import (
+    NEVER_EVOLVED,
+    EvolutionPolicy,
+    KeySummary,
+    UnknownKeyError,
+    check_unknown_keys,
+    merge,
+    plan_changes,
+    resolve_policy,
+    summarize,
+    takes_like,
+)
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint
-from airflow_kinesis_snowflake.core.readers import read_shard_range
+from airflow_kinesis_snowflake.core.readers import RangeRead, read_shard_range
 from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 from airflow_kinesis_snowflake.core.transform import build_batch, failure_table
@@ -92,23 +105,35 @@ class JobCredentials:
             conn.close()
 
 
-def process_range(
+def read_range(range_data: dict[str, Any], plan_json: str, credentials: JobCredentials) -> RangeRead:
+    """Spark task: the records of one shard range. A plan's ranges are fixed, so reading one again
+    (after its cached partition was lost) gives the same records."""
+    plan = BatchPlan.from_json(plan_json)
+    return read_shard_range(
+        credentials.kinesis_client(plan.region),
+        plan.stream_name,
+        ShardRange.from_dict(range_data),
+        cutoff=plan.cutoff,
+        max_records_per_call=plan.max_records_per_call,
+    )
+
+
+def summarize_range(read: RangeRead, columns: list[dict[str, Any]]) -> KeySummary:
+    """Spark task: the range's unknown keys and empty NOT NULL columns, for schema evolution."""
+    return summarize(read.records, ColumnMap([TableColumn(**c) for c in columns]))
+
+
+def stage_range(
+    read: RangeRead,
     range_data: dict[str, Any],
     plan_json: str,
     columns: list[dict[str, Any]],
     stage_dir: str,
     credentials: JobCredentials,
 ) -> dict[str, Any]:
-    """Spark task: read one shard range, build Parquet, stage it. Returns the range's summary."""
+    """Spark task: build a range's Parquet and stage it. Returns the range's summary."""
     plan = BatchPlan.from_json(plan_json)
     shard_range = ShardRange.from_dict(range_data)
-    read = read_shard_range(
-        credentials.kinesis_client(plan.region),
-        plan.stream_name,
-        shard_range,
-        cutoff=plan.cutoff,
-        max_records_per_call=plan.max_records_per_call,
-    )
     mapping = ColumnMap([TableColumn(**c) for c in columns])
     batch = build_batch(read.records, plan.stream_name, mapping)
     rows, dead = batch.rows.num_rows, len(batch.dead_letters)
@@ -135,6 +160,55 @@ def process_range(
         "shard_end": read.shard_end,
         "get_records_calls": read.get_records_calls,
     }
+
+
+def process_range(
+    range_data: dict[str, Any],
+    plan_json: str,
+    columns: list[dict[str, Any]],
+    stage_dir: str,
+    credentials: JobCredentials,
+) -> dict[str, Any]:
+    """Spark task: read one shard range, build Parquet, stage it. Returns the range's summary."""
+    return stage_range(
+        read_range(range_data, plan_json, credentials), range_data, plan_json, columns, stage_dir, credentials
+    )
+
+
+def evolution_policy(plan: BatchPlan, sink: SnowflakeSink) -> EvolutionPolicy:
+    """Whether this batch may alter its table. The table is not asked when its type settles it."""
+    never = plan.destination_type.upper() in NEVER_EVOLVED
+    properties = None if never else sink.table_properties()
+    return resolve_policy(
+        destination_type=plan.destination_type,
+        configured=plan.schema_evolution,
+        on_unknown_key=plan.on_unknown_key,
+        table_evolution=properties.schema_evolution if properties else None,
+        table_iceberg=properties.iceberg if properties else None,
+    )
+
+
+def evolve_schema(
+    sink: SnowflakeSink, columns: list[TableColumn], summaries: list[KeySummary], policy: EvolutionPolicy
+) -> tuple[list[TableColumn], dict[str, Any]]:
+    """Driver: make the table fit the summarised records, before anything is staged.
+
+    Returns the columns the table has afterwards (a racing batch may have added a column first,
+    perhaps with another type: values then fit that type or become dead letters) and a report for
+    the batch result. Raises :class:`~.evolution.UnknownKeyError` when values would not load and
+    ``on_unknown_key`` is FAIL; nothing is altered then.
+    """
+    changes = plan_changes(merge(summaries), columns, evolve=policy.evolve, why_not=policy.reason)
+    check_unknown_keys(changes, policy, sink.table)
+    report = changes.report()
+    if changes.add or changes.drop_not_null:
+        columns = sink.evolve([(c.name, c.type.sql) for c in changes.add], changes.drop_not_null)
+        by_name = {c.name.casefold(): c for c in columns}
+        for entry, new in zip(report["columns_added"], changes.add, strict=True):
+            actual = by_name.get(new.name.casefold())
+            if actual is not None and not takes_like(actual, new.type):
+                entry["type_in_table"] = actual.data_type
+    return columns, report
 
 
 def commit(
@@ -178,6 +252,7 @@ def commit(
 
 
 def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
+    from pyspark import StorageLevel
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}").getOrCreate()
@@ -186,21 +261,51 @@ def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
         with credentials.snowflake_connection() as conn:
             sink = SnowflakeSink(conn, plan.destination)
             sink.ensure_support_objects()
-            columns = [c.__dict__ for c in sink.describe_columns()]
+            table_columns = sink.describe_columns()
+            policy = evolution_policy(plan, sink)
         # A fresh directory per attempt: a retried batch never mixes with a failed attempt's files.
         stage_dir = f"{plan.application_name}/{plan.batch_id}/{uuid.uuid4().hex[:12]}"
         plan_json = plan.to_json()
         ranges = [r.to_dict() for r in plan.ranges]
-        shard_results = (
-            (
+        started = time.monotonic()
+        schema: dict[str, Any] = {"evolution": policy.evolve, "why": policy.reason}
+        shard_results: list[dict[str, Any]] = []
+        if ranges and not policy.examines_keys:
+            columns = [c.__dict__ for c in table_columns]
+            shard_results = (
                 spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
                 .map(lambda r: process_range(r, plan_json, columns, stage_dir, credentials))
                 .collect()
             )
-            if ranges
-            else []
-        )
+        elif ranges:
+            # Two passes over records read once: their keys decide the schema changes, which are
+            # made before anything is staged; then they are staged with the columns that resulted.
+            # Spilled to disk rather than dropped, so that Kinesis is not read a second time.
+            reads = (
+                spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+                .map(lambda r: (r, read_range(r, plan_json, credentials)))
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+            try:
+                known = [c.__dict__ for c in table_columns]
+                summaries = reads.map(lambda pair: summarize_range(pair[1], known)).collect()
+                with credentials.snowflake_connection() as conn:
+                    evolved, changes = evolve_schema(
+                        SnowflakeSink(conn, plan.destination), table_columns, summaries, policy
+                    )
+                schema.update(changes)
+                columns = [c.__dict__ for c in evolved]
+                shard_results = reads.map(
+                    lambda pair: stage_range(pair[1], pair[0], plan_json, columns, stage_dir, credentials)
+                ).collect()
+            finally:
+                reads.unpersist()
+        records = sum(r["records"] for r in shard_results)
+        print(f"phase read+stage took {time.monotonic() - started:.3f} s: {records} records", flush=True)
+        started = time.monotonic()
         result = commit(plan, stage_dir, shard_results, credentials)
+        print(f"commit took {time.monotonic() - started:.3f} s: {result['rows_loaded']} rows", flush=True)
+        result["schema"] = schema
     finally:
         spark.stop()
     result_path.write_text(json.dumps(result, indent=2))
@@ -213,11 +318,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", required=True, type=Path, help="where to write the batch result JSON")
     args = parser.parse_args(argv)
     plan = BatchPlan.from_json(args.plan.read_text())
-    result = run(plan, args.result)
+    try:
+        result = run(plan, args.result)
+    except UnknownKeyError as err:
+        # A setting, not a fault: one line saying what to do, and no rows loaded.
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(
         f"batch {result['batch_id']}: {result['rows_loaded']} rows loaded, "
         f"{result['dead_letters']} dead letters, {len(result['shards'])} shards"
     )
+    schema = result["schema"]
+    added = ", ".join(
+        f"{json.dumps(c['column'])} {c['type']}"
+        + (f" (the table has {c['type_in_table']})" if "type_in_table" in c else "")
+        for c in schema.get("columns_added", [])
+    )
+    if added:
+        print(f"schema evolution: added {added}")
+    if schema.get("not_null_dropped"):
+        print(f"schema evolution: dropped NOT NULL of {', '.join(schema['not_null_dropped'])}")
+    if schema.get("keys_skipped_total"):
+        skipped = "; ".join(f"{k['key']}: {k['reason']}" for k in schema["keys_skipped"])
+        print(f"keys without a column, not loaded ({schema['keys_skipped_total']}): {skipped}")
     return 0
 
 

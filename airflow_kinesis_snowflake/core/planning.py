@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from airflow_kinesis_snowflake.core.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.leases import Lease, StartPosition
 from airflow_kinesis_snowflake.core.positions import Checkpoint
 
@@ -56,7 +57,12 @@ class Destination:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """One micro-batch: the shard ranges, where they go, and the bounds shared by all ranges."""
+    """One micro-batch: the shard ranges, where they go, and the bounds shared by all ranges.
+
+    ``destination_type``, ``schema_evolution`` (None: as the table's ENABLE_SCHEMA_EVOLUTION says)
+    and ``on_unknown_key`` decide schema evolution (see :mod:`~.evolution`); they do not change
+    what the batch reads, so they are not part of its id.
+    """
 
     application_name: str
     generation_id: str
@@ -66,6 +72,9 @@ class BatchPlan:
     cutoff: datetime
     max_records_per_call: int
     ranges: tuple[ShardRange, ...] = field(default=())
+    destination_type: str = "TABLE"
+    schema_evolution: bool | None = None
+    on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
 
     @property
     def batch_id(self) -> str:
@@ -99,6 +108,9 @@ class BatchPlan:
                 "cutoff": self.cutoff.isoformat(),
                 "max_records_per_call": self.max_records_per_call,
                 "ranges": [r.to_dict() for r in self.ranges],
+                "destination_type": self.destination_type,
+                "schema_evolution": self.schema_evolution,
+                "on_unknown_key": self.on_unknown_key.value,
             },
             indent=2,
         )
@@ -115,6 +127,10 @@ class BatchPlan:
             cutoff=datetime.fromisoformat(data["cutoff"]),
             max_records_per_call=int(data["max_records_per_call"]),
             ranges=tuple(ShardRange.from_dict(r) for r in data["ranges"]),
+            # Absent from plans written before these fields existed.
+            destination_type=data.get("destination_type", "TABLE"),
+            schema_evolution=data.get("schema_evolution"),
+            on_unknown_key=UnknownKeys(data.get("on_unknown_key", UnknownKeys.IGNORE.value)),
         )
 
 

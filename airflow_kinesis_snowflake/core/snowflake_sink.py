@@ -9,7 +9,8 @@ stale or duplicate writer adds no rows, and Snowflake alone says what was loaded
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ ROWS_DIR = "rows"
 FAILURES_DIR = "failures"
 
 _STAGE_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+$")
+# Column types schema evolution writes: a name and optional (precision[, scale]), nothing else.
+_COLUMN_TYPE = re.compile(r"^[A-Z][A-Z0-9_]*(\([0-9]{1,3}(,[0-9]{1,3})?\))?$")
 
 
 class StaleBatchError(RuntimeError):
@@ -45,6 +48,69 @@ def quote_identifier(name: str) -> str:
 def qualified_name(database: str, schema: str, name: str) -> str:
     """``"DATABASE"."SCHEMA"."NAME"``, each part quoted."""
     return ".".join(quote_identifier(part) for part in (database, schema, name))
+
+
+def _string_literal(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("string literals cannot contain NUL characters")
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def add_column_sql(table: str, column: str, column_type: str) -> str:
+    """``ALTER TABLE ... ADD COLUMN IF NOT EXISTS "<column>" <type>``; ``table`` is already quoted."""
+    if not _COLUMN_TYPE.match(column_type):
+        raise ValueError(f"not a column type schema evolution writes: {column_type!r}")
+    return f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {quote_identifier(column)} {column_type}"
+
+
+def drop_not_null_sql(table: str, column: str) -> str:
+    """``ALTER TABLE ... ALTER COLUMN "<column>" DROP NOT NULL``; ``table`` is already quoted."""
+    return f"ALTER TABLE {table} ALTER COLUMN {quote_identifier(column)} DROP NOT NULL"
+
+
+@dataclass(frozen=True)
+class TableProperties:
+    """What ``SHOW TABLES`` says of the destination; None where it does not say."""
+
+    schema_evolution: bool | None = None
+    iceberg: bool | None = None
+
+
+def table_properties_from_show(names: Sequence[str], rows: Sequence[Sequence[Any]], table: str) -> TableProperties:
+    """Read ``enable_schema_evolution`` and ``is_iceberg`` of ``table`` from SHOW TABLES output.
+
+    :param names: the result's column names (``cursor.description``), in any case.
+    """
+    index = {str(n).lower(): i for i, n in enumerate(names)}
+    name_at = index.get("name")
+    # LIKE matches '_' as any character and ignores case: keep the table itself only.
+    row = next((r for r in rows if name_at is not None and r[name_at] == table), None)
+
+    def flag(column: str) -> bool | None:
+        at = index.get(column)
+        if row is None or at is None or row[at] is None:
+            return None
+        value = str(row[at]).strip().upper()
+        if value in ("Y", "YES", "TRUE", "ON"):
+            return True
+        if value in ("N", "NO", "FALSE", "OFF"):
+            return False
+        return None
+
+    return TableProperties(schema_evolution=flag("enable_schema_evolution"), iceberg=flag("is_iceberg"))
+
+
+class EvolutionError(RuntimeError):
+    """A schema change could not be made, and the table does not have it either."""
+
+
+def _has_column(columns: Sequence[TableColumn], name: str) -> bool:
+    # As ColumnMap matches keys: a column of any case serves.
+    return any(c.name.casefold() == name.casefold() for c in columns)
+
+
+def _is_nullable(columns: Sequence[TableColumn], name: str) -> bool:
+    return all(c.nullable for c in columns if c.name == name)
 
 
 @dataclass(frozen=True)
@@ -162,6 +228,65 @@ class SnowflakeSink:
             )
             for r in rows
         ]
+
+    def table_properties(self) -> TableProperties:
+        """ENABLE_SCHEMA_EVOLUTION and whether the destination is an Iceberg table."""
+        d = self.destination
+        cur = self.connection.cursor()
+        try:
+            cur.execute(
+                f"SHOW TABLES LIKE {_string_literal(d.table)} "
+                f"IN SCHEMA {quote_identifier(d.database)}.{quote_identifier(d.schema)}"
+            )
+            names = [c[0] for c in cur.description or []]
+            rows = list(cur.fetchall()) if cur.description else []
+        finally:
+            cur.close()
+        return table_properties_from_show(names, rows, d.table)
+
+    def evolve(
+        self,
+        add: Sequence[tuple[str, str]],
+        drop_not_null: Sequence[str],
+        *,
+        attempts: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> list[TableColumn]:
+        """Add columns ``(name, type)`` and drop NOT NULL constraints; the columns as they are then.
+
+        Run outside any transaction. Every statement is idempotent, and one that fails (say, racing
+        another batch's identical change) is taken as done when the table has the change anyway;
+        otherwise it is tried again, up to ``attempts`` times.
+        """
+        for name, column_type in add:
+            self._change(add_column_sql(self.table, name, column_type), _has_column, name, attempts, sleep)
+        for name in drop_not_null:
+            self._change(drop_not_null_sql(self.table, name), _is_nullable, name, attempts, sleep)
+        columns = self.describe_columns()
+        absent = [name for name, _ in add if not _has_column(columns, name)]
+        if absent:
+            raise EvolutionError(f"columns {absent} of {self.table} are missing after adding them")
+        return columns
+
+    def _change(
+        self,
+        sql: str,
+        done: Callable[[list[TableColumn], str], bool],
+        column: str,
+        attempts: int,
+        sleep: Callable[[float], None],
+    ) -> None:
+        for attempt in range(1, attempts + 1):
+            try:
+                self._execute(sql)
+                return
+            except Exception as err:
+                # Whatever failed, the table says whether it matters.
+                if done(self.describe_columns(), column):
+                    return
+                if attempt == attempts:
+                    raise EvolutionError(f"{sql} failed {attempts} times: {err}") from err
+                sleep(0.5 * 2**attempt)
 
     def ensure_support_objects(self) -> None:
         """Ledger, parse-failure table and stage; idempotent DDL, run outside any transaction."""

@@ -57,6 +57,25 @@ class KinesisStreamHook(AwsBaseHook):
         arn: str = consumer["ConsumerARN"]
         return arn
 
+    def list_consumers(self, stream_name: str) -> list[dict[str, Any]]:
+        """The enhanced fan-out consumers registered on ``stream_name`` (ListStreamConsumers)."""
+        stream_arn = self.stream_arn(stream_name)
+        consumers: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"StreamARN": stream_arn}
+        while True:
+            page = self.conn.list_stream_consumers(**kwargs)
+            consumers.extend(page.get("Consumers", []))
+            if not page.get("NextToken"):
+                return consumers
+            kwargs = {"StreamARN": stream_arn, "NextToken": page["NextToken"]}
+
+    def deregister_consumer(self, consumer_arn: str) -> None:
+        """Deregister an enhanced fan-out consumer by its ARN; one already gone is fine."""
+        try:
+            self.conn.deregister_stream_consumer(ConsumerARN=consumer_arn)
+        except self.conn.exceptions.ResourceNotFoundException:
+            self.log.info("Fan-out consumer %s was already deregistered", consumer_arn)
+
     def job_environment(self) -> dict[str, str]:
         """Credentials, region and endpoint for a Spark job, as standard ``AWS_*`` variables."""
         credentials = self.get_credentials()
@@ -89,3 +108,19 @@ class LeaseTableHook(AwsBaseHook):
     @cached_property
     def lease_table(self) -> LeaseTable:
         return LeaseTable(self.conn, self.table_name)
+
+
+class DynamoDBTablesHook(AwsBaseHook):
+    """DynamoDB across tables (listing, tags, any lease table), for reset, restore and clean-up.
+
+    Additional arguments (such as ``aws_conn_id``) are passed to
+    :class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["client_type"] = "dynamodb"
+        kwargs.setdefault("config", RETRY_CONFIG)
+        super().__init__(*args, **kwargs)
+
+    def lease_table(self, table_name: str) -> LeaseTable:
+        return LeaseTable(self.conn, table_name)

@@ -17,11 +17,13 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core import job as spark_job
+from airflow_kinesis_snowflake.core.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.leases import Lease, LeaseLostError, LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.maintenance import MaintenanceError, resolve_application
 from airflow_kinesis_snowflake.core.planning import BatchPlan, Destination, eligible_leases, plan_ranges
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
@@ -54,7 +56,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     conditional writes. Credentials reach Spark as environment variables, never as arguments.
 
     :param stream_name: the Kinesis data stream.
-    :param application_name: names the lease table; ingestions sharing it share progress.
+    :param application_name: names the lease table; ingestions sharing it share progress. After a
+        reset to a new name, the one it was superseded by is used (``docs/operations.md``).
     :param database: destination database.
     :param schema: destination schema.
     :param table: destination table; it must have a ``KINESISMETADATA`` OBJECT column.
@@ -72,6 +75,11 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``).
     :param spark_conf: extra ``--conf`` settings for spark-submit.
     :param application: the PySpark job file; defaults to the packaged job.
+    :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables
+        are never altered.
+    :param schema_evolution: add columns for new keys and drop NOT NULL where records lack a value;
+        None follows the table's ``ENABLE_SCHEMA_EVOLUTION``.
+    :param on_unknown_key: IGNORE or FAIL: what a key with no column that gets none does.
     """
 
     template_fields: Sequence[str] = (
@@ -109,6 +117,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         application: str | None = None,
+        destination_type: str = "TABLE",
+        schema_evolution: bool | None = None,
+        on_unknown_key: str = UnknownKeys.IGNORE.value,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -129,6 +140,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
         self.application = application
+        self.destination_type = destination_type
+        self.schema_evolution = schema_evolution
+        self.on_unknown_key = UnknownKeys(on_unknown_key)
         self._spark_hook: SparkSubmitHook | None = None
 
     # -- planning -------------------------------------------------------------------------------
@@ -158,7 +172,40 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     # -- execution ------------------------------------------------------------------------------
 
+    def _resolve_application(self) -> None:
+        """Skip while a reset works on the connector; read with the name a reset switched to.
+
+        ``application_name`` (the connector file's) is where resolution starts; see
+        :func:`~airflow_kinesis_snowflake.core.maintenance.resolve_application`.
+        """
+        client = LeaseTableHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
+        ).conn
+        try:
+            resolution = resolve_application(client, self.application_name)
+        except MaintenanceError as err:
+            raise AirflowException(str(err)) from err
+        if resolution.reset is not None:
+            mark = resolution.reset.to_dict()
+            self.log.info(
+                "Skipped: a %s reset of %s is in progress (%s, until %s); the next run reads once it ends",
+                mark["mode"],
+                resolution.reset_table,
+                mark["owner"],
+                mark["expires_at"],
+            )
+            raise AirflowSkipException(f"reset of {resolution.reset_table} in progress")
+        if resolution.superseded:
+            self.log.info(
+                "Application %s was superseded by %s (a reset); reading with %s",
+                self.application_name,
+                resolution.active,
+                resolution.active,
+            )
+            self.application_name = resolution.active
+
     def execute(self, context: Context) -> dict[str, Any]:
+        self._resolve_application()
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         lease_hook = LeaseTableHook(
             aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
@@ -215,6 +262,9 @@ class SparkKinesisIngestOperator(BaseOperator):
                 ranges=plan_ranges(
                     held, max_records_per_shard=self.max_records_per_shard, ending_sequence_numbers=ends
                 ),
+                destination_type=self.destination_type,
+                schema_evolution=self.schema_evolution,
+                on_unknown_key=self.on_unknown_key,
             )
             self.log.info(
                 "Batch %s: %d shard ranges (%s), cut-off %s",

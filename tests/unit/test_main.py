@@ -111,3 +111,25 @@ def test_a_command_is_required() -> None:
     result = run()
     assert result.returncode == 2
     assert "policy" in result.stderr
+
+
+def test_maintenance_and_the_active_application_after_a_reset() -> None:
+    result = run(
+        "policy",
+        str(ORDERS),
+        "--account-id",
+        "123456789012",
+        "--include-maintenance",
+        "--active-application-name",
+        "orders-v2",
+    )
+    assert result.returncode == 0, result.stderr
+    statements = {s["Sid"]: s for s in json.loads(result.stdout)["Statement"]}
+    assert statements["DynamoDBLeaseTable"]["Resource"] == [
+        "arn:aws:dynamodb:us-east-1:123456789012:table/orders-to-snowflake",
+        "arn:aws:dynamodb:us-east-1:123456789012:table/orders-v2",
+    ]
+    assert statements["DynamoDBMaintenance"]["Resource"] == ["arn:aws:dynamodb:us-east-1:123456789012:table/*"]
+    assert statements["DynamoDBListTables"]["Action"] == ["dynamodb:ListTables"]
+    bad = run("policy", str(ORDERS), "--active-application-name", "x:y")
+    assert bad.returncode == 1 and "table name 'x:y'" in bad.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from airflow_kinesis_snowflake.core.iam import (
     Decision,
     IamPolicyError,
     Requirement,
+    all_tables_arn,
     consumers_arn,
     describe_missing,
     partition_for_region,
@@ -71,15 +73,20 @@ MIGRATION = {
 
 
 def requirements(
-    consumer_type: str = SHARED_THROUGHPUT, migration: bool = False, **overrides: str
+    consumer_type: str = SHARED_THROUGHPUT, migration: bool = False, include_maintenance: bool = False, **overrides: str
 ) -> list[Requirement]:
-    params = {
+    params: dict[str, Any] = {
         "stream_name": "orders",
         "region": "us-east-1",
         "account_id": ACCOUNT,
         "application_name": "orders-to-snowflake",
     } | overrides
-    return required_permissions(consumer_type=consumer_type, include_migration_table=migration, **params)
+    return required_permissions(
+        consumer_type=consumer_type,
+        include_migration_table=migration,
+        include_maintenance=include_maintenance,
+        **params,
+    )
 
 
 def pairs_of(actions: set[str], resource: str) -> set[tuple[str, str]]:
@@ -232,7 +239,7 @@ def test_account_placeholder_is_kept_for_the_reader() -> None:
         ({"application_name": "x:y"}, "table name 'x:y'"),
     ],
 )
-def test_bad_parameters_are_named(overrides: dict[str, str], message: str) -> None:
+def test_bad_parameters_are_named(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(IamPolicyError, match=message):
         requirements(SHARED_THROUGHPUT, False, **overrides)
 
@@ -291,3 +298,53 @@ def test_missing_permissions_are_listed_with_the_policy() -> None:
     assert any("needed to: Read each planned shard range" in line for line in lines)
     rendered = text.split("Attach this policy to arn:aws:iam::123456789012:user/u:\n", 1)[1]
     assert json.loads(rendered) == policy
+
+
+ALL_TABLES = "arn:aws:dynamodb:us-east-1:123456789012:table/*"
+MAINTENANCE_ON_STREAM = {"kinesis:DescribeStreamSummary", "kinesis:ListStreamConsumers"}
+MAINTENANCE_ON_TABLES = {
+    "dynamodb:DescribeTable",
+    "dynamodb:CreateTable",
+    "dynamodb:TagResource",
+    "dynamodb:ListTagsOfResource",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Scan",
+    "dynamodb:DeleteTable",
+}
+
+
+@pytest.mark.parametrize("consumer_type", [SHARED_THROUGHPUT, ENHANCED_FAN_OUT])
+def test_maintenance_adds_its_own_grants_and_leaves_the_ingest_ones_alone(consumer_type: str) -> None:
+    base = set(simulation_pairs(requirements(consumer_type)))
+    with_maintenance = set(simulation_pairs(requirements(consumer_type, include_maintenance=True)))
+    assert base < with_maintenance
+    assert with_maintenance - base == (
+        pairs_of(MAINTENANCE_ON_STREAM, STREAM) - base
+        | pairs_of({"kinesis:DeregisterStreamConsumer"}, CONSUMERS) - base
+        | pairs_of(MAINTENANCE_ON_TABLES, ALL_TABLES)
+        | {("dynamodb:ListTables", "*")}
+    )
+    # The base policy's statements keep their exact resources: maintenance has statements of its own.
+    base_statements = {s["Sid"]: s for s in policy_document(requirements(consumer_type))["Statement"]}
+    maintenance = {
+        s["Sid"]: s for s in policy_document(requirements(consumer_type, include_maintenance=True))["Statement"]
+    }
+    assert maintenance["DynamoDBLeaseTable"] == base_statements["DynamoDBLeaseTable"]
+    assert maintenance["DynamoDBMaintenance"]["Resource"] == [ALL_TABLES]
+    assert maintenance["DynamoDBListTables"] == {
+        "Sid": "DynamoDBListTables",
+        "Effect": "Allow",
+        "Action": ["dynamodb:ListTables"],
+        "Resource": ["*"],
+    }
+
+
+def test_maintenance_grants_say_why() -> None:
+    reqs = requirements(include_maintenance=True)
+    assert "delete and create the lease table again" in purpose_of(reqs, "dynamodb:DeleteTable", ALL_TABLES)
+    assert "tagged" in purpose_of(reqs, "dynamodb:ListTagsOfResource", ALL_TABLES)
+    assert "deregister" in purpose_of(reqs, "kinesis:DeregisterStreamConsumer", CONSUMERS)
+    assert all_tables_arn(partition="aws", region="us-east-1", account_id=ACCOUNT) == ALL_TABLES

@@ -1,0 +1,606 @@
+"""Maintenance state kept in the lease tables: reset marks, superseded tables, backups, restore.
+
+A connector's connector file names its **configured** application name. A reset to a new
+application name leaves the old table in place and records, in the metadata item of the old
+table and of the configured one, ``superseded_by = <new name>``. Every ingestion resolves the
+**active** application name from there (:func:`resolve_application`), so the switch needs no
+change to the connector file. The pointer lives next to the checkpoints it points to: it survives
+a rebuilt Airflow database, and every process that shares the application sees the same answer.
+
+While a reset or restore works on a connector, the metadata items of the configured and the
+active table carry a **reset mark** (owner, mode, expiry). Ingest runs that see a live mark end
+skipped instead of racing the reset; a mark whose task died expires by itself.
+
+Before anything destructive, every checkpoint of a table is written to a
+:class:`CheckpointBackup`, a JSON document that :func:`restore_leases` puts back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_kinesis_snowflake.core.leases import (
+    KEY_ATTRIBUTE,
+    METADATA_KEY,
+    STATE_ACTIVE,
+    Lease,
+    LeaseTable,
+    StartPosition,
+    lease_to_item,
+)
+from airflow_kinesis_snowflake.core.positions import Checkpoint
+
+SUPERSEDED_BY = "superseded_by"
+SUPERSEDED_AT = "superseded_at"
+RESET_OWNER = "reset_owner"
+RESET_MODE = "reset_mode"
+RESET_STARTED_AT = "reset_started_at"
+RESET_EXPIRES_AT = "reset_expires_at"
+
+# Resets repoint the configured table directly at the active one, so a chain is one hop long;
+# the bound only guards against a hand-edited loop.
+MAX_HOPS = 10
+
+BACKUP_FORMAT = "airflow-kinesis-snowflake/checkpoints"
+BACKUP_VERSION = 1
+
+
+class ResetMode(StrEnum):
+    """The two resets of Snowflake's Openflow connector for Kinesis."""
+
+    NEW_APPLICATION_NAME = "new_application_name"  # a new table; the old one stays, superseded
+    DELETE_TABLE = "delete_table"  # the same table, deleted and created again (new generation)
+
+
+class MaintenanceError(RuntimeError):
+    """A reset, restore or clean-up step found the tables in a state it must not touch."""
+
+
+def _error_code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def _is_conditional_failure(err: ClientError) -> bool:
+    return _error_code(err) == "ConditionalCheckFailedException"
+
+
+def _metadata_key() -> dict[str, Any]:
+    return {KEY_ATTRIBUTE: {"S": METADATA_KEY}}
+
+
+# -- marks in the metadata item -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResetMark:
+    """A reset or restore working on a connector; ingestions skip while it is live."""
+
+    owner: str
+    mode: str
+    started_at: float
+    expires_at: float
+
+    def is_live(self, now: float) -> bool:
+        return self.expires_at > now
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "mode": self.mode,
+            "started_at": datetime.fromtimestamp(self.started_at, UTC).isoformat(),
+            "expires_at": datetime.fromtimestamp(self.expires_at, UTC).isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class TableMarks:
+    """The maintenance attributes of a lease table's metadata item."""
+
+    table_name: str
+    application_name: str
+    stream_name: str
+    generation_id: str
+    created_at: str
+    superseded_by: str | None = None
+    superseded_at: float | None = None
+    reset: ResetMark | None = None
+
+    def live_reset(self, now: float) -> ResetMark | None:
+        return self.reset if self.reset is not None and self.reset.is_live(now) else None
+
+
+def read_marks(client: Any, table_name: str) -> TableMarks | None:
+    """The metadata item's marks; None when the table or its metadata item does not exist."""
+    try:
+        item = client.get_item(TableName=table_name, Key=_metadata_key(), ConsistentRead=True).get("Item")
+    except ClientError as err:
+        if _error_code(err) == "ResourceNotFoundException":
+            return None
+        raise
+    if not item or "generation_id" not in item:
+        return None
+    reset = None
+    if RESET_OWNER in item:
+        reset = ResetMark(
+            owner=item[RESET_OWNER]["S"],
+            mode=item.get(RESET_MODE, {}).get("S", ""),
+            started_at=float(item.get(RESET_STARTED_AT, {}).get("N", "0")),
+            expires_at=float(item.get(RESET_EXPIRES_AT, {}).get("N", "0")),
+        )
+    superseded_at = item.get(SUPERSEDED_AT, {}).get("N")
+    return TableMarks(
+        table_name=table_name,
+        application_name=item["application_name"]["S"],
+        stream_name=item["stream_name"]["S"],
+        generation_id=item["generation_id"]["S"],
+        created_at=item.get("created_at", {}).get("S", ""),
+        superseded_by=item.get(SUPERSEDED_BY, {}).get("S"),
+        superseded_at=float(superseded_at) if superseded_at is not None else None,
+        reset=reset,
+    )
+
+
+def set_reset_mark(client: Any, table_name: str, mark: ResetMark, *, now: float | None = None) -> None:
+    """Put ``mark`` on a table, unless another live reset holds it.
+
+    :raises MaintenanceError: when another reset's mark is live, or the table has no metadata item.
+    """
+    now = time.time() if now is None else now
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key=_metadata_key(),
+            UpdateExpression=f"SET {RESET_OWNER} = :owner, {RESET_MODE} = :mode, "
+            f"{RESET_STARTED_AT} = :started, {RESET_EXPIRES_AT} = :expires",
+            ConditionExpression=f"attribute_exists(#k) AND (attribute_not_exists({RESET_OWNER}) "
+            f"OR {RESET_OWNER} = :owner OR {RESET_EXPIRES_AT} < :now)",
+            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            ExpressionAttributeValues={
+                ":owner": {"S": mark.owner},
+                ":mode": {"S": mark.mode},
+                ":started": {"N": str(mark.started_at)},
+                ":expires": {"N": str(mark.expires_at)},
+                ":now": {"N": str(now)},
+            },
+        )
+    except ClientError as err:
+        if _error_code(err) == "ResourceNotFoundException":
+            raise MaintenanceError(
+                f"lease table {table_name!r} does not exist (no metadata item); nothing to reset"
+            ) from err
+        if not _is_conditional_failure(err):
+            raise
+        marks = read_marks(client, table_name)
+        if marks is None:
+            raise MaintenanceError(f"lease table {table_name!r} has no metadata item; nothing to reset") from err
+        other = marks.live_reset(now)
+        held = f"{other.mode} by {other.owner}, until {other.to_dict()['expires_at']}" if other else "changed meanwhile"
+        raise MaintenanceError(
+            f"another reset or restore is working on {table_name!r} ({held}); wait until it ends or its mark expires"
+        ) from err
+
+
+def clear_reset_mark(client: Any, table_name: str, owner: str) -> bool:
+    """Remove our mark; False when the table is gone or the mark is not ours (nothing to do)."""
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key=_metadata_key(),
+            UpdateExpression=f"REMOVE {RESET_OWNER}, {RESET_MODE}, {RESET_STARTED_AT}, {RESET_EXPIRES_AT}",
+            ConditionExpression=f"{RESET_OWNER} = :owner",
+            ExpressionAttributeValues={":owner": {"S": owner}},
+        )
+    except ClientError as err:
+        if _is_conditional_failure(err) or _error_code(err) == "ResourceNotFoundException":
+            return False
+        raise
+    return True
+
+
+def mark_superseded(client: Any, table_name: str, by: str, *, now: float | None = None) -> None:
+    """Record that ``by`` replaced this table; ingestions resolving through it read ``by``."""
+    now = time.time() if now is None else now
+    client.update_item(
+        TableName=table_name,
+        Key=_metadata_key(),
+        UpdateExpression=f"SET {SUPERSEDED_BY} = :by, {SUPERSEDED_AT} = :at",
+        ConditionExpression="attribute_exists(#k)",
+        ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+        ExpressionAttributeValues={":by": {"S": by}, ":at": {"N": str(now)}},
+    )
+
+
+def clear_superseded(client: Any, table_name: str) -> None:
+    """Make the table active again (a restore to it)."""
+    client.update_item(
+        TableName=table_name,
+        Key=_metadata_key(),
+        UpdateExpression=f"REMOVE {SUPERSEDED_BY}, {SUPERSEDED_AT}",
+        ConditionExpression="attribute_exists(#k)",
+        ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+    )
+
+
+def set_generation(client: Any, table_name: str, generation_id: str) -> None:
+    """Give a table a generation id; a restore brings back the one the ledger marks belong to."""
+    client.update_item(
+        TableName=table_name,
+        Key=_metadata_key(),
+        UpdateExpression="SET generation_id = :g",
+        ConditionExpression="attribute_exists(#k)",
+        ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+        ExpressionAttributeValues={":g": {"S": generation_id}},
+    )
+
+
+# -- which application is active ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Where a connector's progress lives now.
+
+    :param configured: the application name in the connector file.
+    :param active: the application name ingestions use: ``configured``, or what superseded it.
+    :param chain: the tables read to get there, ``configured`` first.
+    :param reset: a live reset mark on one of them, if a reset or restore is running.
+    """
+
+    configured: str
+    active: str
+    chain: tuple[str, ...]
+    reset: ResetMark | None = None
+    reset_table: str | None = None
+
+    @property
+    def superseded(self) -> bool:
+        return self.active != self.configured
+
+
+def resolve_application(client: Any, configured: str, *, now: float | None = None) -> Resolution:
+    """Follow ``superseded_by`` from the configured table to the active one.
+
+    A configured table that does not exist (yet) is active: the ingest DAG creates it.
+
+    :raises MaintenanceError: when the chain leads to a missing table or loops.
+    """
+    now = time.time() if now is None else now
+    chain = [configured]
+    marks = read_marks(client, configured)
+    reset = marks.live_reset(now) if marks else None
+    reset_table = configured if reset else None
+    while marks is not None and marks.superseded_by:
+        following = marks.superseded_by
+        if following in chain or len(chain) > MAX_HOPS:
+            raise MaintenanceError(f"lease tables supersede each other in a loop: {' -> '.join([*chain, following])}")
+        previous = chain[-1]
+        chain.append(following)
+        marks = read_marks(client, following)
+        if marks is None:
+            raise MaintenanceError(
+                f"lease table {previous!r} was superseded by {following!r}, which does not exist or has no "
+                "metadata item; restore a checkpoint backup with the connector's restore DAG"
+            )
+        if reset is None and (live := marks.live_reset(now)) is not None:
+            reset, reset_table = live, following
+    return Resolution(configured=configured, active=chain[-1], chain=tuple(chain), reset=reset, reset_table=reset_table)
+
+
+# -- holding every lease --------------------------------------------------------------------------
+
+
+def hold_leases(
+    table: LeaseTable,
+    owner: str,
+    *,
+    hold_seconds: float,
+    timeout_seconds: float,
+    poll_seconds: float = 2.0,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Lease]:
+    """Take every lease of ``table`` as ``owner``, waiting for live ones to be released or expire.
+
+    Leases are taken with the same conditional write as an ingestion's, so no batch can hold a
+    shard or move a checkpoint while the reset works; they expire after ``hold_seconds`` if the
+    reset dies. Returns the held leases by shard id.
+
+    :raises MaintenanceError: when some lease is still held by another worker after ``timeout_seconds``.
+    """
+    deadline = clock() + timeout_seconds
+    held: dict[str, Lease] = {}
+    while True:
+        now = clock()
+        leases = table.leases()
+        waiting: list[Lease] = []
+        for shard_id, lease in leases.items():
+            if lease.lease_owner == owner and lease.is_held(now):
+                held[shard_id] = lease
+                continue
+            if lease.is_held(now):
+                waiting.append(lease)
+                continue
+            taken = table.take(lease, owner, hold_seconds, now=now)
+            if taken is None:
+                waiting.append(lease)  # changed between scan and take: look again
+            else:
+                held[shard_id] = taken
+        for gone in set(held) - set(leases):
+            del held[gone]
+        if not waiting:
+            # A batch that started before the reset mark may have created leases meanwhile.
+            if set(table.leases()) <= set(held):
+                return held
+            continue
+        if now >= deadline:
+            owners = ", ".join(sorted(f"{lease.shard_id} by {lease.lease_owner}" for lease in waiting))
+            raise MaintenanceError(
+                f"leases of {table.table_name!r} still held after {timeout_seconds:.0f}s: {owners}. A batch is "
+                "running; wait for it to finish (or for its leases to expire) and trigger again"
+            )
+        sleep(max(0.0, min(poll_seconds, deadline - now)))
+
+
+def release_leases(table: LeaseTable, held: Iterable[Lease]) -> None:
+    """Give back leases taken by :func:`hold_leases` (conditional: one that changed is left alone)."""
+    for lease in held:
+        table.release(lease)
+
+
+# -- backups --------------------------------------------------------------------------------------
+
+
+def lease_to_dict(lease: Lease) -> dict[str, Any]:
+    """A lease's progress as plain JSON (who held it is not kept: a restored lease starts free)."""
+    return {
+        "shard_id": lease.shard_id,
+        "checkpoint": lease.checkpoint.to_dict() if lease.checkpoint else None,
+        "state": lease.state,
+        "start_position": lease.start.to_dict(),
+        "parent_shard_ids": list(lease.parent_shard_ids),
+        "child_shard_ids": list(lease.child_shard_ids),
+        "hash_key_range": list(lease.hash_key_range) if lease.hash_key_range else None,
+        "checkpointed_at": lease.checkpointed_at,
+    }
+
+
+def lease_from_dict(data: Mapping[str, Any]) -> Lease:
+    hash_range = data.get("hash_key_range")
+    return Lease(
+        shard_id=str(data["shard_id"]),
+        lease_counter=0,
+        start=StartPosition.from_dict(data["start_position"]),
+        parent_shard_ids=tuple(data.get("parent_shard_ids") or ()),
+        checkpoint=Checkpoint.from_dict(data["checkpoint"]) if data.get("checkpoint") else None,
+        state=str(data.get("state") or STATE_ACTIVE),
+        checkpointed_at=float(data.get("checkpointed_at") or 0.0),
+        child_shard_ids=tuple(sorted(data.get("child_shard_ids") or ())),
+        hash_key_range=(str(hash_range[0]), str(hash_range[1])) if hash_range else None,
+    )
+
+
+@dataclass(frozen=True)
+class CheckpointBackup:
+    """Every lease and checkpoint of one lease table at one moment, with its generation id.
+
+    :param reason: why it was taken (``reset-new_application_name``, ``before-restore``, ``cleanup``).
+    """
+
+    application_name: str
+    stream_name: str
+    generation_id: str
+    created_at: datetime
+    reason: str
+    leases: tuple[Lease, ...] = ()
+    connector_id: str | None = None
+    superseded_by: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def file_name(self) -> str:
+        """``<application>/<UTC time>-<reason>.json``: sorts by time per application."""
+        return f"{self.application_name}/{self.created_at.astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{self.reason}.json"
+
+    def checkpoints(self) -> dict[str, dict[str, Any] | None]:
+        return {lease.shard_id: lease.checkpoint.to_dict() if lease.checkpoint else None for lease in self.leases}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": BACKUP_FORMAT,
+            "version": BACKUP_VERSION,
+            "connector_id": self.connector_id,
+            "application_name": self.application_name,
+            "stream_name": self.stream_name,
+            "generation_id": self.generation_id,
+            "superseded_by": self.superseded_by,
+            "created_at": self.created_at.isoformat(),
+            "reason": self.reason,
+            "leases": [lease_to_dict(lease) for lease in sorted(self.leases, key=lambda lease: lease.shard_id)],
+            **({"extra": dict(self.extra)} if self.extra else {}),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckpointBackup:
+        """Parse a backup document; :class:`MaintenanceError` naming what is wrong with it."""
+        if not isinstance(data, Mapping) or data.get("format") != BACKUP_FORMAT:
+            raise MaintenanceError(f"not a checkpoint backup: expected format {BACKUP_FORMAT!r}")
+        if data.get("version") != BACKUP_VERSION:
+            raise MaintenanceError(f"checkpoint backup version {data.get('version')!r} is not {BACKUP_VERSION}")
+        try:
+            created = datetime.fromisoformat(str(data["created_at"]))
+            return cls(
+                application_name=str(data["application_name"]),
+                stream_name=str(data["stream_name"]),
+                generation_id=str(data["generation_id"]),
+                created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
+                reason=str(data["reason"]),
+                leases=tuple(lease_from_dict(lease) for lease in data["leases"]),
+                connector_id=data.get("connector_id"),
+                superseded_by=data.get("superseded_by"),
+                extra=dict(data.get("extra") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise MaintenanceError(f"checkpoint backup is incomplete or malformed: {err!r}") from err
+
+    @classmethod
+    def from_json(cls, text: str) -> CheckpointBackup:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise MaintenanceError(f"checkpoint backup is not JSON: {err}") from err
+        return cls.from_dict(data)
+
+
+def snapshot(
+    table: LeaseTable, *, reason: str, connector_id: str | None = None, now: datetime | None = None
+) -> CheckpointBackup:
+    """A backup of every lease in ``table`` (strongly consistent reads)."""
+    marks = read_marks(table.client, table.table_name)
+    if marks is None:
+        raise MaintenanceError(f"lease table {table.table_name!r} does not exist or has no metadata item")
+    return CheckpointBackup(
+        application_name=marks.application_name,
+        stream_name=marks.stream_name,
+        generation_id=marks.generation_id,
+        created_at=now or datetime.now(UTC),
+        reason=reason,
+        leases=tuple(sorted(table.leases().values(), key=lambda lease: lease.shard_id)),
+        connector_id=connector_id,
+        superseded_by=marks.superseded_by,
+    )
+
+
+# -- restore --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    written: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def restore_leases(
+    table: LeaseTable, backup: CheckpointBackup, owner: str, *, now: float | None = None
+) -> RestoreResult:
+    """Make the shard leases of ``table`` exactly those of ``backup``, free and at their checkpoints.
+
+    Every lease already in the table must be held by ``owner`` (see :func:`hold_leases`); each
+    write is conditional on that, so a worker that took a lease meanwhile stops the restore.
+    Leases the backup does not have are removed. The generation id is not changed here.
+
+    :raises MaintenanceError: when a lease is held by someone else.
+    """
+    now = time.time() if now is None else now
+    present = table.leases()
+    foreign = sorted(
+        f"{lease.shard_id} by {lease.lease_owner}"
+        for lease in present.values()
+        if lease.lease_owner != owner and lease.is_held(now)
+    )
+    if foreign:
+        raise MaintenanceError(
+            f"cannot restore {table.table_name!r}: leases held by other workers: {', '.join(foreign)}"
+        )
+    backed_up = {lease.shard_id for lease in backup.leases}
+    removed = []
+    for shard_id in sorted(set(present) - backed_up):
+        _write_if_free_or_ours(table, shard_id, owner, now)
+        removed.append(shard_id)
+    written = []
+    for lease in sorted(backup.leases, key=lambda lease: lease.shard_id):
+        existing = present.get(lease.shard_id)
+        # A higher counter than any copy a stale worker holds: its conditional writes fail.
+        counter = existing.lease_counter + 1 if existing else 0
+        item = lease_to_item(replace(lease, lease_counter=counter, lease_owner=None, lease_expires_at=0.0))
+        item["checkpointed_at"] = {"N": str(lease.checkpointed_at)}
+        _write_if_free_or_ours(table, lease.shard_id, owner, now, item=item)
+        written.append(lease.shard_id)
+    return RestoreResult(written=tuple(written), removed=tuple(removed))
+
+
+def _write_if_free_or_ours(
+    table: LeaseTable, shard_id: str, owner: str, now: float, *, item: dict[str, Any] | None = None
+) -> None:
+    """Put ``item`` (or delete the lease when None) unless a live worker other than ``owner`` holds it."""
+    kwargs: dict[str, Any] = {
+        "TableName": table.table_name,
+        "ConditionExpression": "attribute_not_exists(#k) OR lease_owner = :owner OR lease_expires_at < :now",
+        "ExpressionAttributeNames": {"#k": KEY_ATTRIBUTE},
+        "ExpressionAttributeValues": {":owner": {"S": owner}, ":now": {"N": str(now)}},
+    }
+    try:
+        if item is None:
+            table.client.delete_item(Key={KEY_ATTRIBUTE: {"S": shard_id}}, **kwargs)
+        else:
+            table.client.put_item(Item=item, **kwargs)
+    except ClientError as err:
+        if _is_conditional_failure(err):
+            raise MaintenanceError(
+                f"lease of {shard_id} in {table.table_name!r} was taken by another worker during the restore; "
+                "the restore stopped (trigger it again once no batch runs)"
+            ) from err
+        raise
+
+
+# -- tables of an account -------------------------------------------------------------------------
+
+
+def list_table_names(client: Any) -> list[str]:
+    """Every DynamoDB table name in the client's region and account."""
+    names: list[str] = []
+    kwargs: dict[str, Any] = {}
+    while True:
+        page = client.list_tables(**kwargs)
+        names.extend(page.get("TableNames", []))
+        if "LastEvaluatedTableName" not in page:
+            return names
+        kwargs["ExclusiveStartTableName"] = page["LastEvaluatedTableName"]
+
+
+def table_tags(client: Any, table_arn: str) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    kwargs: dict[str, Any] = {"ResourceArn": table_arn}
+    while True:
+        page = client.list_tags_of_resource(**kwargs)
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+        if not page.get("NextToken"):
+            return tags
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def delete_table(client: Any, table_name: str, *, wait_seconds: float = 300) -> None:
+    """Delete a table and wait until it is gone (a table already gone is fine)."""
+    try:
+        client.delete_table(TableName=table_name)
+    except ClientError as err:
+        if _error_code(err) != "ResourceNotFoundException":
+            raise
+    client.get_waiter("table_not_exists").wait(
+        TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": max(1, int(wait_seconds))}
+    )
+
+
+def last_activity(marks: TableMarks, leases: Iterable[Lease], heartbeats: Iterable[float]) -> float:
+    """The latest of: creation, supersession, any checkpoint move, any worker heartbeat (epoch seconds)."""
+    moments = [max((lease.checkpointed_at for lease in leases), default=0.0), max(heartbeats, default=0.0)]
+    if marks.superseded_at is not None:
+        moments.append(marks.superseded_at)
+    if marks.created_at:
+        try:
+            created = datetime.fromisoformat(marks.created_at)
+        except ValueError:
+            pass  # a hand-edited value: the other moments still count
+        else:
+            moments.append((created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp())
+    return max(moments)

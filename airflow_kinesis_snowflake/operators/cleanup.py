@@ -1,0 +1,338 @@
+"""Remove what connectors left behind: lease tables, migration copies, enhanced fan-out consumers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+from botocore.exceptions import ClientError
+
+from airflow_kinesis_snowflake.backups import write_backup
+from airflow_kinesis_snowflake.core.cleanup import (
+    DEFAULT_RETENTION_SECONDS,
+    FAN_OUT_CONSUMER,
+    LEASE_TABLE,
+    MIGRATION_TABLE,
+    ConnectorUse,
+    ConsumerFacts,
+    Decision,
+    LeaseTableFacts,
+    MigrationTableFacts,
+    Rule,
+    decide_lease_table,
+    decide_migration_table,
+    plan_cleanup,
+)
+from airflow_kinesis_snowflake.core.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable
+from airflow_kinesis_snowflake.core.maintenance import (
+    MaintenanceError,
+    delete_table,
+    last_activity,
+    list_table_names,
+    read_marks,
+    resolve_application,
+    snapshot,
+    table_tags,
+)
+from airflow_kinesis_snowflake.core.migration import (
+    MIGRATION_OF_TAG,
+    LegacyMigration,
+    MigrationError,
+    MigrationState,
+    lease_agrees,
+    migration_state,
+)
+from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.operators.reset import as_bool, as_number, optional_text
+
+CONFIRMATION = "DELETE"
+ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
+
+
+class CleanupOrphanedTablesOperator(BaseOperator):
+    """Find, and on request remove, lease tables, migration copies and fan-out consumers no connector uses.
+
+    Candidates, each reported with the rule that matched:
+
+    * ``orphaned-lease-table`` / ``superseded-lease-table``: a lease table tagged as this provider's
+      whose application is neither active nor configured for any connector, with no live lease and
+      no heartbeat, checkpoint or supersession within ``retention_days``;
+    * ``leftover-migration-table``: a ``<application>_migration`` copy whose migration wrote every
+      lease into the new table (never while a migration is under way);
+    * ``unused-fan-out-consumer``: a consumer named after such a lease table's application;
+    * ``connector-not-enhanced-fan-out``: a consumer named after an application of a connector that
+      now reads with SHARED_THROUGHPUT.
+
+    Never touched: untagged tables, tables with a live lease or a running reset, the active and
+    configured application of any connector, and consumers whose name is no application this
+    provider knows. A dry run (the default) only reports. To delete, ``confirm`` must be
+    ``DELETE``; every lease table's checkpoints and every migration copy's items are backed up
+    first, and each candidate is checked again just before it goes.
+
+    :param connectors: the configured connectors of this AWS connection and region, as mappings
+        with ``connector_id``, ``application_name``, ``stream_name`` and ``consumer_type``.
+    :param retention_days: how long an unused lease table is kept after its last activity.
+    :param application_name_patterns: glob patterns of application names clean-up may consider
+        (default all); narrow it when several deployments share an AWS account and region.
+    :param preview_only: only report, delete nothing (default; the DAG's ``dry_run``).
+    :param confirm: must be ``DELETE`` to delete.
+    :param backup_dir: directory path or URL for the backups.
+    :param aws_conn_id: the Airflow AWS connection.
+    :param region_name: AWS region; defaults to the connection's.
+    """
+
+    template_fields: Sequence[str] = (
+        "retention_days",
+        "application_name_patterns",
+        "preview_only",
+        "confirm",
+        "backup_dir",
+        "aws_conn_id",
+        "region_name",
+    )
+    ui_color = "#ffc9c9"
+
+    def __init__(
+        self,
+        *,
+        connectors: Sequence[Mapping[str, Any]],
+        retention_days: float | str = DEFAULT_RETENTION_SECONDS / 86400,
+        application_name_patterns: Sequence[str] | str = ("*",),
+        preview_only: bool | str = True,
+        confirm: str | None = None,
+        backup_dir: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.connectors = connectors
+        self.retention_days = retention_days
+        self.application_name_patterns = application_name_patterns
+        self.preview_only = preview_only
+        self.confirm = confirm
+        self.backup_dir = backup_dir
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def _patterns(self) -> list[str]:
+        value = self.application_name_patterns
+        if isinstance(value, str):
+            # A Param rendered through a template (``| tojson``) arrives as JSON text.
+            text = value.strip()
+            try:
+                value = json.loads(text) if text.startswith("[") else text.split(",")
+            except json.JSONDecodeError:
+                raise AirflowException(f"application_name_patterns is not a list: {text!r}") from None
+        patterns = [str(p).strip() for p in value if str(p).strip()]
+        if not patterns:
+            raise AirflowException("application_name_patterns is empty: give at least one pattern, e.g. '*'")
+        return patterns
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        preview_only = as_bool(self.preview_only, "preview_only")
+        retention = as_number(self.retention_days, "retention_days") * 86400
+        patterns = self._patterns()
+        dynamodb = DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+        kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        now = time.time()
+        uses = [self._use(dynamodb, connector) for connector in self.connectors]
+        tables: list[LeaseTableFacts] = []
+        migrations: list[MigrationTableFacts] = []
+        for name in list_table_names(dynamodb):
+            facts = self._table_facts(dynamodb, name, now)
+            if isinstance(facts, MigrationTableFacts):
+                migrations.append(facts)
+            elif facts is not None:
+                tables.append(facts)
+        streams = {use.stream_name for use in uses} | {t.stream_name for t in tables if t.tagged and t.stream_name}
+        consumers = self._consumers(kinesis, sorted(streams))
+        decisions = plan_cleanup(
+            tables=tables,
+            migrations=migrations,
+            consumers=consumers,
+            connectors=uses,
+            now=now,
+            retention_seconds=retention,
+            patterns=patterns,
+        )
+        candidates = [d for d in decisions if d.delete]
+        self.log.info(
+            "Clean-up: %d candidates among %d tables and %d fan-out consumers (retention %.1f days, applications %s)",
+            len(candidates),
+            len(tables) + len(migrations),
+            len(consumers),
+            retention / 86400,
+            ", ".join(patterns),
+        )
+        for decision in decisions:
+            if decision.delete or decision.rule is not Rule.UNTAGGED:
+                self.log.info("  %s", decision.describe())
+        result: dict[str, Any] = {
+            "dry_run": preview_only,
+            "candidates": [d.to_dict() for d in candidates],
+            "kept": [d.to_dict() for d in decisions if not d.delete],
+            "deleted": [],
+            "backups": {},
+        }
+        if preview_only:
+            self.log.info(
+                "Dry run: nothing was deleted. To delete, trigger with dry_run false and confirm %r.", CONFIRMATION
+            )
+            return result
+        if optional_text(self.confirm) != CONFIRMATION:
+            raise AirflowException(
+                f"confirm must be {CONFIRMATION!r} to delete (got {self.confirm!r}); nothing was deleted"
+            )
+        for decision in candidates:
+            if self._delete(dynamodb, kinesis, decision, uses, retention, patterns, result["backups"]):
+                result["deleted"].append(decision.to_dict())
+        self.log.info("Clean-up deleted %d of %d candidates", len(result["deleted"]), len(candidates))
+        return result
+
+    # -- facts ----------------------------------------------------------------------------------
+
+    def _use(self, client: Any, connector: Mapping[str, Any]) -> ConnectorUse:
+        configured = str(connector["application_name"])
+        try:
+            active = resolve_application(client, configured).active
+        except MaintenanceError as err:
+            # Its configured table is kept anyway; the broken pointer is for a restore to repair.
+            self.log.warning("Connector %s: %s", connector["connector_id"], err)
+            active = configured
+        return ConnectorUse(
+            connector_id=str(connector["connector_id"]),
+            stream_name=str(connector["stream_name"]),
+            configured_application=configured,
+            active_application=active,
+            enhanced_fan_out=str(connector.get("consumer_type", "")) == ENHANCED_FAN_OUT,
+        )
+
+    def _table_facts(self, client: Any, name: str, now: float) -> LeaseTableFacts | MigrationTableFacts | None:
+        table = LeaseTable(client, name)
+        description = table.describe()
+        if description is None or description.get("TableStatus") != "ACTIVE":
+            return None  # gone, or being created or deleted: next run
+        tags = table_tags(client, description["TableArn"])
+        if tags.get(CREATED_BY_TAG) != CREATED_BY:
+            return LeaseTableFacts(name=name, tags=tags)
+        if MIGRATION_OF_TAG in tags:
+            return self._migration_facts(client, name, tags)
+        marks = read_marks(client, name)
+        if marks is None:
+            return LeaseTableFacts(name=name, tags=tags)
+        leases = table.leases()
+        return LeaseTableFacts(
+            name=name,
+            tags=tags,
+            application_name=marks.application_name,
+            stream_name=marks.stream_name,
+            superseded_by=marks.superseded_by,
+            live_leases=tuple(sorted(shard_id for shard_id, lease in leases.items() if lease.is_held(now))),
+            reset_in_progress=marks.live_reset(now) is not None,
+            last_activity=last_activity(marks, leases.values(), table.workers().values()),
+        )
+
+    def _migration_facts(self, client: Any, name: str, tags: Mapping[str, str]) -> MigrationTableFacts:
+        application = tags[MIGRATION_OF_TAG]
+        base = MigrationTableFacts(name=name, migration_of=application, tags=tags)
+        try:
+            state = migration_state(client, application, wait_seconds=0)
+            marker = LegacyMigration(client, application, "").marker()
+            if state is not MigrationState.WRITING or marker is None:
+                return MigrationTableFacts(name, application, tags, state.value)
+            translation, _ = LegacyMigration(client, application, marker.stream_name).translation()
+            present = LeaseTable(client, application).leases()
+        except MigrationError as err:
+            self.log.warning("Migration table %s: %s", name, err)
+            return base
+        written = all(
+            lease.shard_id in present and lease_agrees(present[lease.shard_id], lease) for lease in translation.leases
+        )
+        return MigrationTableFacts(name, application, tags, state.value, written, marker.migrated_at.timestamp())
+
+    def _consumers(self, kinesis: KinesisStreamHook, streams: Sequence[str]) -> list[ConsumerFacts]:
+        consumers: list[ConsumerFacts] = []
+        for stream in streams:
+            try:
+                listed = kinesis.list_consumers(stream)
+            except ClientError as err:
+                code = err.response.get("Error", {}).get("Code", "")
+                if code != "ResourceNotFoundException":
+                    self.log.warning("Cannot list the fan-out consumers of stream %s (%s); skipped", stream, code)
+                continue
+            consumers.extend(
+                ConsumerFacts(stream, c["ConsumerName"], c["ConsumerARN"], c.get("ConsumerStatus", "ACTIVE"))
+                for c in listed
+            )
+        return consumers
+
+    # -- deleting -------------------------------------------------------------------------------
+
+    def _delete(
+        self,
+        dynamodb: Any,
+        kinesis: KinesisStreamHook,
+        decision: Decision,
+        uses: Sequence[ConnectorUse],
+        retention: float,
+        patterns: Sequence[str],
+        backups: dict[str, str],
+    ) -> bool:
+        if decision.kind == FAN_OUT_CONSUMER:
+            assert decision.arn is not None
+            kinesis.deregister_consumer(decision.arn)
+            self.log.info("Deregistered fan-out consumer %s of stream %s", decision.resource, decision.stream_name)
+            return True
+        # A batch or a reset may have started since the plan: decide again on fresh facts.
+        now = time.time()
+        facts = self._table_facts(dynamodb, decision.resource, now)
+        if decision.kind == LEASE_TABLE and isinstance(facts, LeaseTableFacts):
+            again = decide_lease_table(facts, uses, now=now, retention_seconds=retention, patterns=patterns)
+            if not again.delete:
+                self.log.warning("Kept %s after all: %s", decision.resource, again.describe())
+                return False
+            backup = snapshot(LeaseTable(dynamodb, decision.resource), reason="cleanup")
+            backups[decision.resource] = write_backup(backup.to_json(), backup.file_name, self.backup_dir)
+            self.log.info("Backed up %s to %s", decision.resource, backups[decision.resource])
+            delete_table(dynamodb, decision.resource)
+            self.log.info("Deleted lease table %s (%s)", decision.resource, decision.rule.value)
+            return True
+        if decision.kind == MIGRATION_TABLE and isinstance(facts, MigrationTableFacts):
+            again = decide_migration_table(facts, now=now, retention_seconds=retention, patterns=patterns)
+            if not again.delete:
+                self.log.warning("Kept %s after all: %s", decision.resource, again.describe())
+                return False
+            document = {
+                "format": "airflow-kinesis-snowflake/migration-copy",
+                "table_name": decision.resource,
+                "migration_of": facts.migration_of,
+                "created_at": datetime.now(UTC).isoformat(),
+                "items": _all_items(dynamodb, decision.resource),
+            }
+            name = f"{facts.migration_of}/{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}-cleanup-migration-copy.json"
+            backups[decision.resource] = write_backup(json.dumps(document, indent=2), name, self.backup_dir)
+            marker = LegacyMigration(dynamodb, facts.migration_of, "").marker()
+            assert marker is not None  # fully written implies a verified, marked copy
+            # The migration's own last step, with its own checks.
+            LegacyMigration(dynamodb, facts.migration_of, marker.stream_name, wait_seconds=300).drop_copy()
+            self.log.info("Deleted migration table %s (%s)", decision.resource, decision.rule.value)
+            return True
+        self.log.warning("Kept %s after all: it changed since the plan", decision.resource)
+        return False
+
+
+def _all_items(client: Any, table_name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True}
+    while True:
+        page = client.scan(**kwargs)
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

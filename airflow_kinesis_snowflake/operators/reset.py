@@ -1,0 +1,705 @@
+"""Reset a connector's progress, or restore it from a checkpoint backup.
+
+Snowflake's Openflow connector for Kinesis resets its state by changing the application name (a
+new lease table; the old one is left behind) or by deleting the lease table (it is created
+again), and warns that either may load records twice or skip them. These operators do the same,
+in a safe order: dry run by default, confirmation by name, ingestions paused by a reset mark,
+every lease held and every checkpoint backed up before anything changes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_kinesis_snowflake.backups import read_backup, write_backup
+from airflow_kinesis_snowflake.config import validate_application_name
+from airflow_kinesis_snowflake.core.impact import (
+    DEFAULT_MAX_RECORDS,
+    DUPLICATE_AND_LOSS_WARNING,
+    ShardImpact,
+    estimate_impact,
+    ledger_note,
+    position_text,
+    totals,
+)
+from airflow_kinesis_snowflake.core.leases import Lease, LeaseTable, LeaseTableError, StartPosition
+from airflow_kinesis_snowflake.core.maintenance import (
+    CheckpointBackup,
+    MaintenanceError,
+    ResetMark,
+    ResetMode,
+    Resolution,
+    clear_reset_mark,
+    clear_superseded,
+    delete_table,
+    hold_leases,
+    mark_superseded,
+    read_marks,
+    resolve_application,
+    restore_leases,
+    set_generation,
+    set_reset_mark,
+    snapshot,
+)
+from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.core.shards import Shard
+from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+
+ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
+# How long a reset mark and the leases a reset holds outlive the wait for leases, should the task
+# die without clearing them: ingestions resume on their own after that.
+LOCK_MARGIN_SECONDS = 900
+
+
+def as_bool(value: bool | str, name: str) -> bool:
+    """A flag given as a bool or as rendered by a template (``True``/``False``, any case)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise AirflowException(f"{name} must be true or false, not {value!r}")
+
+
+def as_number(value: float | int | str, name: str, *, minimum: float = 0) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise AirflowException(f"{name} must be a number, not {value!r}") from None
+    if number < minimum:
+        raise AirflowException(f"{name} must be at least {minimum:g}, not {value!r}")
+    return number
+
+
+def optional_text(value: str | None) -> str | None:
+    """None for an empty or missing value (a template renders a missing Param as '' or 'None')."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text if text and text != "None" else None
+
+
+def maintenance_owner(context: Context, kind: str) -> str:
+    ti = context.get("ti")
+    where = f"{ti.dag_id}/{ti.run_id}/{ti.try_number}" if ti is not None else "manual"
+    return f"{kind}/{where}/{uuid.uuid4().hex[:8]}"
+
+
+def _release(table: LeaseTable, held: Iterable[Lease], log: Any) -> None:
+    for lease in held:
+        try:
+            table.release(lease)
+        except Exception:  # best effort: a held lease also expires on its own
+            log.warning("Could not release the lease on %s in %s", lease.shard_id, table.table_name, exc_info=True)
+
+
+def _clear_marks(client: Any, tables: Iterable[str], owner: str, log: Any) -> None:
+    for name in tables:
+        try:
+            clear_reset_mark(client, name, owner)
+        except Exception:  # it expires on its own; say so rather than hide the first error
+            log.warning("Could not remove the reset mark of %s; it expires by itself", name, exc_info=True)
+
+
+@dataclass(frozen=True)
+class _ResetSettings:
+    mode: ResetMode
+    new_application_name: str | None
+    position: InitialPosition
+    timestamp: datetime | None
+    dry_run: bool
+    confirm: str | None
+    lease_wait_timeout_seconds: float
+
+
+class ResetConnectorStateOperator(BaseOperator):
+    """Reset where a connector reads its stream: to a new application name, or by recreating the lease table.
+
+    ``new_application_name`` creates a new lease table at the chosen start position and leaves the
+    old one in place, recorded as superseded (``superseded_by`` in its metadata item, and in the
+    configured table's): ingestions follow it with no change to the connector file.
+    ``delete_table`` deletes the active lease table and creates it again, empty, with a new
+    generation id. Either way every shard starts at ``initial_position``.
+
+    A dry run (the default) only reports, per shard, the current checkpoint, the new start and how
+    many records would be read again or skipped. Otherwise ``confirm`` must be the current (active)
+    application name, and the operator marks the connector as resetting (ingest runs skip), waits
+    for running batches to release their leases and holds them, writes every checkpoint to a
+    backup, reports, acts, and removes the mark (also on failure). The backup document is the
+    task's result, with where it was written; ``RestoreCheckpointsOperator`` puts it back.
+
+    :param connector_id: the connector, recorded in the backup.
+    :param application_name: the connector's configured application name (connector file).
+    :param stream_name: the Kinesis data stream.
+    :param mode: ``new_application_name`` or ``delete_table``.
+    :param new_application_name: the new name (mode ``new_application_name``): a DynamoDB table
+        name no table has yet, 3-245 characters of letters, digits, ``_``, ``.``, ``-``.
+    :param initial_position: where every shard starts: TRIM_HORIZON, LATEST or AT_TIMESTAMP.
+    :param initial_timestamp: ISO 8601 time, with AT_TIMESTAMP.
+    :param preview_only: only report what would change, change nothing (default; the DAG's ``dry_run``).
+    :param confirm: must equal the current application name to act.
+    :param consumer_type: the connector's consumer type; with ENHANCED_FAN_OUT a consumer named
+        after the new application name is registered.
+    :param lease_wait_timeout_seconds: how long to wait for running batches to release their leases.
+    :param estimate_max_records: cap on the records counted per shard for the estimate (0: none).
+    :param backup_dir: directory path or URL for the backup (default ``$AIRFLOW_HOME/kinesis_snowflake_backups``).
+    :param aws_conn_id: the Airflow AWS connection.
+    :param region_name: AWS region; defaults to the connection's.
+    """
+
+    template_fields: Sequence[str] = (
+        "application_name",
+        "stream_name",
+        "mode",
+        "new_application_name",
+        "initial_position",
+        "initial_timestamp",
+        "preview_only",
+        "confirm",
+        "lease_wait_timeout_seconds",
+        "backup_dir",
+        "aws_conn_id",
+        "region_name",
+    )
+    ui_color = "#ffd8a8"
+
+    def __init__(
+        self,
+        *,
+        connector_id: str,
+        application_name: str,
+        stream_name: str,
+        mode: str = ResetMode.NEW_APPLICATION_NAME.value,
+        new_application_name: str | None = None,
+        initial_position: str = InitialPosition.TRIM_HORIZON.value,
+        initial_timestamp: str | None = None,
+        preview_only: bool | str = True,
+        confirm: str | None = None,
+        consumer_type: str = "SHARED_THROUGHPUT",
+        lease_wait_timeout_seconds: float | str = 600,
+        estimate_max_records: int = DEFAULT_MAX_RECORDS,
+        backup_dir: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.connector_id = connector_id
+        self.application_name = application_name
+        self.stream_name = stream_name
+        self.mode = mode
+        self.new_application_name = new_application_name
+        self.initial_position = initial_position
+        self.initial_timestamp = initial_timestamp
+        self.preview_only = preview_only
+        self.confirm = confirm
+        self.consumer_type = consumer_type
+        self.lease_wait_timeout_seconds = lease_wait_timeout_seconds
+        self.estimate_max_records = estimate_max_records
+        self.backup_dir = backup_dir
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def _settings(self) -> _ResetSettings:
+        """Every parameter checked before any AWS call."""
+        try:
+            mode = ResetMode(str(self.mode).strip())
+        except ValueError:
+            raise AirflowException(
+                f"mode must be one of {', '.join(m.value for m in ResetMode)}, not {self.mode!r}"
+            ) from None
+        new_name = optional_text(self.new_application_name)
+        if mode is ResetMode.NEW_APPLICATION_NAME:
+            if new_name is None:
+                raise AirflowException("mode new_application_name needs new_application_name")
+            try:
+                validate_application_name(new_name)
+            except ValueError as err:
+                raise AirflowException(f"new_application_name {new_name!r} {err}") from None
+        elif new_name is not None:
+            raise AirflowException("new_application_name is only used with mode new_application_name")
+        try:
+            position = InitialPosition(str(self.initial_position).strip().upper())
+        except ValueError:
+            raise AirflowException(
+                f"initial_position must be one of {', '.join(p.value for p in InitialPosition)}, "
+                f"not {self.initial_position!r}"
+            ) from None
+        timestamp = None
+        text = optional_text(self.initial_timestamp)
+        if position is InitialPosition.AT_TIMESTAMP:
+            if text is None:
+                raise AirflowException("initial_position AT_TIMESTAMP needs initial_timestamp (ISO 8601)")
+            try:
+                timestamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise AirflowException(f"initial_timestamp {text!r} is not an ISO 8601 time") from None
+            if timestamp.tzinfo is None:
+                timestamp = timestamp.replace(tzinfo=UTC)
+        elif text is not None:
+            raise AirflowException("initial_timestamp is only used with initial_position AT_TIMESTAMP")
+        return _ResetSettings(
+            mode=mode,
+            new_application_name=new_name,
+            position=position,
+            timestamp=timestamp,
+            dry_run=as_bool(self.preview_only, "preview_only"),
+            confirm=optional_text(self.confirm),
+            lease_wait_timeout_seconds=as_number(self.lease_wait_timeout_seconds, "lease_wait_timeout_seconds"),
+        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        settings = self._settings()
+        kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        client = DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+        now = datetime.now(UTC)
+        try:
+            resolution = resolve_application(client, self.application_name)
+        except MaintenanceError as err:
+            raise AirflowException(f"cannot reset connector {self.connector_id}: {err}") from err
+        current = resolution.active
+        marks = read_marks(client, current)
+        if marks is None:
+            raise AirflowException(
+                f"lease table {current!r} does not exist or has no metadata item: connector {self.connector_id} "
+                "has no progress to reset"
+            )
+        if marks.stream_name != self.stream_name:
+            raise AirflowException(
+                f"lease table {current!r} tracks stream {marks.stream_name!r}, not {self.stream_name!r}"
+            )
+        if resolution.reset is not None:
+            raise AirflowException(
+                f"a reset or restore is already working on {resolution.reset_table!r} "
+                f"({resolution.reset.mode} by {resolution.reset.owner}, "
+                f"until {resolution.reset.to_dict()['expires_at']})"
+            )
+        target = settings.new_application_name or current
+        if settings.mode is ResetMode.NEW_APPLICATION_NAME:
+            if target in resolution.chain or LeaseTable(client, target).exists():
+                raise AirflowException(
+                    f"new_application_name {target!r} already names a lease table; choose a name never used "
+                    "(to go back to an earlier table, restore its backup with the restore DAG)"
+                )
+        new_start = StartPosition.resolve(settings.position, settings.timestamp, now)
+        table = LeaseTable(client, current)
+
+        if settings.dry_run:
+            shards = kinesis.list_shards(self.stream_name)
+            impacts = self._estimate(kinesis, shards, table.leases(), new_start)
+            self._report(settings.mode, resolution, marks.generation_id, target, None, new_start, impacts)
+            backup = snapshot(table, reason=f"reset-{settings.mode.value}", connector_id=self.connector_id)
+            self.log.info(
+                "Dry run: nothing was changed. To reset, trigger again with dry_run false and confirm %r.", current
+            )
+            return self._result(
+                settings, resolution, marks.generation_id, target, None, new_start, impacts, backup, None
+            )
+
+        if settings.confirm != current:
+            raise AirflowException(
+                f"confirm must be the current application name {current!r} (got {settings.confirm!r}); "
+                "nothing was changed"
+            )
+        owner = maintenance_owner(context, "reset")
+        lock = settings.lease_wait_timeout_seconds + LOCK_MARGIN_SECONDS
+        mark = ResetMark(owner, settings.mode.value, now.timestamp(), now.timestamp() + lock)
+        marked: list[str] = []
+        held: dict[str, Lease] = {}
+        try:
+            for name in dict.fromkeys((self.application_name, current)):
+                set_reset_mark(client, name, mark)
+                marked.append(name)
+            self.log.info("Marked connector %s as resetting: ingest runs skip until the reset ends", self.connector_id)
+            held = hold_leases(table, owner, hold_seconds=lock, timeout_seconds=settings.lease_wait_timeout_seconds)
+            backup = snapshot(table, reason=f"reset-{settings.mode.value}", connector_id=self.connector_id)
+            location = write_backup(backup.to_json(), backup.file_name, self.backup_dir)
+            self.log.info("Backed up the %d leases and checkpoints of %s to %s", len(backup.leases), current, location)
+            shards = kinesis.list_shards(self.stream_name)
+            impacts = self._estimate(kinesis, shards, {lease.shard_id: lease for lease in backup.leases}, new_start)
+            self._report(settings.mode, resolution, marks.generation_id, target, None, new_start, impacts)
+            if settings.mode is ResetMode.NEW_APPLICATION_NAME:
+                generation = self._switch(client, kinesis, current, target, shards, new_start)
+                _release(table, held.values(), self.log)
+            else:
+                generation = self._recreate(client, current, shards, new_start, mark)
+            held = {}
+        except (MaintenanceError, LeaseTableError) as err:
+            raise AirflowException(f"reset of connector {self.connector_id} stopped: {err}") from err
+        finally:
+            if held:
+                _release(table, held.values(), self.log)
+            _clear_marks(client, marked, owner, self.log)
+        self.log.info(
+            "Reset done: %s (generation %s) is active; the next ingest run reads it from %s",
+            target,
+            generation,
+            position_text(new_start),
+        )
+        return self._result(
+            settings, resolution, marks.generation_id, target, generation, new_start, impacts, backup, location
+        )
+
+    def _estimate(
+        self, kinesis: KinesisStreamHook, shards: list[Shard], leases: dict[str, Lease], new_start: StartPosition
+    ) -> list[ShardImpact]:
+        return estimate_impact(
+            kinesis.conn, self.stream_name, shards, leases, new_start, max_records=self.estimate_max_records
+        )
+
+    def _switch(
+        self,
+        client: Any,
+        kinesis: KinesisStreamHook,
+        current: str,
+        target: str,
+        shards: list[Shard],
+        new_start: StartPosition,
+    ) -> str:
+        new_table = LeaseTable(client, target)
+        if not new_table.create(stream_name=self.stream_name, application_name=target):
+            raise MaintenanceError(f"lease table {target!r} was created by another process during the reset")
+        _check_fresh(new_table, new_table.sync_shards(shards, new_start), new_start)
+        # The old active table first, the configured one last: until then resolution follows the chain.
+        for name in dict.fromkeys((current, self.application_name)):
+            mark_superseded(client, name, by=target)
+        if self.consumer_type == ENHANCED_FAN_OUT:
+            kinesis.register_consumer(self.stream_name, target)
+        self.log.info("Lease table %s created; %s now supersedes %s", target, target, current)
+        return _generation(new_table)
+
+    def _recreate(
+        self, client: Any, current: str, shards: list[Shard], new_start: StartPosition, mark: ResetMark
+    ) -> str:
+        delete_table(client, current)
+        self.log.info("Deleted lease table %s", current)
+        table = LeaseTable(client, current)
+        if not table.create(stream_name=self.stream_name, application_name=current):
+            raise MaintenanceError(
+                f"lease table {current!r} was created again by another process (an ingest run's create_lease_table) "
+                "while it was deleted; it starts at the connector's initial position. Trigger the reset again, or "
+                "restore the backup"
+            )
+        set_reset_mark(client, current, mark)
+        _check_fresh(table, table.sync_shards(shards, new_start), new_start)
+        self.log.info("Lease table %s created again", current)
+        return _generation(table)
+
+    def _report(
+        self,
+        mode: ResetMode,
+        resolution: Resolution,
+        generation: str,
+        target: str,
+        new_generation: str | None,
+        new_start: StartPosition,
+        impacts: Sequence[ShardImpact],
+    ) -> None:
+        current = resolution.active
+        change = (
+            f"{current} -> new lease table {target}"
+            if mode is ResetMode.NEW_APPLICATION_NAME
+            else (f"{current}, deleted and created again")
+        )
+        self.log.info(
+            "Reset of connector %s (%s): %s; every shard starts at %s",
+            self.connector_id,
+            mode.value,
+            change,
+            position_text(new_start),
+        )
+        for impact in impacts:
+            self.log.info("  %s", impact.describe())
+        total = totals(impacts)
+        self.log.info(
+            "In total: %s%d Kinesis records read again, %s%d skipped (counts stop at %d per shard; a KPL aggregate "
+            "counts once)",
+            "at least " if total["read_again_at_least"] else "",
+            total["read_again"],
+            "at least " if total["skipped_at_least"] else "",
+            total["skipped"],
+            self.estimate_max_records,
+        )
+        self.log.warning("%s", DUPLICATE_AND_LOSS_WARNING)
+        self.log.warning(
+            "%s",
+            ledger_note(
+                old_application=current,
+                old_generation=generation,
+                new_application=target,
+                new_generation=new_generation,
+            ),
+        )
+
+    def _result(
+        self,
+        settings: _ResetSettings,
+        resolution: Resolution,
+        generation: str,
+        target: str,
+        new_generation: str | None,
+        new_start: StartPosition,
+        impacts: Sequence[ShardImpact],
+        backup: CheckpointBackup,
+        location: str | None,
+    ) -> dict[str, Any]:
+        return {
+            "connector_id": self.connector_id,
+            "mode": settings.mode.value,
+            "dry_run": settings.dry_run,
+            "configured_application_name": resolution.configured,
+            "application_name": resolution.active,
+            "generation_id": generation,
+            "new_application_name": target,
+            "new_generation_id": new_generation,
+            "new_start": new_start.to_dict(),
+            "shards": [impact.to_dict() for impact in impacts],
+            "estimate": totals(impacts),
+            "backup_location": location,
+            "backup": backup.to_dict(),
+        }
+
+
+def _generation(table: LeaseTable) -> str:
+    metadata = table.metadata()
+    if metadata is None:
+        raise MaintenanceError(f"lease table {table.table_name!r} lost its metadata item")
+    return metadata.generation_id
+
+
+def _check_fresh(table: LeaseTable, leases: dict[str, Lease], start: StartPosition) -> None:
+    """Every lease of a table the reset just created is free, unread and at the reset's start."""
+    others = sorted(
+        shard_id
+        for shard_id, lease in leases.items()
+        if lease.start != start or lease.checkpoint is not None or lease.lease_owner is not None
+    )
+    if others:
+        raise MaintenanceError(
+            f"lease table {table.table_name!r} holds leases the reset did not write ({', '.join(others)}): another "
+            "process used it during the reset"
+        )
+
+
+class RestoreCheckpointsOperator(BaseOperator):
+    """Put back every lease and checkpoint of a backup, and make its table the active one (undo a reset).
+
+    The backup's table gets exactly the backed-up leases (free, at their checkpoints), its
+    generation id back (so the exactly-once ledger's marks for it apply again), and becomes the
+    connector's active application; a different table that was active is left in place, marked as
+    superseded. Created again if clean-up removed it.
+
+    As with a reset: a dry run by default; ``confirm`` must be the current (active) application
+    name; ingestions are paused by a reset mark, running batches' leases are waited for and held,
+    and the current state is backed up first (its location is in the result), so a restore can be
+    undone the same way.
+
+    :param connector_id: the connector; a backup of another connector is refused.
+    :param application_name: the connector's configured application name (connector file).
+    :param stream_name: the Kinesis data stream; a backup of another stream is refused.
+    :param backup: where the backup is: the ``backup_location`` a reset, restore or clean-up returned.
+    :param preview_only: only report what would change, change nothing (default; the DAG's ``dry_run``).
+    :param confirm: must equal the current application name to act.
+    :param lease_wait_timeout_seconds: how long to wait for running batches to release their leases.
+    :param backup_dir: directory path or URL for the backup of the current state.
+    :param aws_conn_id: the Airflow AWS connection.
+    :param region_name: AWS region; defaults to the connection's.
+    """
+
+    template_fields: Sequence[str] = (
+        "application_name",
+        "stream_name",
+        "backup",
+        "preview_only",
+        "confirm",
+        "lease_wait_timeout_seconds",
+        "backup_dir",
+        "aws_conn_id",
+        "region_name",
+    )
+    ui_color = "#c3fae8"
+
+    def __init__(
+        self,
+        *,
+        connector_id: str,
+        application_name: str,
+        stream_name: str,
+        backup: str,
+        preview_only: bool | str = True,
+        confirm: str | None = None,
+        lease_wait_timeout_seconds: float | str = 600,
+        backup_dir: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.connector_id = connector_id
+        self.application_name = application_name
+        self.stream_name = stream_name
+        self.backup = backup
+        self.preview_only = preview_only
+        self.confirm = confirm
+        self.lease_wait_timeout_seconds = lease_wait_timeout_seconds
+        self.backup_dir = backup_dir
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def _load(self) -> CheckpointBackup:
+        location = optional_text(self.backup)
+        if location is None:
+            raise AirflowException("backup is required: the backup_location a reset or clean-up returned")
+        try:
+            text = read_backup(location)
+        except (OSError, ValueError) as err:
+            raise AirflowException(f"cannot read the backup {location!r}: {err}") from err
+        try:
+            backup = CheckpointBackup.from_json(text)
+        except MaintenanceError as err:
+            raise AirflowException(f"{location}: {err}") from err
+        if backup.stream_name != self.stream_name:
+            raise AirflowException(
+                f"{location} is a backup of stream {backup.stream_name!r}, not of {self.stream_name!r}"
+            )
+        if backup.connector_id is not None and backup.connector_id != self.connector_id:
+            raise AirflowException(
+                f"{location} is a backup of connector {backup.connector_id!r}, not {self.connector_id!r}"
+            )
+        return backup
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        dry_run = as_bool(self.preview_only, "preview_only")
+        timeout = as_number(self.lease_wait_timeout_seconds, "lease_wait_timeout_seconds")
+        backup = self._load()
+        client = DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+        try:
+            resolution = resolve_application(client, self.application_name)
+            current: str | None = resolution.active
+        except MaintenanceError as err:
+            # A broken pointer is what a restore repairs: go on from the configured table.
+            self.log.warning("%s", err)
+            resolution, current = None, None
+        if resolution is not None and resolution.reset is not None:
+            raise AirflowException(f"a reset or restore is already working on {resolution.reset_table!r}")
+        current_marks = read_marks(client, current) if current else None
+        if current_marks is None:
+            current = None
+        target = backup.application_name
+        target_table = LeaseTable(client, target)
+        present = target_table.leases() if target_table.exists() else {}
+        self.log.info(
+            "Restore of connector %s from %s (taken %s, %s): lease table %s, generation %s; active now: %s",
+            self.connector_id,
+            self.backup,
+            backup.created_at.isoformat(),
+            backup.reason,
+            target,
+            backup.generation_id,
+            current or "none",
+        )
+        for lease in sorted(backup.leases, key=lambda lease: lease.shard_id):
+            now_at = present.get(lease.shard_id)
+            self.log.info(
+                "  %s: checkpoint %s -> %s%s",
+                lease.shard_id,
+                _checkpoint(now_at) if now_at else "(no lease)",
+                _checkpoint(lease),
+                " (SHARD_END)" if lease.shard_ended else "",
+            )
+        for shard_id in sorted(set(present) - {lease.shard_id for lease in backup.leases}):
+            self.log.info("  %s: lease removed (not in the backup)", shard_id)
+        self.log.warning(
+            "Records loaded since the backup was taken are read and loaded again where the restored checkpoints are "
+            "behind them; the ledger marks of %s generation %s apply again.",
+            target,
+            backup.generation_id,
+        )
+        result: dict[str, Any] = {
+            "connector_id": self.connector_id,
+            "dry_run": dry_run,
+            "application_name": current,
+            "restored_application_name": target,
+            "restored_generation_id": backup.generation_id,
+            "checkpoints": backup.checkpoints(),
+            "backup_location": None,
+        }
+        expected = current or self.application_name
+        if dry_run:
+            self.log.info(
+                "Dry run: nothing was changed. To restore, trigger again with dry_run false and confirm %r.", expected
+            )
+            return result
+        if optional_text(self.confirm) != expected:
+            raise AirflowException(
+                f"confirm must be the current application name {expected!r} (got {self.confirm!r}); nothing was changed"
+            )
+
+        now = datetime.now(UTC).timestamp()
+        owner = maintenance_owner(context, "restore")
+        lock = timeout + LOCK_MARGIN_SECONDS
+        mark = ResetMark(owner, "restore", now, now + lock)
+        marked: list[str] = []
+        holding: list[tuple[LeaseTable, dict[str, Lease]]] = []
+        try:
+            for name in dict.fromkeys(n for n in (self.application_name, current, target) if n):
+                if read_marks(client, name) is not None:
+                    set_reset_mark(client, name, mark)
+                    marked.append(name)
+            if current is not None:
+                current_table = LeaseTable(client, current)
+                holding.append(
+                    (current_table, hold_leases(current_table, owner, hold_seconds=lock, timeout_seconds=timeout))
+                )
+                before = snapshot(current_table, reason="before-restore", connector_id=self.connector_id)
+                result["backup_location"] = write_backup(before.to_json(), before.file_name, self.backup_dir)
+                self.log.info("Backed up the current state of %s to %s", current, result["backup_location"])
+            if target != current and target_table.exists():
+                holding.append(
+                    (target_table, hold_leases(target_table, owner, hold_seconds=lock, timeout_seconds=timeout))
+                )
+            if target_table.create(stream_name=self.stream_name, application_name=target):
+                self.log.info("Lease table %s did not exist; created it again", target)
+                set_reset_mark(client, target, mark)
+                marked.append(target)
+            restored = restore_leases(target_table, backup, owner)
+            set_generation(client, target, backup.generation_id)
+            clear_superseded(client, target)
+            holding = [(t, held) for t, held in holding if t.table_name != target]
+            if current is not None and current != target:
+                mark_superseded(client, current, by=target)
+            if self.application_name != target:
+                LeaseTable(client, self.application_name).create(
+                    stream_name=self.stream_name, application_name=self.application_name
+                )
+                mark_superseded(client, self.application_name, by=target)
+            self.log.info(
+                "Restored %d leases into %s (%d removed); %s is the active application of connector %s",
+                len(restored.written),
+                target,
+                len(restored.removed),
+                target,
+                self.connector_id,
+            )
+        except (MaintenanceError, LeaseTableError) as err:
+            raise AirflowException(f"restore of connector {self.connector_id} stopped: {err}") from err
+        finally:
+            for table, held in holding:
+                _release(table, held.values(), self.log)
+            _clear_marks(client, marked, owner, self.log)
+        return result
+
+
+def _checkpoint(lease: Lease) -> str:
+    if lease.checkpoint is None:
+        return f"none (starts at {position_text(lease.start)})"
+    return lease.checkpoint.sequence_number

@@ -1,0 +1,272 @@
+"""CleanupOrphanedTablesOperator against moto: every rule, and what it must never touch."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_kinesis_snowflake.core.leases import LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.maintenance import (
+    CheckpointBackup,
+    ResetMark,
+    mark_superseded,
+    set_reset_mark,
+)
+from airflow_kinesis_snowflake.core.migration import LegacyMigration, MigrationState
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.shards import list_shards
+from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
+from tests.conftest import create_stream, put_json
+from tests.emulators import Emulators
+
+pytestmark = pytest.mark.integration
+
+TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
+OLD = datetime.now(UTC) - timedelta(days=30)
+
+
+@dataclass
+class World:
+    prefix: str
+    stream: str
+    dynamodb: Any
+    kinesis: Any
+    connectors: list[dict[str, str]]
+
+    def name(self, short: str) -> str:
+        return f"{self.prefix}{short}"
+
+    def exists(self, short: str) -> bool:
+        return LeaseTable(self.dynamodb, self.name(short)).exists()
+
+    def consumers(self) -> set[str]:
+        arn = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]["StreamARN"]
+        return {c["ConsumerName"] for c in self.kinesis.list_stream_consumers(StreamARN=arn)["Consumers"]}
+
+
+def lease_table(world: World, short: str, *, old: bool = True) -> LeaseTable:
+    """A lease table with one checkpointed shard; ``old`` dates every activity 30 days back."""
+    name = world.name(short)
+    table = LeaseTable(world.dynamodb, name)
+    table.create(stream_name=world.stream, application_name=name)
+    table.sync_shards(list_shards(world.kinesis, world.stream), TRIM)
+    lease = table.take(next(iter(table.leases().values())), "batch", 60)
+    assert lease is not None
+    table.heartbeat("batch", 60)
+    table.release(table.checkpoint(lease, Checkpoint("1")))
+    if old:
+        stamp = str(OLD.timestamp())
+        for item in world.dynamodb.scan(TableName=name, ConsistentRead=True)["Items"]:
+            kind = item["item_type"]["S"]
+            update = {
+                "METADATA": ("created_at", {"S": OLD.isoformat()}),
+                "SHARD": ("checkpointed_at", {"N": stamp}),
+                "WORKER": ("last_heartbeat", {"N": stamp}),
+            }[kind]
+            world.dynamodb.update_item(
+                TableName=name,
+                Key={"lease_key": item["lease_key"]},
+                UpdateExpression="SET #a = :v",
+                ExpressionAttributeNames={"#a": update[0]},
+                ExpressionAttributeValues={":v": update[1]},
+            )
+    return table
+
+
+def kcl_table(world: World, short: str) -> str:
+    name = world.name(short)
+    world.dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    world.dynamodb.put_item(
+        TableName=name,
+        Item={"leaseKey": {"S": "shardId-000000000000"}, "checkpoint": {"S": "7"}, "leaseCounter": {"N": "4"}},
+    )
+    return name
+
+
+def register(world: World, short: str) -> None:
+    arn = world.kinesis.describe_stream_summary(StreamName=world.stream)["StreamDescriptionSummary"]["StreamARN"]
+    world.kinesis.register_stream_consumer(StreamARN=arn, ConsumerName=world.name(short))
+
+
+@pytest.fixture
+def world(aws_connections: Emulators) -> World:
+    prefix = f"cu{uuid.uuid4().hex[:6]}-"
+    stream = f"{prefix}stream"
+    kinesis = create_stream(aws_connections, stream, 1)
+    put_json(kinesis, stream, [{"id": 1}])
+    dynamodb = aws_connections.boto3_client("dynamodb")
+    world = World(prefix, stream, dynamodb, kinesis, [])
+    world.connectors = [
+        {
+            "connector_id": "a",
+            "application_name": world.name("a"),
+            "stream_name": stream,
+            "consumer_type": "SHARED_THROUGHPUT",
+        },
+        {
+            "connector_id": "d",
+            "application_name": world.name("d0"),
+            "stream_name": stream,
+            "consumer_type": "SHARED_THROUGHPUT",
+        },
+        {
+            "connector_id": "e",
+            "application_name": world.name("e"),
+            "stream_name": stream,
+            "consumer_type": "ENHANCED_FAN_OUT",
+        },
+    ]
+    lease_table(world, "a")  # active, however old
+    lease_table(world, "d0")  # configured, points to d1
+    lease_table(world, "dx")  # an earlier name of d, superseded long ago
+    lease_table(world, "d1", old=False)
+    mark_superseded(dynamodb, world.name("d0"), by=world.name("d1"), now=OLD.timestamp())
+    mark_superseded(dynamodb, world.name("dx"), by=world.name("d1"), now=OLD.timestamp())
+    lease_table(world, "e", old=False)
+    lease_table(world, "orphan")
+    lease_table(world, "recent", old=False)
+    live = lease_table(world, "live")
+    assert live.take(next(iter(live.leases().values())), "batch/now", 600) is not None
+    lease_table(world, "resetting")
+    now = time.time()
+    set_reset_mark(dynamodb, world.name("resetting"), ResetMark("reset/x", "delete_table", now, now + 600))
+    # Someone else's table, as old as the others: never this provider's to remove.
+    dynamodb.create_table(
+        TableName=world.name("untagged"),
+        AttributeDefinitions=[{"AttributeName": "lease_key", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "lease_key", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    # A finished migration whose copy was left behind, and one stopped with only the copy left.
+    done = LegacyMigration(dynamodb, kcl_table(world, "kcl-done"), stream, clock=lambda: OLD)
+    done.copy()
+    done.delete_original()
+    done.create_table()
+    done.write_leases()
+    assert done.state() is MigrationState.WRITING
+    copied = LegacyMigration(dynamodb, kcl_table(world, "kcl-copied"), stream, clock=lambda: OLD)
+    copied.copy()
+    copied.delete_original()
+    assert copied.state() is MigrationState.COPIED
+    for consumer in ("a", "orphan", "e", "recent", "lambda-reader"):
+        register(world, consumer)
+    return world
+
+
+def cleanup(world: World, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+    operator = CleanupOrphanedTablesOperator(
+        task_id="cleanup",
+        connectors=world.connectors,
+        application_name_patterns=[f"{world.prefix}*"],
+        backup_dir=str(tmp_path),
+        region_name="us-east-1",
+        **kwargs,
+    )
+    result: dict[str, Any] = operator.execute(context={})
+    return result
+
+
+def rules(result: dict[str, Any], world: World) -> dict[tuple[str, str], str]:
+    return {
+        (d["kind"], d["resource"].removeprefix(world.prefix)): d["rule"]
+        for d in result["candidates"] + result["kept"]
+        if d["resource"].startswith(world.prefix)
+    }
+
+
+EXPECTED = {
+    ("lease-table", "a"): "active-application",
+    ("lease-table", "d0"): "configured-application",
+    ("lease-table", "d1"): "active-application",
+    ("lease-table", "dx"): "superseded-lease-table",
+    ("lease-table", "e"): "active-application",
+    ("lease-table", "orphan"): "orphaned-lease-table",
+    ("lease-table", "recent"): "within-retention",
+    ("lease-table", "live"): "live-lease",
+    ("lease-table", "resetting"): "reset-in-progress",
+    ("lease-table", "untagged"): "untagged",
+    ("lease-table", "kcl-done"): "within-retention",  # the migrated table is new
+    ("migration-table", "kcl-done_migration"): "leftover-migration-table",
+    ("migration-table", "kcl-copied_migration"): "migration-in-progress",
+    ("fan-out-consumer", "a"): "connector-not-enhanced-fan-out",
+    ("fan-out-consumer", "orphan"): "unused-fan-out-consumer",
+    ("fan-out-consumer", "e"): "consumer-in-use",
+    ("fan-out-consumer", "recent"): "within-retention",
+    ("fan-out-consumer", "lambda-reader"): "unknown-consumer",
+}
+DELETED = {
+    ("lease-table", "dx"),
+    ("lease-table", "orphan"),
+    ("migration-table", "kcl-done_migration"),
+    ("fan-out-consumer", "a"),
+    ("fan-out-consumer", "orphan"),
+}
+
+
+def test_a_dry_run_lists_every_candidate_with_its_rule_and_deletes_nothing(world: World, tmp_path: Path) -> None:
+    result = cleanup(world, tmp_path)
+    assert result["dry_run"] is True
+    assert rules(result, world) == EXPECTED
+    assert {(d["kind"], d["resource"].removeprefix(world.prefix)) for d in result["candidates"]} == DELETED
+    assert result["deleted"] == []
+    assert all(world.exists(short) for short in ("dx", "orphan", "kcl-done_migration"))
+    assert world.consumers() == {world.name(c) for c in ("a", "orphan", "e", "recent", "lambda-reader")}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_deleting_needs_confirmation_then_removes_only_the_candidates_after_a_backup(
+    world: World, tmp_path: Path
+) -> None:
+    with pytest.raises(AirflowException, match="confirm must be 'DELETE'"):
+        cleanup(world, tmp_path, preview_only=False, confirm="yes")
+    assert world.exists("orphan")
+
+    result = cleanup(world, tmp_path, preview_only="false", confirm="DELETE")
+    assert {(d["kind"], d["resource"].removeprefix(world.prefix)) for d in result["deleted"]} == DELETED
+    for short in ("dx", "orphan", "kcl-done_migration"):
+        assert not world.exists(short)
+    for short in ("a", "d0", "d1", "e", "recent", "live", "resetting", "untagged", "kcl-done", "kcl-copied_migration"):
+        assert world.exists(short), short
+    assert world.consumers() == {world.name(c) for c in ("e", "recent", "lambda-reader")}
+    # Checkpoints first: each deleted lease table's backup restores what it held.
+    orphan = CheckpointBackup.from_json(Path(result["backups"][world.name("orphan")]).read_text())
+    assert (orphan.application_name, orphan.reason) == (world.name("orphan"), "cleanup")
+    assert orphan.checkpoints() == {"shardId-000000000000": {"sequence_number": "1", "sub_sequence_number": 0}}
+    copy = json.loads(Path(result["backups"][world.name("kcl-done_migration")]).read_text())
+    assert copy["migration_of"] == world.name("kcl-done")
+    assert "shardId-000000000000" in {item["leaseKey"]["S"] for item in copy["items"]}
+    # The next run finds nothing more to delete among these.
+    again = cleanup(world, tmp_path)
+    assert {d["resource"] for d in again["candidates"]} == set()
+
+
+def test_a_connector_switched_to_fan_out_keeps_its_consumer(world: World, tmp_path: Path) -> None:
+    world.connectors[0] = world.connectors[0] | {"consumer_type": "ENHANCED_FAN_OUT"}
+    assert rules(cleanup(world, tmp_path), world)[("fan-out-consumer", "a")] == "consumer-in-use"
+
+
+def test_retention_and_patterns_come_from_the_trigger_form(world: World, tmp_path: Path) -> None:
+    result = cleanup(world, tmp_path, retention_days="60")
+    assert rules(result, world)[("lease-table", "orphan")] == "within-retention"
+    narrowed = CleanupOrphanedTablesOperator(
+        task_id="cleanup",
+        connectors=world.connectors,
+        # As the DAG renders its Param: JSON text.
+        application_name_patterns=f'["{world.prefix}orph*"]',
+        region_name="us-east-1",
+    ).execute(context={})
+    assert rules(narrowed, world)[("lease-table", "orphan")] == "orphaned-lease-table"
+    assert rules(narrowed, world)[("lease-table", "dx")] == "out-of-scope"

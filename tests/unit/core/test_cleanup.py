@@ -1,0 +1,245 @@
+"""Clean-up's candidate rules: what may be removed, and everything that must never be."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from airflow_kinesis_snowflake.core.cleanup import (
+    FAN_OUT_CONSUMER,
+    LEASE_TABLE,
+    MIGRATION_TABLE,
+    ConnectorUse,
+    ConsumerFacts,
+    Decision,
+    LeaseTableFacts,
+    MigrationTableFacts,
+    Rule,
+    decide_consumer,
+    decide_lease_table,
+    decide_migration_table,
+    in_scope,
+    plan_cleanup,
+)
+from airflow_kinesis_snowflake.core.leases import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
+from airflow_kinesis_snowflake.core.migration import MIGRATION_OF_TAG
+
+NOW = 1_800_000_000.0
+DAY = 86400.0
+WEEK = 7 * DAY
+TAGS = {CREATED_BY_TAG: CREATED_BY}
+
+ORDERS = ConnectorUse("orders", "orders", "orders-app", "orders-app")
+# After a reset to a new name: the configured table points to the active one.
+PAYMENTS = ConnectorUse("payments", "payments", "payments-app", "payments-v2", enhanced_fan_out=True)
+CONNECTORS = (ORDERS, PAYMENTS)
+
+
+def table(name: str, **kwargs: object) -> LeaseTableFacts:
+    facts = LeaseTableFacts(
+        name=name,
+        tags={**TAGS, APPLICATION_TAG: name},
+        application_name=name,
+        stream_name="orders",
+        last_activity=NOW - 30 * DAY,
+    )
+    return replace(facts, **kwargs)  # type: ignore[arg-type]
+
+
+def decide(facts: LeaseTableFacts, **kwargs: object) -> Decision:
+    return decide_lease_table(facts, CONNECTORS, now=NOW, retention_seconds=WEEK, **kwargs)  # type: ignore[arg-type]
+
+
+def test_an_idle_table_no_connector_names_is_an_orphan() -> None:
+    decision = decide(table("old-app"))
+    assert (decision.kind, decision.resource, decision.rule, decision.delete) == (
+        LEASE_TABLE,
+        "old-app",
+        Rule.ORPHANED_LEASE_TABLE,
+        True,
+    )
+    assert "no configured connector uses this application" in decision.detail
+    assert "30.0 days ago" in decision.detail
+    assert decision.describe().startswith("DELETE lease-table old-app [orphaned-lease-table]")
+
+
+def test_an_idle_superseded_table_says_what_replaced_it() -> None:
+    decision = decide(table("orders-app-v0", superseded_by="orders-app"))
+    assert decision.rule is Rule.SUPERSEDED_LEASE_TABLE and decision.delete
+    assert "superseded by 'orders-app'" in decision.detail
+
+
+@pytest.mark.parametrize(
+    ("facts", "rule"),
+    [
+        (LeaseTableFacts(name="someone-elses", tags={}), Rule.UNTAGGED),
+        (LeaseTableFacts(name="other-tool", tags={CREATED_BY_TAG: "terraform"}), Rule.UNTAGGED),
+        (table("old-app", live_leases=("shardId-000000000001",)), Rule.LIVE_LEASE),
+        (table("old-app", reset_in_progress=True), Rule.RESET_IN_PROGRESS),
+        (table("orders-app"), Rule.ACTIVE_APPLICATION),
+        (table("payments-v2", stream_name="payments"), Rule.ACTIVE_APPLICATION),
+        (table("payments-app", stream_name="payments", superseded_by="payments-v2"), Rule.CONFIGURED_APPLICATION),
+        (table("old-app", last_activity=NOW - 6 * DAY), Rule.WITHIN_RETENTION),
+        (table("being-created", application_name=None), Rule.NO_METADATA),
+    ],
+    ids=[
+        "untagged",
+        "tagged-by-someone-else",
+        "live-lease",
+        "reset-in-progress",
+        "active",
+        "active-after-reset",
+        "configured-pointer",
+        "within-retention",
+        "no-metadata",
+    ],
+)
+def test_tables_that_are_never_candidates(facts: LeaseTableFacts, rule: Rule) -> None:
+    decision = decide(facts)
+    assert decision.rule is rule
+    assert decision.delete is False
+    assert decision.describe().startswith("keep ")
+
+
+def test_never_rules_win_over_age_and_supersession() -> None:
+    # Old and superseded, but a batch holds a lease right now: kept.
+    ancient = table("old-app", superseded_by="new-app", last_activity=0.0, live_leases=("shardId-000000000000",))
+    assert decide(ancient).rule is Rule.LIVE_LEASE
+    # Untagged is checked before anything read from the table.
+    assert decide(replace(ancient, tags={})).rule is Rule.UNTAGGED
+
+
+def test_the_active_table_is_kept_however_old() -> None:
+    assert decide(table("orders-app", last_activity=0.0)).rule is Rule.ACTIVE_APPLICATION
+
+
+def test_retention_boundary() -> None:
+    assert decide(table("a", last_activity=NOW - WEEK + 1)).rule is Rule.WITHIN_RETENTION
+    assert decide(table("a", last_activity=NOW - WEEK)).rule is Rule.ORPHANED_LEASE_TABLE
+    assert decide_lease_table(table("a"), CONNECTORS, now=NOW, retention_seconds=60 * DAY).rule is (
+        Rule.WITHIN_RETENTION
+    )
+
+
+def test_patterns_limit_what_is_considered() -> None:
+    assert decide(table("old-app"), patterns=["orders-*"]).rule is Rule.OUT_OF_SCOPE
+    assert decide(table("orders-old"), patterns=["orders-*"]).rule is Rule.ORPHANED_LEASE_TABLE
+    assert in_scope("orders-old", ["payments-*", "orders-*"])
+    assert not in_scope("Orders-old", ["orders-*"])  # table names are case-sensitive
+
+
+def migration(**kwargs: object) -> MigrationTableFacts:
+    facts = MigrationTableFacts(
+        name="legacy-app_migration",
+        migration_of="legacy-app",
+        tags={**TAGS, MIGRATION_OF_TAG: "legacy-app"},
+        state="WRITING",
+        fully_written=True,
+        migrated_at=NOW - 10 * DAY,
+    )
+    return replace(facts, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_finished_migrations_copy_is_leftover() -> None:
+    decision = decide_migration_table(migration(), now=NOW, retention_seconds=WEEK)
+    assert (decision.kind, decision.rule, decision.delete) == (MIGRATION_TABLE, Rule.LEFTOVER_MIGRATION_TABLE, True)
+    assert decision.application_name == "legacy-app"
+
+
+@pytest.mark.parametrize(
+    ("facts", "rule"),
+    [
+        (migration(tags={MIGRATION_OF_TAG: "legacy-app"}), Rule.UNTAGGED),
+        (migration(state="COPYING", fully_written=False), Rule.MIGRATION_IN_PROGRESS),
+        (migration(state="COPIED", fully_written=False), Rule.MIGRATION_IN_PROGRESS),
+        (migration(fully_written=False), Rule.MIGRATION_IN_PROGRESS),
+        (migration(state=None, fully_written=False), Rule.MIGRATION_IN_PROGRESS),
+        (migration(migrated_at=NOW - DAY), Rule.WITHIN_RETENTION),
+    ],
+    ids=["untagged", "copying", "copied-only-copy-left", "writing-unfinished", "state-unknown", "recent"],
+)
+def test_migration_copies_that_are_never_candidates(facts: MigrationTableFacts, rule: Rule) -> None:
+    decision = decide_migration_table(facts, now=NOW, retention_seconds=WEEK)
+    assert decision.rule is rule and not decision.delete
+
+
+def test_copied_state_says_the_copy_may_hold_the_only_checkpoints() -> None:
+    decision = decide_migration_table(migration(state="COPIED", fully_written=False), now=NOW)
+    assert "COPIED" in decision.detail and "only checkpoints" in decision.detail
+
+
+def consumer(name: str, stream: str = "orders", status: str = "ACTIVE") -> ConsumerFacts:
+    return ConsumerFacts(
+        stream, name, f"arn:aws:kinesis:us-east-1:123456789012:stream/{stream}/consumer/{name}:1", status
+    )
+
+
+def test_consumer_of_a_shared_throughput_connector_is_deregistered() -> None:
+    decision = decide_consumer(consumer("orders-app"), CONNECTORS, {})
+    assert (decision.kind, decision.rule, decision.delete) == (FAN_OUT_CONSUMER, Rule.NOT_ENHANCED_FAN_OUT, True)
+    assert decision.arn is not None and decision.arn.endswith("consumer/orders-app:1")
+
+
+def test_consumers_of_fan_out_connectors_are_kept_for_the_active_and_configured_name() -> None:
+    for name in ("payments-v2", "payments-app"):
+        decision = decide_consumer(consumer(name, "payments"), CONNECTORS, {})
+        assert decision.rule is Rule.CONSUMER_IN_USE and not decision.delete
+
+
+def test_consumer_of_a_removed_connector_follows_its_lease_table() -> None:
+    orphan = decide(table("removed-app"))
+    kept = decide(table("removed-app", last_activity=NOW - DAY))
+    assert decide_consumer(consumer("removed-app"), CONNECTORS, {("orders", "removed-app"): orphan}).rule is (
+        Rule.UNUSED_FAN_OUT_CONSUMER
+    )
+    within = decide_consumer(consumer("removed-app"), CONNECTORS, {("orders", "removed-app"): kept})
+    assert within.rule is Rule.WITHIN_RETENTION and not within.delete
+    assert "its lease table is kept" in within.detail
+
+
+@pytest.mark.parametrize(
+    ("facts", "rule"),
+    [
+        (consumer("lambda-reader"), Rule.UNKNOWN_CONSUMER),
+        (consumer("orders-app", status="CREATING"), Rule.CONSUMER_NOT_ACTIVE),
+        # Same name as a connector's application, but on another stream: not that connector's.
+        (consumer("orders-app", stream="clicks"), Rule.UNKNOWN_CONSUMER),
+    ],
+    ids=["unknown-name", "not-active", "other-stream"],
+)
+def test_consumers_that_are_never_candidates(facts: ConsumerFacts, rule: Rule) -> None:
+    decision = decide_consumer(facts, CONNECTORS, {})
+    assert decision.rule is rule and not decision.delete
+
+
+def test_plan_lists_consumers_before_tables_and_keys_consumers_by_stream() -> None:
+    tables = [table("zz-removed"), table("orders-app"), LeaseTableFacts(name="untagged", tags={})]
+    plan = plan_cleanup(
+        tables=tables,
+        migrations=[migration()],
+        consumers=[consumer("zz-removed"), consumer("orders-app"), consumer("zz-removed", stream="clicks")],
+        connectors=CONNECTORS,
+        now=NOW,
+        retention_seconds=WEEK,
+    )
+    assert [(d.kind, d.resource, d.stream_name, d.rule) for d in plan] == [
+        (FAN_OUT_CONSUMER, "zz-removed", "clicks", Rule.UNKNOWN_CONSUMER),
+        (FAN_OUT_CONSUMER, "orders-app", "orders", Rule.NOT_ENHANCED_FAN_OUT),
+        (FAN_OUT_CONSUMER, "zz-removed", "orders", Rule.UNUSED_FAN_OUT_CONSUMER),
+        (LEASE_TABLE, "orders-app", "orders", Rule.ACTIVE_APPLICATION),
+        (LEASE_TABLE, "untagged", None, Rule.UNTAGGED),
+        (LEASE_TABLE, "zz-removed", "orders", Rule.ORPHANED_LEASE_TABLE),
+        (MIGRATION_TABLE, "legacy-app_migration", None, Rule.LEFTOVER_MIGRATION_TABLE),
+    ]
+    assert [d.to_dict()["delete"] for d in plan] == [False, True, True, False, False, True, True]
+
+
+def test_rules_that_delete() -> None:
+    assert {r for r in Rule if r.deletes} == {
+        Rule.ORPHANED_LEASE_TABLE,
+        Rule.SUPERSEDED_LEASE_TABLE,
+        Rule.LEFTOVER_MIGRATION_TABLE,
+        Rule.UNUSED_FAN_OUT_CONSUMER,
+        Rule.NOT_ENHANCED_FAN_OUT,
+    }

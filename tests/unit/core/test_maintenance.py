@@ -1,0 +1,189 @@
+"""Checkpoint backups, activity times and the reset report, without AWS."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from airflow_kinesis_snowflake.core.impact import (
+    Count,
+    ShardImpact,
+    ledger_note,
+    position_text,
+    totals,
+)
+from airflow_kinesis_snowflake.core.leases import STATE_SHARD_END, Lease, StartPosition
+from airflow_kinesis_snowflake.core.maintenance import (
+    BACKUP_FORMAT,
+    CheckpointBackup,
+    MaintenanceError,
+    ResetMark,
+    TableMarks,
+    last_activity,
+    lease_from_dict,
+    lease_to_dict,
+)
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
+
+SEQ = "49590338271490256608559692538361571095921575989136588898"
+TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
+AT = StartPosition(InitialPosition.AT_TIMESTAMP, datetime(2026, 1, 31, 12, tzinfo=UTC))
+
+LEASES = (
+    Lease("shardId-000000000000", 7, TRIM, state=STATE_SHARD_END, child_shard_ids=("shardId-000000000002",)),
+    Lease(
+        "shardId-000000000002",
+        3,
+        AT,
+        parent_shard_ids=("shardId-000000000000",),
+        lease_owner="reset/x",
+        lease_expires_at=5.0,
+        checkpoint=Checkpoint(SEQ, 4),
+        checkpointed_at=1_700_000_000.5,
+        hash_key_range=("0", "170141183460469231731687303715884105727"),
+    ),
+    Lease("shardId-000000000003", 0, TRIM),
+)
+
+
+def backup() -> CheckpointBackup:
+    return CheckpointBackup(
+        application_name="orders-app",
+        stream_name="orders",
+        generation_id="g1",
+        created_at=datetime(2026, 2, 1, 8, 30, 5, 123456, tzinfo=UTC),
+        reason="reset-new_application_name",
+        leases=LEASES,
+        connector_id="orders",
+        superseded_by=None,
+    )
+
+
+def test_a_backup_survives_json_with_every_lease_field_that_matters() -> None:
+    text = backup().to_json()
+    again = CheckpointBackup.from_json(text)
+    assert again.application_name == "orders-app"
+    assert again.generation_id == "g1"
+    assert again.created_at == backup().created_at
+    by_shard = {lease.shard_id: lease for lease in again.leases}
+    done, child, fresh = (by_shard[lease.shard_id] for lease in LEASES)
+    assert done.state == STATE_SHARD_END and done.child_shard_ids == ("shardId-000000000002",)
+    assert child.checkpoint == Checkpoint(SEQ, 4)
+    assert child.start == AT
+    assert child.parent_shard_ids == ("shardId-000000000000",)
+    assert child.hash_key_range == LEASES[1].hash_key_range
+    assert child.checkpointed_at == 1_700_000_000.5
+    # Who held a lease when it was backed up is not kept: a restored lease starts free.
+    assert (child.lease_owner, child.lease_counter) == (None, 0)
+    assert fresh.checkpoint is None and fresh.start == TRIM
+    document = json.loads(text)
+    assert document["format"] == BACKUP_FORMAT
+    assert document["leases"][1]["checkpoint"] == {"sequence_number": SEQ, "sub_sequence_number": 4}
+
+
+def test_backup_checkpoints_and_file_name() -> None:
+    assert backup().checkpoints() == {
+        "shardId-000000000000": None,
+        "shardId-000000000002": {"sequence_number": SEQ, "sub_sequence_number": 4},
+        "shardId-000000000003": None,
+    }
+    assert backup().file_name == "orders-app/20260201T083005123456Z-reset-new_application_name.json"
+
+
+def test_lease_dict_round_trip() -> None:
+    for lease in LEASES:
+        restored = lease_from_dict(lease_to_dict(lease))
+        assert (restored.shard_id, restored.checkpoint, restored.state, restored.start) == (
+            lease.shard_id,
+            lease.checkpoint,
+            lease.state,
+            lease.start,
+        )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format": "something-else"}, "not a checkpoint backup"),
+        ({"version": 2}, "version 2"),
+        ({"leases": [{"shard_id": "s"}]}, "incomplete or malformed"),
+        ({"created_at": "yesterday"}, "incomplete or malformed"),
+    ],
+)
+def test_a_malformed_backup_is_refused_with_the_reason(change: dict[str, object], message: str) -> None:
+    document = backup().to_dict() | change
+    with pytest.raises(MaintenanceError, match=message):
+        CheckpointBackup.from_dict(document)
+
+
+def test_a_backup_that_is_not_json_is_refused() -> None:
+    with pytest.raises(MaintenanceError, match="not JSON"):
+        CheckpointBackup.from_json("{nope")
+
+
+def marks(**kwargs: object) -> TableMarks:
+    base: dict[str, object] = {
+        "table_name": "t",
+        "application_name": "t",
+        "stream_name": "s",
+        "generation_id": "g",
+        "created_at": "2026-01-01T00:00:00+00:00",
+    }
+    return TableMarks(**(base | kwargs))  # type: ignore[arg-type]
+
+
+def test_last_activity_is_the_latest_moment() -> None:
+    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    assert last_activity(marks(), [], []) == created
+    leases = [Lease("a", 0, TRIM, checkpointed_at=created + 10), Lease("b", 0, TRIM, checkpointed_at=created + 5)]
+    assert last_activity(marks(), leases, [created + 20.0, created + 1.0]) == created + 20
+    assert last_activity(marks(superseded_at=created + 99), leases, []) == created + 99
+    # A hand-edited creation time does not hide the other moments.
+    assert last_activity(marks(created_at="garbage"), leases, []) == created + 10
+
+
+def test_a_reset_mark_is_live_until_it_expires() -> None:
+    mark = ResetMark("reset/x", "delete_table", 100.0, 200.0)
+    assert mark.is_live(199.9) and not mark.is_live(200.0)
+    assert mark.to_dict()["expires_at"] == "1970-01-01T00:03:20+00:00"
+    assert marks(reset=mark).live_reset(150.0) == mark
+    assert marks(reset=mark).live_reset(250.0) is None
+
+
+def test_impact_lines_say_what_is_read_again_and_skipped() -> None:
+    again = ShardImpact(
+        "shardId-000000000000", TRIM, checkpoint=Checkpoint("120"), current_start=TRIM, read_again=Count(120)
+    )
+    assert again.describe() == (
+        "shardId-000000000000: checkpoint 120; new start TRIM_HORIZON; "
+        "120 records already loaded will be read and loaded again"
+    )
+    skipped = ShardImpact("s1", AT, current_start=TRIM, read_again=Count(0), skipped=Count(10_000, capped=True))
+    assert skipped.describe() == (
+        "s1: no checkpoint yet (starts at TRIM_HORIZON); new start AT_TIMESTAMP 2026-01-31T12:00:00+00:00; "
+        "at least 10,000 records not loaded yet will be skipped and never loaded"
+    )
+    nothing = ShardImpact("s2", AT, current_start=TRIM, shard_ended=True, read_again=Count(0), skipped=Count(0))
+    assert nothing.describe().endswith(
+        "finished (SHARD_END); new start AT_TIMESTAMP 2026-01-31T12:00:00+00:00; no record read again or skipped"
+    )
+    assert ShardImpact("s3", TRIM).describe() == (
+        "s3: no lease yet; new start TRIM_HORIZON; records read again or skipped: not estimated"
+    )
+    assert "no longer in the stream" in ShardImpact("s4", TRIM, in_stream=False).describe()
+    assert totals([again, skipped, nothing]) == {
+        "read_again": 120,
+        "read_again_at_least": False,
+        "skipped": 10_000,
+        "skipped_at_least": True,
+    }
+    assert skipped.to_dict()["skipped"] == {"records": 10_000, "at_least": True}
+
+
+def test_ledger_note_says_rows_are_loaded_again() -> None:
+    note = ledger_note(old_application="a", old_generation="g1", new_application="b", new_generation="g2")
+    assert "marks of 'a' (generation g1) do not apply to 'b' (generation g2)" in note
+    assert "loaded again as new rows" in note
+    assert position_text(TRIM) == "TRIM_HORIZON"
