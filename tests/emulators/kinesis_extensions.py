@@ -161,11 +161,17 @@ def _with_fault(operation: str, original: Any) -> Any:
     return call
 
 
+def _max_sequence_number(self: Shard) -> int:
+    # moto lists every record of the shard to find the last one, on every put.
+    return next(reversed(self.records), 0)
+
+
 def install() -> None:
     """Patch moto's Kinesis model and responses; idempotent."""
     global _installed
     if _installed:
         return
+    Shard.get_max_sequence_number = _max_sequence_number  # type: ignore[method-assign]
     Stream.get_shard_for_key = _open_shard_for_key  # type: ignore[method-assign]
     Stream.split_shard = _keeping_records(Stream.split_shard)  # type: ignore[method-assign]
     Stream.merge_shards = _keeping_records(Stream.merge_shards)  # type: ignore[method-assign]
