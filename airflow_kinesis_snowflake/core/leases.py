@@ -165,6 +165,17 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
     return item
 
 
+def scan_items(client: Any, table_name: str) -> Iterator[dict[str, Any]]:
+    """Every item of a DynamoDB table, strongly consistent, across pages."""
+    kwargs: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True}
+    while True:
+        page = client.scan(**kwargs)
+        yield from page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def _ancestors_of(shards: list[Shard], shard_ids: set[str]) -> set[str]:
     """Every ancestor, through the listed lineage, of the shards in ``shard_ids``."""
     parents = {s.shard_id: s.parent_shard_ids for s in shards}
@@ -302,13 +313,7 @@ class LeaseTable:
 
     def _scan(self, item_type: str) -> Iterator[dict[str, Any]]:
         """Every item of one type, strongly consistent, across pages."""
-        kwargs: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": True}
-        while True:
-            page = self.client.scan(**kwargs)
-            yield from (i for i in page.get("Items", []) if i.get("item_type", {}).get("S") == item_type)
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return (i for i in scan_items(self.client, self.table_name) if i.get("item_type", {}).get("S") == item_type)
 
     def leases(self) -> dict[str, Lease]:
         """Every shard lease, by shard id (strongly consistent)."""

@@ -66,6 +66,7 @@ from airflow_kinesis_snowflake.core.leases import (
     Lease,
     LeaseTable,
     StartPosition,
+    scan_items,
 )
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition, parse_sequence_number
 
@@ -434,14 +435,7 @@ def _describe(client: Any, table_name: str) -> dict[str, Any] | None:
 
 
 def _scan(client: Any, table_name: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True}
-    while True:
-        page = client.scan(**kwargs)
-        items.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return list(scan_items(client, table_name))
 
 
 def _wait(client: Any, waiter: str, table_name: str, wait_seconds: float) -> None:

@@ -28,7 +28,7 @@ from airflow_kinesis_snowflake.core.cleanup import (
     decide_migration_table,
     plan_cleanup,
 )
-from airflow_kinesis_snowflake.core.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable
+from airflow_kinesis_snowflake.core.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
 from airflow_kinesis_snowflake.core.maintenance import (
     MaintenanceError,
     delete_table,
@@ -313,7 +313,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
                 "table_name": decision.resource,
                 "migration_of": facts.migration_of,
                 "created_at": datetime.now(UTC).isoformat(),
-                "items": _all_items(dynamodb, decision.resource),
+                "items": list(scan_items(dynamodb, decision.resource)),
             }
             name = f"{facts.migration_of}/{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}-cleanup-migration-copy.json"
             backups[decision.resource] = write_backup(json.dumps(document, indent=2), name, self.backup_dir)
@@ -325,14 +325,3 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             return True
         self.log.warning("Kept %s after all: it changed since the plan", decision.resource)
         return False
-
-
-def _all_items(client: Any, table_name: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True}
-    while True:
-        page = client.scan(**kwargs)
-        items.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
