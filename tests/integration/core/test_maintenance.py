@@ -123,7 +123,8 @@ def test_hold_takes_every_lease_and_waits_for_a_running_batch(emulators: Emulato
     assert {lease.lease_owner for lease in stored.values()} == {"reset/x"}
     assert stored["shardId-000000000001"].checkpoint == Checkpoint("42")
     # A batch planned now finds nothing it may take.
-    assert eligible_leases(table.leases(), time.time()) == []
+    planned_at = time.time()
+    assert eligible_leases(table.leases(), planned_at) == []
 
 
 def test_hold_gives_up_naming_the_holder(emulators: Emulators) -> None:
