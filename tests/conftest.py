@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -96,3 +97,13 @@ def query(emulators: Emulators, sql: str) -> list[tuple[Any, ...]]:
         return list(conn.cursor().execute(sql).fetchall())
     finally:
         conn.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the fault matrix of tests/reliability when it ran."""
+    matrix = sys.modules.get("tests.reliability.test_fault_matrix")
+    rows = getattr(matrix, "OUTCOMES", None)
+    if matrix is not None and rows:
+        terminalreporter.section("fault matrix")
+        for line in matrix.matrix_lines(rows):
+            terminalreporter.write_line(line)

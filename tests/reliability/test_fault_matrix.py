@@ -73,24 +73,27 @@ def stream(emulators: Emulators) -> Iterator[tuple[str, Any]]:
     yield name, kinesis
 
 
+# Read by pytest_terminal_summary in tests/conftest.py, which prints the matrix after the run.
+OUTCOMES: list[Outcome] = []
+
+
 @pytest.fixture(scope="module")
-def outcomes(request: pytest.FixtureRequest) -> Iterator[list[Outcome]]:
-    rows: list[Outcome] = []
-    yield rows
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or not rows:
-        return
+def outcomes() -> list[Outcome]:
+    return OUTCOMES
+
+
+def matrix_lines(rows: list[Outcome]) -> list[str]:
+    """The fault matrix as printed at the end of the test run."""
     width = max(len(r.case) for r in rows)
-    reporter.write_line("")
-    reporter.write_line("Fault matrix: every case retried until the DAG succeeded, then checked in the table")
     header = f"{'case':<{width}}  {'first run':<9}  {'fired':<5}  {'runs':>4}  {'rows':>5}  {'lost':>4}  {'dup':>3}"
-    reporter.write_line(header)
-    reporter.write_line("-" * len(header))
-    for r in rows:
-        reporter.write_line(
-            f"{r.case:<{width}}  {r.first_run:<9}  {'yes' if r.fault_fired else 'NO':<5}  {r.runs:>4}  "
-            f"{r.rows:>5}  {r.lost:>4}  {r.duplicated:>3}"
-        )
+    lines = ["Fault matrix: every case retried until the DAG succeeded, then checked in the table", header]
+    lines.append("-" * len(header))
+    lines += [
+        f"{r.case:<{width}}  {r.first_run:<9}  {'yes' if r.fault_fired else 'NO':<5}  {r.runs:>4}  "
+        f"{r.rows:>5}  {r.lost:>4}  {r.duplicated:>3}"
+        for r in rows
+    ]
+    return lines
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
