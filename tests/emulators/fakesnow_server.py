@@ -27,7 +27,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tests.emulators.faults import FaultFile, kill_spark_jobs
+from tests.emulators.faults import FaultFile, exit_with_parent, kill_spark_jobs
 
 FAULTS = FaultFile("FAKESNOW_FAULTS_FILE")
 _outage_until = 0.0
@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     fakesnow_server.app.add_middleware(FaultMiddleware)
+    exit_with_parent()
     uvicorn.run(fakesnow_server.app, host=args.host, port=args.port, log_level="warning")
 
 

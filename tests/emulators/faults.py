@@ -116,3 +116,15 @@ def write_faults(path: Path, faults: list[dict[str, Any]]) -> None:
 def served(path: Path) -> list[dict[str, Any]]:
     served_path = Path(f"{path}.served.json")
     return list(json.loads(served_path.read_text())) if served_path.exists() else []
+
+
+def exit_with_parent() -> None:
+    """End this emulator when the process that started it is gone (a killed test run)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

@@ -12,6 +12,7 @@ import threading
 from moto.server import ThreadedMotoServer
 
 from tests.emulators import kinesis_extensions, moto_extensions
+from tests.emulators.faults import exit_with_parent
 
 
 def main() -> None:
@@ -20,6 +21,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     moto_extensions.install()
+    exit_with_parent()
     kinesis_extensions.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
