@@ -159,6 +159,7 @@ def stage_range(
         "bytes": sum(len(r.data) for r in read.records),
         "shard_end": read.shard_end,
         "get_records_calls": read.get_records_calls,
+        "millis_behind_latest": read.millis_behind_latest,
     }
 
 

@@ -37,6 +37,8 @@ class RangeRead:
     shard_end: bool = False
     get_records_calls: int = 0
     iterator_renewals: int = 0
+    # How far the last GetRecords page was from the shard's tip, as Kinesis reports it.
+    millis_behind_latest: int | None = None
 
 
 def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
@@ -83,6 +85,8 @@ def read_shard_range(
             ]
             continue
         result.get_records_calls += 1
+        if "MillisBehindLatest" in response:
+            result.millis_behind_latest = int(response["MillisBehindLatest"])
 
         stopped = False
         for record in deaggregate(shard_range.shard_id, response.get("Records", [])):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -95,3 +96,17 @@ def test_a_closed_shard_read_to_its_end_reports_shard_end(emulators: Emulators) 
     result = read(kinesis, stream, rng(ending=ending))
     assert values(result) == [0, 1, 2, 3]
     assert result.shard_end
+
+
+def test_the_read_reports_how_far_it_is_behind_the_tip(emulators: Emulators) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    put(kinesis, stream, range(5))
+    time.sleep(0.3)
+    put(kinesis, stream, range(5, 10))
+    behind = read(kinesis, stream, rng(max_records=5), per_call=5)
+    assert values(behind) == list(range(5))
+    assert behind.millis_behind_latest is not None and behind.millis_behind_latest >= 300
+    caught_up = read(kinesis, stream, rng(start=behind.last))
+    assert values(caught_up) == list(range(5, 10))
+    assert caught_up.millis_behind_latest == 0
