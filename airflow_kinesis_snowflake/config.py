@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from airflow_kinesis_snowflake.core.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import InitialPosition
 from airflow_kinesis_snowflake.core.provisioning import (
@@ -35,7 +36,6 @@ from airflow_kinesis_snowflake.core.provisioning import (
     ProvisioningSpec,
     normalize_base_location,
     normalize_column_type,
-    validate_pipe_definition,
 )
 from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN
 
@@ -157,8 +157,9 @@ class DestinationConfig(_Strict):
         needs ``cluster_by``) or PIPE (a table loaded through the user's pipe).
     :param schema_evolution: create the table with ``ENABLE_SCHEMA_EVOLUTION`` (TABLE, PIPE,
         ICEBERG), and let each batch add a column for a new first-level key and drop NOT NULL
-        where its records lack a value (TABLE, PIPE; Iceberg tables are never altered). Left out,
-        the ingestion follows the table's own ``ENABLE_SCHEMA_EVOLUTION``.
+        where its records lack a value (TABLE only: Iceberg tables are never altered, and a pipe's
+        SELECT names the keys it loads). Left out, the ingestion follows the table's own
+        ``ENABLE_SCHEMA_EVOLUTION``.
     :param on_unknown_key: a key with no column that gets none (evolution off, an Iceberg table,
         a key no column can be named after): IGNORE loads the record without it, FAIL fails the
         batch, before anything is loaded, naming the keys.
@@ -171,6 +172,9 @@ class DestinationConfig(_Strict):
     :param base_location: ICEBERG: directory of the table's files on the external volume.
     :param pipe: PIPE: name of the pipe, in the destination schema.
     :param pipe_definition: PIPE: ``COPY INTO <database>.<schema>.<table> FROM (SELECT ...)``.
+        Provisioning creates the pipe with it, and each batch runs it over its own staged records
+        (``$1`` is the record's JSON object with a ``KINESISMETADATA`` key) in the transaction that
+        moves the ledger.
     """
 
     database: str

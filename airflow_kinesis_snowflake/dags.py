@@ -171,6 +171,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             max_shards_per_batch=config.batch.max_shards_per_batch,
             lease_duration_seconds=config.batch.lease_duration_seconds,
             destination_type=dst.type.value,
+            pipe_definition=dst.pipe_definition,
             schema_evolution=dst.ingest_schema_evolution,
             on_unknown_key=dst.on_unknown_key.value,
             aws_conn_id=conns.aws,

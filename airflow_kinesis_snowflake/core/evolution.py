@@ -311,11 +311,15 @@ def resolve_policy(
     table_evolution: bool | None,
     table_iceberg: bool | None = None,
 ) -> EvolutionPolicy:
-    """Iceberg and interactive tables are never altered. Otherwise ``configured`` (the connector's
+    """Iceberg and interactive tables are never altered, nor a table loaded through a pipe (its
+    SELECT picks the keys). Otherwise ``configured`` (the connector's
     ``destination.schema_evolution``, when it says so) decides, and without it the table's own
     ``ENABLE_SCHEMA_EVOLUTION``; a table whose property cannot be read is not altered.
     """
     kind = destination_type.upper()
+    if kind == "PIPE":
+        # The pipe's SELECT names the keys it loads; the others are not the table's business.
+        return EvolutionPolicy(False, UnknownKeys.IGNORE, "the pipe's SELECT decides which keys are loaded")
     if kind in NEVER_EVOLVED or table_iceberg:
         what = "an interactive table" if kind == "INTERACTIVE" else "an Iceberg table"
         return EvolutionPolicy(False, on_unknown_key, f"{what} is never altered")

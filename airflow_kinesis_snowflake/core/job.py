@@ -38,6 +38,7 @@ from airflow_kinesis_snowflake.core.evolution import (
     summarize,
     takes_like,
 )
+from airflow_kinesis_snowflake.core.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint
 from airflow_kinesis_snowflake.core.readers import RangeRead, read_shard_range
@@ -131,23 +132,31 @@ def stage_range(
     stage_dir: str,
     credentials: JobCredentials,
 ) -> dict[str, Any]:
-    """Spark task: build a range's Parquet and stage it. Returns the range's summary."""
+    """Spark task: build a range's Parquet (JSON lines for a pipe) and stage it; the range's summary."""
     plan = BatchPlan.from_json(plan_json)
     shard_range = ShardRange.from_dict(range_data)
-    mapping = ColumnMap([TableColumn(**c) for c in columns])
-    batch = build_batch(read.records, plan.stream_name, mapping)
-    rows, dead = batch.rows.num_rows, len(batch.dead_letters)
-
     file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
     with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, credentials.snowflake_connection() as conn:
         sink = SnowflakeSink(conn, plan.destination)
-        if rows:
-            path = Path(tmp) / f"{file_stem}.parquet"
-            pq.write_table(batch.rows, path)
-            sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+        if plan.pipe_definition is not None:
+            # The pipe's SELECT maps the records: stage them whole, as JSON lines.
+            lines = pipe_batch(read.records, plan.stream_name)
+            rows, dead_letters = lines.rows, lines.dead_letters
+            if rows:
+                path = Path(tmp) / f"{file_stem}.json"
+                path.write_bytes(lines.lines)
+                sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+        else:
+            batch = build_batch(read.records, plan.stream_name, ColumnMap([TableColumn(**c) for c in columns]))
+            rows, dead_letters = batch.rows.num_rows, batch.dead_letters
+            if rows:
+                path = Path(tmp) / f"{file_stem}.parquet"
+                pq.write_table(batch.rows, path)
+                sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+        dead = len(dead_letters)
         if dead:
             path = Path(tmp) / f"{file_stem}.failures.parquet"
-            pq.write_table(failure_table(batch.dead_letters, plan.stream_name), path)
+            pq.write_table(failure_table(dead_letters, plan.stream_name), path)
             sink.put_file(path, f"{stage_dir}/{FAILURES_DIR}")
     return {
         "shard_id": shard_range.shard_id,
@@ -223,7 +232,7 @@ def commit(
     loaded = failed = 0
     if ends:
         with credentials.snowflake_connection() as conn:
-            sink = SnowflakeSink(conn, plan.destination)
+            sink = SnowflakeSink(conn, plan.destination, pipe_definition=plan.pipe_definition)
             result = sink.commit_batch(
                 application_name=plan.application_name,
                 generation_id=plan.generation_id,

@@ -60,8 +60,9 @@ class BatchPlan:
     """One micro-batch: the shard ranges, where they go, and the bounds shared by all ranges.
 
     ``destination_type``, ``schema_evolution`` (None: as the table's ENABLE_SCHEMA_EVOLUTION says)
-    and ``on_unknown_key`` decide schema evolution (see :mod:`~.evolution`); they do not change
-    what the batch reads, so they are not part of its id.
+    and ``on_unknown_key`` decide schema evolution (see :mod:`~.evolution`), ``pipe_definition``
+    how a PIPE destination loads; they do not change what the batch reads, so they are not part
+    of its id.
     """
 
     application_name: str
@@ -75,6 +76,8 @@ class BatchPlan:
     destination_type: str = "TABLE"
     schema_evolution: bool | None = None
     on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
+    # PIPE: the pipe's COPY statement, applied to the batch's staged files (see :mod:`~.pipe`).
+    pipe_definition: str | None = None
 
     @property
     def batch_id(self) -> str:
@@ -111,6 +114,7 @@ class BatchPlan:
                 "destination_type": self.destination_type,
                 "schema_evolution": self.schema_evolution,
                 "on_unknown_key": self.on_unknown_key.value,
+                "pipe_definition": self.pipe_definition,
             },
             indent=2,
         )
@@ -131,6 +135,7 @@ class BatchPlan:
             destination_type=data.get("destination_type", "TABLE"),
             schema_evolution=data.get("schema_evolution"),
             on_unknown_key=UnknownKeys(data.get("on_unknown_key", UnknownKeys.IGNORE.value)),
+            pipe_definition=data.get("pipe_definition"),
         )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
+from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN
 from airflow_kinesis_snowflake.core.snowflake_sink import (
@@ -209,88 +210,6 @@ def parse_public_key(text: str) -> PublicKey:
         raise ValueError(f"the RSA key has {key.key_size} bits; Snowflake needs at least {MIN_RSA_KEY_BITS}")
     fingerprint = "SHA256:" + base64.b64encode(hashlib.sha256(der).digest()).decode("ascii")
     return PublicKey(body=base64.b64encode(der).decode("ascii"), fingerprint=fingerprint)
-
-
-# -- the custom pipe --------------------------------------------------------------------------------
-
-
-def _code_only(sql: str) -> str:
-    """``sql`` with string literals, quoted identifiers and comments blanked out."""
-    out: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        two = sql[i : i + 2]
-        if sql[i] in "'\"":
-            quote, j = sql[i], i + 1
-            while j < n:
-                if quote == "'" and sql[j] == "\\":
-                    j += 2
-                    continue
-                if sql[j] == quote:
-                    if sql[j + 1 : j + 2] == quote:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            end = j + 1
-        elif two == "$$":
-            j = sql.find("$$", i + 2)
-            end = j + 2 if j >= 0 else n + 1
-        elif two in ("--", "//"):
-            j = sql.find("\n", i)
-            end = j if j >= 0 else n
-        elif two == "/*":
-            j = sql.find("*/", i + 2)
-            end = j + 2 if j >= 0 else n + 1
-        else:
-            out.append(sql[i])
-            i += 1
-            continue
-        if end > n:
-            raise ValueError("has an unterminated string, quoted identifier or comment")
-        out.append(" " * (end - i))
-        i = end
-    return "".join(out)
-
-
-_IDENT_PART = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
-_COPY_INTO = re.compile(rf"^COPY\s+INTO\s+(?P<target>{_IDENT_PART}(?:\s*\.\s*{_IDENT_PART}){{0,2}})", re.IGNORECASE)
-_FROM_SELECT = re.compile(r"\bFROM\s*\(\s*SELECT\b", re.IGNORECASE)
-
-
-def _resolve(part: str) -> str:
-    return part[1:-1].replace('""', '"') if part.startswith('"') else part.upper()
-
-
-def validate_pipe_definition(sql: str, destination: Destination) -> str:
-    """The user's pipe body: one ``COPY INTO <destination> FROM (SELECT ...)`` statement.
-
-    The target must name the destination fully qualified (a pipe keeps its text; a partial name
-    would resolve against whatever schema is current when it is created). Returns the statement
-    without a trailing semicolon.
-    """
-    if not isinstance(sql, str) or not sql.strip():
-        raise ValueError("is empty; give the pipe's COPY INTO statement")
-    text = sql.strip()
-    if "\x00" in text:
-        raise ValueError("contains a NUL character")
-    text = text[:-1].rstrip() if text.endswith(";") else text
-    code = _code_only(text)
-    if ";" in code:
-        raise ValueError("must be a single COPY INTO statement (found ';' between statements)")
-    wanted = f"{destination.database}.{destination.schema}.{destination.table}"
-    match = _COPY_INTO.match(text)
-    if not match:
-        raise ValueError(f"must start with COPY INTO {wanted}")
-    parts = [_resolve(p) for p in re.findall(_IDENT_PART, match.group("target"))]
-    if parts != [destination.database, destination.schema, destination.table]:
-        raise ValueError(
-            f"must load the destination table: COPY INTO {wanted} (fully qualified), "
-            f"not COPY INTO {match.group('target')}"
-        )
-    if not _FROM_SELECT.search(code):
-        raise ValueError(f"must transform with a query: COPY INTO {wanted} FROM (SELECT ... FROM ...)")
-    return text
 
 
 # -- the specification ------------------------------------------------------------------------------

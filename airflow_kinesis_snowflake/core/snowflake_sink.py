@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_kinesis_snowflake.core.pipe import pipe_load_sql
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import Checkpoint
 from airflow_kinesis_snowflake.core.schema import TableColumn
@@ -173,11 +174,17 @@ class CommitResult:
 
 
 class SnowflakeSink:
-    """Everything the ingestion does in Snowflake, over a snowflake-connector-python connection."""
+    """Everything the ingestion does in Snowflake, over a snowflake-connector-python connection.
 
-    def __init__(self, connection: Any, destination: Destination) -> None:
+    :param pipe_definition: PIPE destinations: the pipe's COPY statement; staged rows are then
+        JSON lines loaded through its SELECT (see :mod:`~.pipe`) instead of Parquet matched by
+        column name.
+    """
+
+    def __init__(self, connection: Any, destination: Destination, pipe_definition: str | None = None) -> None:
         self.connection = connection
         self.destination = destination
+        self.pipe_definition = pipe_definition
         objects = SinkObjects.for_destination(destination)
         self.table = objects.table
         self.failures_table = objects.failures_table
@@ -319,11 +326,18 @@ class SnowflakeSink:
             raise ValueError(f"unsafe stage path {stage_dir!r}")
         self._execute(f"REMOVE @{self.stage}/{stage_dir}/")
 
-    def _copy(self, table: str, stage_dir: str, expected_rows: int) -> int:
-        rows = self._execute(
-            f"COPY INTO {table} FROM @{self.stage}/{stage_dir}/ "
+    def copy_sql(self, table: str, stage_dir: str) -> str:
+        """The COPY INTO loading ``@stage/<stage_dir>/`` into ``table`` (quoted)."""
+        location = f"@{self.stage}/{stage_dir}/"
+        if table == self.table and self.pipe_definition is not None:
+            return pipe_load_sql(self.pipe_definition, location)
+        return (
+            f"COPY INTO {table} FROM {location} "
             "FILE_FORMAT = (TYPE = PARQUET) MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE ON_ERROR = ABORT_STATEMENT"
         )
+
+    def _copy(self, table: str, stage_dir: str, expected_rows: int) -> int:
+        rows = self._execute(self.copy_sql(table, stage_dir))
         statuses = {str(r[1]) for r in rows}
         loaded = sum(int(r[3] or 0) for r in rows)
         if statuses - {"LOADED"} or loaded != expected_rows:

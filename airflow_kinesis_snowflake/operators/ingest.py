@@ -24,6 +24,7 @@ from airflow_kinesis_snowflake.core import job as spark_job
 from airflow_kinesis_snowflake.core.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.leases import Lease, LeaseLostError, LeaseTable, StartPosition
 from airflow_kinesis_snowflake.core.maintenance import MaintenanceError, resolve_application
+from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, Destination, eligible_leases, plan_ranges
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
@@ -77,6 +78,9 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables
         are never altered.
+    :param pipe_definition: PIPE: the pipe's ``COPY INTO <database>.<schema>.<table> FROM (SELECT
+        ... FROM ...)``. Each batch runs it over its own staged records (JSON lines, ``$1`` is the
+        record with its ``KINESISMETADATA``) in the transaction that moves the ledger.
     :param schema_evolution: add columns for new keys and drop NOT NULL where records lack a value;
         None follows the table's ``ENABLE_SCHEMA_EVOLUTION``.
     :param on_unknown_key: IGNORE or FAIL: what a key with no column that gets none does.
@@ -118,6 +122,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         spark_conf: dict[str, Any] | None = None,
         application: str | None = None,
         destination_type: str = "TABLE",
+        pipe_definition: str | None = None,
         schema_evolution: bool | None = None,
         on_unknown_key: str = UnknownKeys.IGNORE.value,
         **kwargs: Any,
@@ -141,6 +146,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.spark_conf = spark_conf
         self.application = application
         self.destination_type = destination_type
+        self.pipe_definition = pipe_definition
         self.schema_evolution = schema_evolution
         self.on_unknown_key = UnknownKeys(on_unknown_key)
         self._spark_hook: SparkSubmitHook | None = None
@@ -204,7 +210,25 @@ class SparkKinesisIngestOperator(BaseOperator):
             )
             self.application_name = resolution.active
 
+    def _pipe_definition(self, destination: Destination) -> str | None:
+        """The validated pipe statement of a PIPE destination; None for the others."""
+        is_pipe = self.destination_type.upper() == "PIPE"
+        if is_pipe != (self.pipe_definition is not None):
+            raise AirflowException(
+                "pipe_definition is required with destination_type PIPE"
+                if is_pipe
+                else f"pipe_definition is only used with destination_type PIPE (not {self.destination_type})"
+            )
+        if self.pipe_definition is None:
+            return None
+        try:
+            return validate_pipe_definition(self.pipe_definition, destination)
+        except ValueError as err:
+            raise AirflowException(f"pipe_definition {err}") from None
+
     def execute(self, context: Context) -> dict[str, Any]:
+        destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
+        pipe_definition = self._pipe_definition(destination)
         self._resolve_application()
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         lease_hook = LeaseTableHook(
@@ -227,7 +251,6 @@ class SparkKinesisIngestOperator(BaseOperator):
             # Their children started: nothing of them is read again, and the table stays small.
             self.log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
             leases = {k: v for k, v in leases.items() if k not in removed}
-        destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
 
         conn = snowflake.get_conn()
         try:
@@ -265,6 +288,7 @@ class SparkKinesisIngestOperator(BaseOperator):
                 destination_type=self.destination_type,
                 schema_evolution=self.schema_evolution,
                 on_unknown_key=self.on_unknown_key,
+                pipe_definition=pipe_definition,
             )
             self.log.info(
                 "Batch %s: %d shard ranges (%s), cut-off %s",

@@ -497,7 +497,8 @@ def test_report_is_plain_json() -> None:
         ("TABLE", None, None, None, False, "could not be read"),
         ("TABLE", True, False, False, True, "destination.schema_evolution is on"),
         ("TABLE", False, True, False, False, "destination.schema_evolution is off"),
-        ("PIPE", True, None, None, True, "destination.schema_evolution is on"),
+        ("PIPE", True, None, None, False, "the pipe's SELECT decides which keys are loaded"),
+        ("PIPE", None, True, None, False, "the pipe's SELECT decides which keys are loaded"),
         ("ICEBERG", True, True, None, False, "an Iceberg table is never altered"),
         ("TABLE", True, True, True, False, "an Iceberg table is never altered"),  # the table says so
         ("INTERACTIVE", True, True, False, False, "an interactive table is never altered"),

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from airflow_kinesis_snowflake.config import load_connector_config
+from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.provisioning import (
     DestinationType,
@@ -31,7 +32,6 @@ from airflow_kinesis_snowflake.core.provisioning import (
     normalize_column_type,
     parse_public_key,
     quote_literal,
-    validate_pipe_definition,
 )
 from airflow_kinesis_snowflake.core.snowflake_sink import quote_identifier, support_objects_ddl
 
