@@ -337,7 +337,12 @@ class SnowflakeSink:
         )
 
     def _copy(self, table: str, stage_dir: str, expected_rows: int) -> int:
-        rows = self._execute(self.copy_sql(table, stage_dir))
+        sql = self.copy_sql(table, stage_dir)
+        try:
+            rows = self._execute(sql)
+        except Exception as err:
+            # Snowflake's message names the file, line and column; say which load it was.
+            raise LoadError(f"{sql} failed: {err}") from err
         statuses = {str(r[1]) for r in rows}
         loaded = sum(int(r[3] or 0) for r in rows)
         if statuses - {"LOADED"} or loaded != expected_rows:
