@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, AssetAlias, Param
 from airflow.task.trigger_rule import TriggerRule
 
 from airflow_kinesis_snowflake.config import (
@@ -79,6 +79,11 @@ def _dag_args(config: ConnectorConfig) -> dict[str, Any]:
             "retry_delay": timedelta(seconds=config.batch.retry_delay_seconds),
         },
     }
+
+
+def table_asset_alias(connector_id: str) -> str:
+    """Name of the AssetAlias the ingest task adds its table's Asset events to."""
+    return f"kinesis_snowflake_{connector_id}_table"
 
 
 def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
@@ -178,6 +183,9 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             region_name=src.region,
             snowflake_conn_id=conns.snowflake,
             spark_conn_id=conns.spark,
+            # The table's Asset (snowflake://<account>/<db>/<schema>/<table>) gets an event per batch
+            # that loaded rows; the account is known once the Snowflake connection is read.
+            outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],
         )
         _create_lease_table(config) >> ingest
     return dag

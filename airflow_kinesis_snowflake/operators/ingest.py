@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 import airflow_kinesis_snowflake
@@ -31,8 +31,18 @@ from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
 from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 
 DEFAULT_APPLICATION = spark_job.__file__
+
+
+def table_asset(account: str, destination: Destination) -> Asset:
+    """The destination table as the Snowflake provider names it: ``snowflake://<account>/<db>/<schema>/<table>``."""
+    from airflow.providers.snowflake.assets.snowflake import create_asset
+
+    return create_asset(
+        account=account, database=destination.database, schema=destination.schema, table=destination.table
+    )
 
 
 def _package_core(directory: Path) -> Path:
@@ -150,6 +160,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.schema_evolution = schema_evolution
         self.on_unknown_key = UnknownKeys(on_unknown_key)
         self._spark_hook: SparkSubmitHook | None = None
+        self._last_summary: dict[str, Any] | None = None
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -297,7 +308,8 @@ class SparkKinesisIngestOperator(BaseOperator):
                 ", ".join(r.shard_id for r in plan.ranges),
                 cutoff.isoformat(),
             )
-            env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
+            snowflake_params = snowflake.job_connection_params()
+            env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake_params)}
             try:
                 # Renew the leases while Spark runs, so a long batch keeps its shards.
                 with keeper.keep(held):
@@ -310,6 +322,8 @@ class SparkKinesisIngestOperator(BaseOperator):
                     sorted(keeper.lost),
                 )
             summary = self._commit_checkpoints(table, fresh, result)
+            self._last_summary = summary
+            self._report(context, result, summary, destination, snowflake_params.get("account"))
         finally:
             for lease in fresh.values():
                 self._release(table, lease)
@@ -318,6 +332,48 @@ class SparkKinesisIngestOperator(BaseOperator):
             except Exception:  # noqa: BLE001 - a stale heartbeat item is harmless
                 self.log.warning("Could not remove the heartbeat of %s", owner)
         return summary
+
+    def _report(
+        self,
+        context: Context,
+        result: dict[str, Any],
+        summary: dict[str, Any],
+        destination: Destination,
+        account: str | None,
+    ) -> None:
+        """Metrics of the batch, and an event of the table's Asset when rows landed in it."""
+        table = f"{destination.database}.{destination.schema}.{destination.table}"
+        try:
+            emit_batch_metrics(
+                BatchFigures.from_result(result),
+                application_name=self.application_name,
+                stream_name=self.stream_name,
+                table=table,
+            )
+        except Exception:  # the batch is committed: a metrics backend must not fail it
+            self.log.warning("Could not emit the batch's metrics", exc_info=True)
+        aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
+        if not aliases or not summary["rows_loaded"]:
+            return
+        if not account:
+            self.log.warning("The Snowflake connection names no account: no Asset event for %s", table)
+            return
+        asset = table_asset(account, destination)
+        extra = {
+            "batch_id": summary["batch_id"],
+            "rows_loaded": summary["rows_loaded"],
+            "dead_letters": summary["dead_letters"],
+            "stream_name": self.stream_name,
+            "application_name": self.application_name,
+        }
+        for alias in aliases:
+            context["outlet_events"][alias].add(asset, extra=extra)
+        self.log.info("Asset event for %s: %s", asset.uri, extra)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow_kinesis_snowflake.lineage import ingest_lineage
+
+        return ingest_lineage(self, task_instance)
 
     def _fast_forward(self, table: LeaseTable, lease: Lease, mark: Checkpoint | None) -> Lease:
         """A batch whose Snowflake commit landed but whose checkpoint did not: catch up, load nothing."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 from tests.conftest import create_stream, create_table, put_json, put_raw, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
+from tests.emulators.statsd import statsd_receiver
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +53,18 @@ def checkpoints(emulators: Emulators, table: str) -> dict[str, str]:
     }
 
 
+def asset_events(env: dict[str, str], uri: str) -> list[dict[str, Any]]:
+    """Extras of the events of an Asset, oldest first, read from the Airflow metadata database."""
+    db = sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db")
+    try:
+        rows = db.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.uri = ? ORDER BY e.id", (uri,)
+        ).fetchall()
+    finally:
+        db.close()
+    return [json.loads(r[0]) for r in rows]
+
+
 def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: dict[str, str], tmp_path: Path) -> None:
     stream, app = unique("orders"), unique("orders-app")
     table = "ORDERS_" + app.split("-")[-1].upper()
@@ -77,11 +91,27 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
     bad = [b"not json", b"\xff\xfe", b"[1, 2]", json.dumps({"id": "not-a-number"}).encode()]
     put_raw(kinesis, stream, bad)
 
-    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run1.log")
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with statsd_receiver() as statsd:
+        env = {**dag_env, **statsd.airflow_env()}
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run1.log")
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
     rows = query(emulators, f"SELECT ID, NAME, AMOUNT, PAID FROM {fqn} ORDER BY ID")
     assert [r[0] for r in rows] == list(range(300))
+    # The batch's figures reached the configured metrics backend, named after the application.
+    metrics = statsd.metrics(f"airflow.kinesis_snowflake.{app}.")
+    payload_bytes = sum(len(json.dumps(b).encode()) for b in first) + sum(map(len, bad))
+    assert {name.rsplit(".", 1)[1]: values for name, values in metrics.items()} == {
+        "records": [(304.0, "c")],
+        "rows_loaded": [(300.0, "c")],
+        "dead_letters": [(4.0, "c")],
+        "bytes": [(float(payload_bytes), "c")],
+        "shards": [(2.0, "g")],
+        "millis_behind_latest": [(0.0, "g")],
+    }
+    # And the table's Asset got an event carrying the batch.
+    (event,) = asset_events(dag_env, "snowflake://fakesnow/ANALYTICS/RAW/" + table)
+    assert event["rows_loaded"] == 300 and event["dead_letters"] == 4 and event["stream_name"] == stream
     assert rows[7] == (7, "n7", 7 / 4, False)
     failures = query(emulators, f"SELECT RECORD_CONTENT_BASE64, ERROR_MESSAGE FROM {fqn}_PARSE_FAILURES")
     assert sorted(base64.b64decode(f[0]) for f in failures) == sorted(bad)

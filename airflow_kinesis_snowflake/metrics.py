@@ -1,0 +1,72 @@
+"""A micro-batch's figures as Airflow metrics, through whatever backend ``[metrics]`` configures.
+
+Each name carries the application (``kinesis_snowflake.<application>.<figure>``) so that plain
+StatsD, which drops tags, still tells connectors apart; tag-aware backends (DogStatsD, StatsD with
+InfluxDB tags, OpenTelemetry) also get ``application``, ``stream`` and ``table`` as tags.
+
+Counters, per batch: ``records`` (read from Kinesis), ``rows_loaded``, ``dead_letters`` (loaded
+into the parse-failure table), ``bytes`` (of user-record payloads). Gauges: ``millis_behind_latest``
+(the largest of the shards read, as Kinesis reports it; KCL's metric of the same name) and
+``shards`` (shard ranges in the batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+PREFIX = "kinesis_snowflake"
+
+
+class _Stats(Protocol):
+    def incr(self, stat: str, count: int = ..., rate: float = ..., *, tags: dict[str, Any] | None = ...) -> None: ...
+
+    def gauge(self, stat: str, value: float, rate: float = ..., *, tags: dict[str, Any] | None = ...) -> None: ...
+
+
+@dataclass(frozen=True)
+class BatchFigures:
+    """What one batch read and loaded."""
+
+    records: int
+    rows_loaded: int
+    dead_letters: int
+    bytes: int
+    shards: int
+    millis_behind_latest: int | None
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> BatchFigures:
+        """From the Spark job's batch result (``core.job.commit``)."""
+        shards = list(result.get("shards", []))
+        behind = [int(s["millis_behind_latest"]) for s in shards if s.get("millis_behind_latest") is not None]
+        return cls(
+            records=sum(int(s["records"]) for s in shards),
+            rows_loaded=int(result.get("rows_loaded", 0)),
+            dead_letters=int(result.get("dead_letters", 0)),
+            bytes=sum(int(s.get("bytes", 0)) for s in shards),
+            shards=len(shards),
+            millis_behind_latest=max(behind) if behind else None,
+        )
+
+
+def metric_name(application_name: str, figure: str) -> str:
+    # A dot would add a level to the StatsD hierarchy; Airflow writes it as '__' in its own names.
+    return f"{PREFIX}.{application_name.replace('.', '__')}.{figure}"
+
+
+def emit_batch_metrics(
+    figures: BatchFigures, *, application_name: str, stream_name: str, table: str, stats: _Stats | None = None
+) -> None:
+    """Send the figures; ``stats`` defaults to Airflow's ``Stats``."""
+    if stats is None:
+        from airflow.sdk.observability.stats import Stats
+
+        stats = Stats
+    tags = {"application": application_name, "stream": stream_name, "table": table}
+    for figure in ("records", "rows_loaded", "dead_letters", "bytes"):
+        stats.incr(metric_name(application_name, figure), getattr(figures, figure), tags=tags)
+    stats.gauge(metric_name(application_name, "shards"), figures.shards, tags=tags)
+    if figures.millis_behind_latest is not None:
+        stats.gauge(metric_name(application_name, "millis_behind_latest"), figures.millis_behind_latest, tags=tags)

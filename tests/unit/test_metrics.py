@@ -1,0 +1,69 @@
+"""Batch figures and the names they are sent under."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, metric_name
+
+RESULT = {
+    "batch_id": "b1",
+    "rows_loaded": 7,
+    "dead_letters": 2,
+    "shards": [
+        {"shard_id": "s0", "records": 5, "bytes": 500, "millis_behind_latest": 1200},
+        {"shard_id": "s1", "records": 4, "bytes": 300, "millis_behind_latest": 0},
+        {"shard_id": "s2", "records": 0, "bytes": 0, "millis_behind_latest": None},
+    ],
+}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, float, dict[str, Any] | None]] = []
+
+    def incr(self, stat: str, count: int = 1, rate: float = 1, *, tags: dict[str, Any] | None = None) -> None:
+        self.sent.append(("incr", stat, count, tags))
+
+    def gauge(self, stat: str, value: float, rate: float = 1, *, tags: dict[str, Any] | None = None) -> None:
+        self.sent.append(("gauge", stat, value, tags))
+
+
+def test_figures_sum_the_shards_and_keep_the_largest_lag() -> None:
+    assert BatchFigures.from_result(RESULT) == BatchFigures(
+        records=9, rows_loaded=7, dead_letters=2, bytes=800, shards=3, millis_behind_latest=1200
+    )
+    assert BatchFigures.from_result({"shards": []}).millis_behind_latest is None
+
+
+def test_names_carry_the_application_without_adding_statsd_levels() -> None:
+    assert metric_name("orders-to-snowflake", "records") == "kinesis_snowflake.orders-to-snowflake.records"
+    assert metric_name("orders.v2", "bytes") == "kinesis_snowflake.orders__v2.bytes"
+
+
+def test_every_figure_is_sent_with_tags() -> None:
+    stats = Recorder()
+    emit_batch_metrics(
+        BatchFigures.from_result(RESULT), application_name="app", stream_name="orders", table="A.B.C", stats=stats
+    )
+    tags = {"application": "app", "stream": "orders", "table": "A.B.C"}
+    assert stats.sent == [
+        ("incr", "kinesis_snowflake.app.records", 9, tags),
+        ("incr", "kinesis_snowflake.app.rows_loaded", 7, tags),
+        ("incr", "kinesis_snowflake.app.dead_letters", 2, tags),
+        ("incr", "kinesis_snowflake.app.bytes", 800, tags),
+        ("gauge", "kinesis_snowflake.app.shards", 3, tags),
+        ("gauge", "kinesis_snowflake.app.millis_behind_latest", 1200, tags),
+    ]
+
+
+def test_no_lag_gauge_when_no_shard_reported_one() -> None:
+    stats = Recorder()
+    emit_batch_metrics(
+        BatchFigures.from_result({"rows_loaded": 0, "shards": [{"records": 0}]}),
+        application_name="app",
+        stream_name="orders",
+        table="A.B.C",
+        stats=stats,
+    )
+    assert [s[1] for s in stats.sent if s[0] == "gauge"] == ["kinesis_snowflake.app.shards"]
