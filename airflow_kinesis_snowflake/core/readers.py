@@ -4,21 +4,25 @@ Reading resumes AT_SEQUENCE_NUMBER of the checkpoint and drops what the checkpoi
 checkpoint inside a KPL aggregate resumes at the next sub-record. The read stops at the record
 cap, at the first record that arrived after the batch cut-off, when the shard is caught up, or at
 shard end (a null NextShardIterator on AWS; an empty, caught-up read of a closed shard otherwise).
+
+While one page is de-aggregated, the next is already being fetched (and parsed by botocore) in a
+background thread, unless the page looks like the last: then the next call, if any, waits for it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.records import KinesisRecord
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition, parse_sequence_number
+from airflow_kinesis_snowflake.core.records import KinesisRecord, _arrival
 from airflow_kinesis_snowflake.core.transform import deaggregate
 
 # Kinesis allows 5 GetRecords calls per second per shard.
@@ -35,10 +39,43 @@ class RangeRead:
     records: list[KinesisRecord] = field(default_factory=list)
     last: Checkpoint | None = None
     shard_end: bool = False
+    # GetRecords calls that returned a page, a fetched-ahead page the read did not need included.
     get_records_calls: int = 0
     iterator_renewals: int = 0
     # How far the last GetRecords page was from the shard's tip, as Kinesis reports it.
     millis_behind_latest: int | None = None
+
+
+def arrival_timestamp(value: Any) -> datetime:
+    """A timestamp of a Kinesis (JSON protocol) response: epoch seconds, as an aware UTC datetime.
+
+    botocore's default parser makes the same instant in the local zone through dateutil, which
+    costs about 20 times more; paid for every record read, that is a good part of a read's time.
+    Anything but a number is left to botocore's parser.
+    """
+    if type(value) is float or type(value) is int:
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            pass
+    from botocore.utils import parse_timestamp
+
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+def kinesis_client(**client_kwargs: Any) -> Any:
+    """``boto3.client("kinesis", **client_kwargs)`` that parses timestamps with :func:`arrival_timestamp`.
+
+    botocore takes the timestamp parser from its session when the client is made, so the client
+    gets a session of its own rather than changing the default one that other clients share.
+    """
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=arrival_timestamp)
+    return boto3.session.Session(botocore_session=core).client("kinesis", **client_kwargs)
 
 
 def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
@@ -50,6 +87,33 @@ def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoi
     else:
         args.update(ShardIteratorType="TRIM_HORIZON")
     return args
+
+
+class _Pages:
+    """GetRecords calls, one at a time, in a background thread, at most 5 per second."""
+
+    def __init__(
+        self, client: Any, result: RangeRead, sleep: Callable[[float], None], clock: Callable[[], float]
+    ) -> None:
+        self._client, self._result, self._sleep, self._clock = client, result, sleep, clock
+        self._last_call = float("-inf")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"get-records-{result.shard_id}")
+
+    def fetch(self, iterator: str, limit: int) -> Future[dict[str, Any]]:
+        return self._pool.submit(self._get_records, iterator, max(1, limit))
+
+    def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
+        wait = MIN_SECONDS_BETWEEN_CALLS - (self._clock() - self._last_call)
+        if wait > 0:
+            self._sleep(wait)
+        self._last_call = self._clock()
+        response: dict[str, Any] = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        self._result.get_records_calls += 1
+        return response
+
+    def close(self) -> None:
+        # Waits for a page fetched ahead that the read did not need: no call outlives the read.
+        self._pool.shutdown(wait=True)
 
 
 def read_shard_range(
@@ -65,16 +129,29 @@ def read_shard_range(
     """Read the records of ``shard_range`` that arrived at or before ``cutoff``."""
     result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
     iterator = client.get_shard_iterator(**_iterator_args(stream_name, shard_range, result.last))["ShardIterator"]
-    last_call = float("-inf")
+    pages = _Pages(client, result, sleep, clock)
+    try:
+        _read(client, stream_name, shard_range, cutoff, max_records_per_call, result, pages, iterator)
+    finally:
+        pages.close()
+    return result
+
+
+def _read(
+    client: Any,
+    stream_name: str,
+    shard_range: ShardRange,
+    cutoff: datetime,
+    max_records_per_call: int,
+    result: RangeRead,
+    pages: _Pages,
+    iterator: str,
+) -> None:
     empty_reads = 0
+    pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records))
     while True:
-        wait = MIN_SECONDS_BETWEEN_CALLS - (clock() - last_call)
-        if wait > 0:
-            sleep(wait)
-        limit = min(max_records_per_call, shard_range.max_records - len(result.records))
-        last_call = clock()
         try:
-            response = client.get_records(ShardIterator=iterator, Limit=max(1, limit))
+            response = pending.result()
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") != "ExpiredIteratorException":
                 raise
@@ -83,37 +160,65 @@ def read_shard_range(
             iterator = client.get_shard_iterator(**_iterator_args(stream_name, shard_range, result.last))[
                 "ShardIterator"
             ]
+            pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records - len(result.records)))
             continue
-        result.get_records_calls += 1
         if "MillisBehindLatest" in response:
             result.millis_behind_latest = int(response["MillisBehindLatest"])
-
-        stopped = False
-        for record in deaggregate(shard_range.shard_id, response.get("Records", [])):
-            if result.last is not None and result.last.covers(record.sequence_number, record.sub_sequence_number):
-                continue
-            if record.approximate_arrival > cutoff:
-                stopped = True
-                break
-            result.records.append(record)
-            result.last = record.checkpoint
-            if len(result.records) >= shard_range.max_records:
-                stopped = True
-                break
-        if stopped:
-            return result
-
+        api_records = response.get("Records", [])
         next_iterator = response.get("NextShardIterator")
+
+        fetched_ahead = False
+        if api_records and next_iterator is not None:
+            # Fetch the next page meanwhile, unless this one probably ends the read: each record
+            # gives at least one user record, and arrival times grow along a shard. Were it wrong,
+            # a fetched page goes unused, or the next call is made after the page, not during it.
+            room = shard_range.max_records - len(result.records) - len(api_records)
+            if room > 0 and _arrival(api_records[-1]["ApproximateArrivalTimestamp"]) <= cutoff:
+                pending = pages.fetch(next_iterator, min(max_records_per_call, room))
+                fetched_ahead = True
+
+        if _take(result, deaggregate(shard_range.shard_id, api_records), cutoff, shard_range.max_records):
+            return
         if next_iterator is None:
             result.shard_end = True
-            return result
-        if not response.get("Records"):
+            return
+        if not api_records:
             caught_up = response.get("MillisBehindLatest", 0) == 0
             empty_reads += 1
             if caught_up or empty_reads >= MAX_EMPTY_READS:
                 # A closed shard read to its tip has nothing more to give: that is its end.
                 result.shard_end = caught_up and shard_range.ending_sequence_number is not None
-                return result
+                return
         else:
             empty_reads = 0
-        iterator = next_iterator
+        if not fetched_ahead:
+            limit = min(max_records_per_call, shard_range.max_records - len(result.records))
+            pending = pages.fetch(next_iterator, limit)
+
+
+def _take(result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max_records: int) -> bool:
+    """Add the page's records the last one taken does not cover; True when the read stops in this page."""
+    covered = result.last.key if result.last is not None else None
+    taken = result.records
+    last: KinesisRecord | None = None
+    parsed: str | None = None
+    number = 0
+    stopped = False
+    for record in records:
+        sequence = record.sequence_number
+        if sequence is not parsed:  # the user records of an aggregate share their sequence number
+            parsed, number = sequence, parse_sequence_number(sequence)
+        key = (number, record.sub_sequence_number)
+        if covered is not None and key <= covered:
+            continue
+        if record.approximate_arrival > cutoff:
+            stopped = True
+            break
+        taken.append(record)
+        last, covered = record, key
+        if len(taken) >= max_records:
+            stopped = True
+            break
+    if last is not None:
+        result.last = last.checkpoint
+    return stopped

@@ -25,8 +25,10 @@ from google.protobuf.message import DecodeError
 
 from airflow_kinesis_snowflake.core.positions import Checkpoint, sharded_sequence_number
 
+_set_attribute = object.__setattr__
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class KinesisRecord:
     """One user record: a plain Kinesis record, or one record out of a KPL aggregate."""
 
@@ -39,6 +41,32 @@ class KinesisRecord:
     # Set when the record is a KPL aggregate that could not be fully de-aggregated; ``data`` then
     # holds the whole aggregate and the record becomes a dead letter.
     error: str | None = None
+
+    def __init__(
+        self,
+        shard_id: str,
+        sequence_number: str,
+        sub_sequence_number: int,
+        partition_key: str,
+        approximate_arrival: datetime,
+        data: bytes,
+        error: str | None = None,
+    ) -> None:
+        # The generated frozen __init__ sets each field with its own object.__setattr__ call; one
+        # for all of them halves the cost of a record, which is paid for every record read.
+        _set_attribute(
+            self,
+            "__dict__",
+            {
+                "shard_id": shard_id,
+                "sequence_number": sequence_number,
+                "sub_sequence_number": sub_sequence_number,
+                "partition_key": partition_key,
+                "approximate_arrival": approximate_arrival,
+                "data": data,
+                "error": error,
+            },
+        )
 
     @property
     def checkpoint(self) -> Checkpoint:

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from itertools import chain, pairwise
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -69,12 +69,25 @@ _WIDE = 2.0**63
 _ORJSON_SUSPECT = re.compile(rb"[0-9]e[-+]|0\.0000")
 _ORJSON_SUSPECT_HINTS = (b"+", b"e-", b".0000")  # the cheapest to search for
 _LARGE_FLOAT = re.compile(r"[0-9]e\+")
+# ISO 8601 text that Arrow's cast reads as Python's fromisoformat does: year 0001 and on, 1 to 6
+# fractional digits, a zone offset (Arrow needs one for a zoned timestamp), ASCII digits only.
+_YEAR = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_ISO_DATE = f"^{_YEAR}-[0-9]{{2}}-[0-9]{{2}}$"
+_ZONED_TIMESTAMP = (
+    f"^{_YEAR}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}"
+    r"(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}:[0-9]{2})$"
+)
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+# Microseconds since the epoch of datetime.min and datetime.max, in UTC.
+_MIN_MICROS = -62135596800 * 10**6
+_MAX_MICROS = 253402300799 * 10**6 + 999999
 # Records per block, and payload bytes: enough to amortise the per-column work, few enough that
 # a block's parsed objects stay cheap to hold and its text columns far below Arrow's 2 GB.
 BLOCK_RECORDS = 4096
 BLOCK_BYTES = 64 << 20
 
 _MAGIC = aws_kinesis_agg.MAGIC
+_MAGIC_SIZE = len(_MAGIC)
 _DIGEST_SIZE = aws_kinesis_agg.DIGEST_SIZE
 
 
@@ -121,17 +134,16 @@ def build_batch(
     if len({c.name for c in columns.columns}) != len(columns.columns):
         # Two columns of one name share their values in to_arrow: too odd to deserve a fast path.
         return build_batch_reference(records, stream_name, columns)
+    with _collector_paused():
+        return _build_batch(records, stream_name, columns, block_records)
+
+
+def _build_batch(records: Sequence[KinesisRecord], stream_name: str, columns: ColumnMap, block_records: int) -> Batch:
     layout = _Layout(columns)
     out = _Collected()
-    with _collector_paused():
-        start = 0
-        while start < len(records):
-            stop, size = start, 0
-            while stop < len(records) and stop - start < block_records and size < BLOCK_BYTES:
-                size += len(records[stop].data)
-                stop += 1
-            layout.convert_block(records, start, stop, out)
-            start = stop
+    start = 0
+    while start < len(records):
+        start = layout.convert_block(records, start, min(len(records), start + block_records), out)
 
     rows: list[dict[str, Any]] = []
     row_positions: list[int] = []
@@ -146,15 +158,18 @@ def build_batch(
         out.pieces.append([pa.array([row.get(c.name) for row in rows], type=t) for c, t in layout.outputs])
         out.positions.append(row_positions)
 
-    positions = list(chain.from_iterable(out.positions))
+    positions = pa.array(chain.from_iterable(out.positions), pa.int64())
     arrays: list[pa.Array | pa.ChunkedArray] = [
         pa.chunked_array([piece[j] for piece in out.pieces], type=t) for j, (_, t) in enumerate(layout.outputs)
     ]
-    if any(a > b for a, b in pairwise(positions)):  # several key orders, or the per-record path
-        order = pc.sort_indices(pa.array(positions, pa.int64()))
+    if len(positions) > 1 and pc.any(pc.greater(positions[:-1], positions[1:])).as_py():
+        # several key orders, or the per-record path: back to record order
+        order = pc.sort_indices(positions)
         arrays = [a.take(order) for a in arrays]
-        positions.sort()
-    arrays.append(metadata_array([records[p] for p in positions], stream_name))
+        positions = positions.take(order)
+    # Every record became a row, in order: no need to pick them out.
+    rows_records = records if len(positions) == len(records) else [records[p] for p in positions.to_pylist()]
+    arrays.append(metadata_array(rows_records, stream_name))
     out.dead.sort(key=itemgetter(0))
     return Batch(pa.Table.from_arrays(arrays, schema=columns.arrow_schema()), [d for _, d in out.dead])
 
@@ -166,44 +181,44 @@ def deaggregate(shard_id: str, api_records: Iterable[dict[str, Any]]) -> list[Ki
     range) is left to :func:`user_records`, so that it is handled exactly as there.
     """
     records: list[KinesisRecord] = []
+    append, extend = records.append, records.extend
     for raw in api_records:
         data = raw["Data"]
-        aggregated = data[: len(_MAGIC)] == _MAGIC
-        users = _unpacked(data) if aggregated else None
-        if aggregated and users is None:
-            records.extend(user_records(shard_id, [raw]))
+        arrival = raw["ApproximateArrivalTimestamp"]
+        if type(arrival) is not datetime or arrival.tzinfo is None:
+            arrival = _arrival(arrival)
+        if data[:_MAGIC_SIZE] != _MAGIC:
+            append(KinesisRecord(shard_id, raw["SequenceNumber"], 0, raw["PartitionKey"], arrival, bytes(data)))
             continue
-        sequence = raw["SequenceNumber"]
-        arrival = _arrival(raw["ApproximateArrivalTimestamp"])
+        users = _unpacked(shard_id, raw["SequenceNumber"], arrival, data)
         if users is None:
-            records.append(KinesisRecord(shard_id, sequence, 0, raw["PartitionKey"], arrival, bytes(data)))
+            extend(user_records(shard_id, [raw]))
         else:
-            records.extend(
-                KinesisRecord(shard_id, sequence, sub, partition_key, arrival, payload)
-                for sub, (partition_key, payload) in enumerate(users)
-            )
+            extend(users)
     return records
 
 
-def _unpacked(data: bytes) -> list[tuple[str, bytes]] | None:
-    """(partition key, data) of each user record of a well-formed aggregate; None otherwise."""
-    if len(data) <= len(_MAGIC) + _DIGEST_SIZE:
+def _unpacked(shard_id: str, sequence: str, arrival: datetime, data: bytes) -> list[KinesisRecord] | None:
+    """The user records of a well-formed aggregate; None otherwise."""
+    if len(data) <= _MAGIC_SIZE + _DIGEST_SIZE:
         return None
-    body, digest = data[len(_MAGIC) : -_DIGEST_SIZE], data[-_DIGEST_SIZE:]
-    if hashlib.md5(body).digest() != digest:  # the KPL format's checksum
+    body = memoryview(data)[_MAGIC_SIZE:-_DIGEST_SIZE]
+    if hashlib.md5(body).digest() != data[-_DIGEST_SIZE:]:  # the KPL format's checksum
         return None
     aggregate = deaggregator.messages_pb2.AggregatedRecord()
     try:
         aggregate.ParseFromString(body)
+        keys, hash_keys = aggregate.partition_key_table, aggregate.explicit_hash_key_table
+        users = aggregate.records
+        if hash_keys:  # the library looks an explicit hash key up only when there is a table
+            for user in users:
+                hash_keys[user.explicit_hash_key_index]
+        return [
+            KinesisRecord(shard_id, sequence, sub, keys[user.partition_key_index], arrival, user.data)
+            for sub, user in enumerate(users)
+        ]
     except Exception:  # noqa: BLE001 - user_records meets the same message and decides
         return None
-    keys, hash_keys = aggregate.partition_key_table, aggregate.explicit_hash_key_table
-    users = aggregate.records
-    if any(u.partition_key_index >= len(keys) for u in users) or (
-        hash_keys and any(u.explicit_hash_key_index >= len(hash_keys) for u in users)
-    ):
-        return None
-    return [(keys[u.partition_key_index], u.data) for u in users]
 
 
 def metadata_array(records: Sequence[KinesisRecord], stream_name: str) -> pa.StructArray:
@@ -213,7 +228,7 @@ def metadata_array(records: Sequence[KinesisRecord], stream_name: str) -> pa.Str
     arrays = [
         pa.array([stream_name] * len(records), pa.string()),
         pa.array([r.shard_id for r in records], pa.string()),
-        pa.array(_arrivals(records), pa.string()),
+        _arrivals(records),
         pa.array([r.partition_key for r in records], pa.string()),
         sequence,
         sub_sequence,
@@ -235,33 +250,54 @@ def failure_table(dead_letters: Sequence[DeadLetter], stream_name: str) -> pa.Ta
     )
 
 
-def _arrivals(records: Sequence[KinesisRecord]) -> list[str]:
-    # The user records of one KPL aggregate share their arrival time object: format it once.
-    texts: list[str] = []
+def _arrivals(records: Sequence[KinesisRecord]) -> pa.Array:
+    """``approximate_arrival.astimezone(UTC).isoformat()`` of each record, formatted by Arrow."""
+    # The user records of one KPL aggregate share their arrival time object: convert it once.
+    distinct: list[datetime] = []
+    which: list[int] = []
     last: datetime | None = None
-    text = ""
     for record in records:
         arrival = record.approximate_arrival
         if arrival is not last:
-            last, text = arrival, arrival.astimezone(UTC).isoformat()
-        texts.append(text)
-    return texts
+            last = arrival
+            distinct.append(arrival)
+        which.append(len(distinct) - 1)
+    if any(a.tzinfo is None for a in distinct):  # astimezone takes a naive time as local, Arrow as UTC
+        return pa.array([a.astimezone(UTC).isoformat() for a in distinct], pa.string()).take(which)
+    instants = pa.array(distinct, _TIMESTAMP)
+    low, high = pc.min_max(instants.cast(pa.int64())).values()
+    if len(distinct) and not _MIN_MICROS <= low.as_py() <= high.as_py() <= _MAX_MICROS:
+        # beyond the years datetime can hold in UTC: let astimezone raise as it does
+        return pa.array([a.astimezone(UTC).isoformat() for a in distinct], pa.string()).take(which)
+    # Arrow writes a date as "YYYY-MM-DD" and a time of day as "HH:MM:SS.ffffff", where isoformat
+    # leaves out a zero fraction.
+    texts = pc.binary_join_element_wise(
+        instants.cast(pa.date32()).cast(pa.string()),
+        "T",
+        pc.replace_substring(instants.cast(pa.time64("us")).cast(pa.string()), ".000000", ""),
+        "+00:00",
+        "",
+    )
+    return texts if len(distinct) == len(which) else texts.take(which)
 
 
 def _sharded_sequence_numbers(records: Sequence[KinesisRecord], sequence: pa.Array, sub_sequence: pa.Array) -> pa.Array:
     """``sharded_sequence_number`` of each record by zero-padding in Arrow, where that is the same."""
-    plain = len(records) == 0 or (
-        pc.all(pc.match_substring_regex(sequence, r"^[0-9]+$")).as_py()
-        and pc.max(pc.utf8_length(sequence)).as_py() <= SEQUENCE_DIGITS
+    if not len(records):
+        return pa.array([], pa.string())
+    lengths = pc.min_max(pc.binary_length(sequence))
+    shortest, longest = lengths["min"].as_py(), lengths["max"].as_py()
+    plain = (
+        pc.all(pc.ascii_is_decimal(sequence)).as_py()
+        and longest <= SEQUENCE_DIGITS
         and pc.min(sub_sequence).as_py() >= 0
     )
     if not plain:  # let the function raise, or drop the leading zeros of an over-long number
         return pa.array([sharded_sequence_number(r.sequence_number, r.sub_sequence_number) for r in records])
-    return pc.binary_join_element_wise(
-        pc.utf8_lpad(sequence, SEQUENCE_DIGITS, "0"),
-        pc.utf8_lpad(pc.cast(sub_sequence, pa.string()), SUB_SEQUENCE_DIGITS, "0"),
-        "",
-    )
+    sub = pc.ascii_lpad(sub_sequence.cast(pa.string()), SUB_SEQUENCE_DIGITS, "0")
+    if shortest == longest:  # AWS's are all 56 digits: one padding for all, no padded copy
+        return pc.binary_join_element_wise("0" * (SEQUENCE_DIGITS - longest), sequence, sub, "")
+    return pc.binary_join_element_wise(pc.ascii_lpad(sequence, SEQUENCE_DIGITS, "0"), sub, "")
 
 
 # -- the bulk path ----------------------------------------------------------------------------------
@@ -317,31 +353,36 @@ class _Layout:
             plan = self._plans[keys] = tuple(chosen.get(c.name) for c in self.slots)
         return plan
 
-    def convert_block(self, records: Sequence[KinesisRecord], start: int, stop: int, out: _Collected) -> None:
+    def convert_block(self, records: Sequence[KinesisRecord], start: int, stop: int, out: _Collected) -> int:
+        """Convert records from ``start`` up to ``stop`` or ``BLOCK_BYTES`` of payload; returns where it ended."""
         loads, decode_error = orjson.loads, orjson.JSONDecodeError
         groups: dict[tuple[str, ...], tuple[list[dict[str, Any]], list[int]]] = {}
-        for position in range(start, stop):
+        size = 0
+        position = start
+        while position < stop and size < BLOCK_BYTES:
             record = records[position]
-            if record.error is not None:
-                out.dead.append((position, DeadLetter(record, record.error)))
-                continue
+            position += 1
             data = record.data
+            size += len(data)
+            if record.error is not None:
+                out.dead.append((position - 1, DeadLetter(record, record.error)))
+                continue
             try:
                 value = loads(data)
             except decode_error:
-                out.per_record.append(position)
+                out.per_record.append(position - 1)
                 continue
             if type(value) is not dict or (
                 len(data) > 2 * _MAX_DEPTH and data.count(b"[") + data.count(b"{") > _MAX_DEPTH
             ):
-                out.per_record.append(position)
+                out.per_record.append(position - 1)
                 continue
             keys = tuple(value)
             group = groups.get(keys)
             if group is None:
                 group = groups[keys] = ([], [])
             group[0].append(value)
-            group[1].append(position)
+            group[1].append(position - 1)
 
         # Key orders that resolve alike (unknown keys, absent optional ones) are converted together.
         by_plan: dict[tuple[str | None, ...], tuple[list[dict[str, Any]], list[int]]] = {}
@@ -351,6 +392,7 @@ class _Layout:
             merged[1].extend(where)
         for plan, (objects, where) in by_plan.items():
             self._convert_group(plan, objects, where, out)
+        return position
 
     def _convert_group(
         self, plan: tuple[str | None, ...], objects: list[dict[str, Any]], positions: list[int], out: _Collected
@@ -509,18 +551,30 @@ def _booleans(values: list[Any], inferred: pa.Array) -> tuple[pa.Array, list[int
 def _timestamps(values: list[Any], inferred: pa.Array) -> tuple[pa.Array, list[int]] | None:
     if inferred.type != pa.string():
         return None
+    if pc.all(pc.match_substring_regex(inferred, _ZONED_TIMESTAMP)).as_py():
+        try:
+            # On text of this form, Arrow's parser refuses whatever fromisoformat refuses and
+            # reads the same instant (it also refuses some offsets fromisoformat takes, "+00:60").
+            return inferred.cast(_TIMESTAMP), []
+        except pa.ArrowInvalid:
+            pass
     fromisoformat = datetime.fromisoformat
     try:
         # coerce's rule for a string; Arrow takes a naive datetime as UTC, as coerce makes it.
         parsed = [None if v is None else fromisoformat(v.replace("Z", "+00:00")) for v in values]
     except ValueError:
-        return _each(values, lambda v: fromisoformat(v.replace("Z", "+00:00")), pa.timestamp("us", tz="UTC"))
-    return pa.array(parsed, pa.timestamp("us", tz="UTC")), []
+        return _each(values, lambda v: fromisoformat(v.replace("Z", "+00:00")), _TIMESTAMP)
+    return pa.array(parsed, _TIMESTAMP), []
 
 
 def _dates(values: list[Any], inferred: pa.Array) -> tuple[pa.Array, list[int]] | None:
     if inferred.type != pa.string():
         return None
+    if pc.all(pc.match_substring_regex(inferred, _ISO_DATE)).as_py():
+        try:  # as for timestamps: on this form, Arrow agrees with date.fromisoformat
+            return inferred.cast(pa.date32()), []
+        except pa.ArrowInvalid:
+            pass
     try:  # coerce's rule for a string
         parsed = [None if v is None else date.fromisoformat(v) for v in values]
     except ValueError:

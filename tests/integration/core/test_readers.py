@@ -13,9 +13,10 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from airflow_kinesis_snowflake.core.leases import StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.readers import read_shard_range
+from airflow_kinesis_snowflake.core.readers import arrival_timestamp, kinesis_client, read_shard_range
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
+from tests.emulators.servers import AWS_KEY, REGION
 
 pytestmark = pytest.mark.integration
 
@@ -110,3 +111,46 @@ def test_the_read_reports_how_far_it_is_behind_the_tip(emulators: Emulators) -> 
     caught_up = read(kinesis, stream, rng(start=behind.last))
     assert values(caught_up) == list(range(5, 10))
     assert caught_up.millis_behind_latest == 0
+
+
+def test_no_page_is_fetched_ahead_when_the_page_reaches_the_cap_or_the_cutoff(emulators: Emulators) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    put(kinesis, stream, range(5))
+    cutoff = datetime.now(UTC)
+    put(kinesis, stream, range(5, 20))
+    at_cutoff = read(kinesis, stream, rng(max_records=10), per_call=7, cutoff=cutoff)
+    assert values(at_cutoff) == list(range(5)) and at_cutoff.get_records_calls == 1  # cut-off in the first page
+    capped = read(kinesis, stream, rng(max_records=10), per_call=5, cutoff=FAR_FUTURE)
+    assert values(capped) == list(range(10)) and capped.get_records_calls == 2
+    rest = read(kinesis, stream, rng(start=capped.last), per_call=4, cutoff=FAR_FUTURE)
+    assert values(rest) == list(range(10, 20))
+
+
+def test_the_cheap_timestamp_client_reads_the_same_records_at_the_same_instants(emulators: Emulators) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    put(kinesis, stream, range(12))
+    cheap = kinesis_client(
+        region_name=REGION,
+        endpoint_url=emulators.aws_endpoint,
+        aws_access_key_id=AWS_KEY,
+        aws_secret_access_key=AWS_KEY,
+    )
+    usual, fast = read(kinesis, stream, rng()), read(cheap, stream, rng())
+    assert values(fast) == values(usual) == list(range(12))
+    assert [r.approximate_arrival for r in fast.records] == [r.approximate_arrival for r in usual.records]
+    assert all(r.approximate_arrival.tzinfo is UTC for r in fast.records)
+    assert fast.last == usual.last
+
+
+@pytest.mark.parametrize("value", [0, 1769860800, 1769860800.123456, 1769860800.5, -1.5, 253402300799.999])
+def test_arrival_timestamp_is_botocores_instant(value: float) -> None:
+    from botocore.utils import parse_timestamp
+
+    parsed = arrival_timestamp(value)
+    assert parsed == parse_timestamp(value) and parsed.tzinfo is UTC
+
+
+def test_arrival_timestamp_leaves_text_to_botocore() -> None:
+    assert arrival_timestamp("2026-01-31T12:00:00Z") == datetime(2026, 1, 31, 12, tzinfo=UTC)

@@ -301,3 +301,27 @@ def test_aggregate_whose_hash_key_index_is_out_of_range_is_kept_as_an_error() ->
 def test_parse_payload_nested_too_deeply_is_a_parse_error() -> None:
     with pytest.raises(ParseError, match="nested too deeply"):
         parse_payload(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+
+
+def test_a_kinesis_record_is_a_frozen_dataclass_by_position_or_keyword() -> None:
+    import dataclasses
+    import pickle
+
+    record = KinesisRecord(SHARD, AWS_SEQ, 2, "pk", ARRIVAL, b"{}")
+    by_keyword = KinesisRecord(
+        shard_id=SHARD,
+        sequence_number=AWS_SEQ,
+        sub_sequence_number=2,
+        partition_key="pk",
+        approximate_arrival=ARRIVAL,
+        data=b"{}",
+    )
+    assert record == by_keyword and hash(record) == hash(by_keyword)
+    assert record.error is None and record.checkpoint == Checkpoint(AWS_SEQ, 2)
+    assert [f.name for f in dataclasses.fields(record)][-1] == "error"
+    assert dataclasses.replace(record, error="bad").error == "bad"
+    assert record != dataclasses.replace(record, data=b"[]")
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert repr(record).startswith("KinesisRecord(shard_id='shardId-000000000003'")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.data = b"changed"  # type: ignore[misc]

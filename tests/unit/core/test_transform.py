@@ -636,3 +636,72 @@ def test_large_realistic_batches(seed: int) -> None:
 def test_dead_letters_are_dead_letter_objects() -> None:
     batch = build_batch(_records([b"[]"]), STREAM, COLUMNS)
     assert all(isinstance(d, DeadLetter) for d in batch.dead_letters)
+
+
+# -- Arrow's parsing and formatting where it stands in for Python's --------------------------------
+
+
+@pytest.mark.parametrize(
+    "created_at",
+    [
+        "2026-01-31T12:00:00Z",
+        "2026-01-31T12:00:00.5Z",
+        "2026-01-31T12:00:00.1234-00:00",
+        "2026-01-31T12:00:00.1234567Z",  # seven digits: fromisoformat truncates, Arrow refuses
+        "2026-01-31T12:00:00+00:60",  # fromisoformat takes minutes of 60 and more, Arrow does not
+        "2026-01-31T12:00:00-23:59",
+        "2026-01-31T12:00:00+24:00",
+        "2026-01-31T24:00:00Z",
+        "2026-01-31T23:59:60Z",
+        "2024-02-29T00:00:00Z",
+        "2100-02-29T00:00:00Z",
+        "0000-01-01T00:00:00Z",  # Arrow reads year 0, datetime has none
+        "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
+        "9999-12-31T23:59:59-01:00",  # after year 9999 in UTC
+        "2026-01-31T12:00:00",  # no zone: UTC, as coerce makes it
+        "2026-01-31 12:00:00Z",
+        "\uff12\uff10\uff12\uff16-01-31T12:00:00Z",  # digits, not ASCII ones
+    ],
+)
+def test_timestamps_alone_and_among_others(created_at: str) -> None:
+    among = ["2026-01-31T12:00:00.123456Z", created_at, "2026-01-31T13:00:00+05:30"]
+    for texts in ([created_at], among, [created_at] * 3):
+        assert_same(_records([json.dumps({"created_at": t, "id": i}).encode() for i, t in enumerate(texts)]))
+
+
+@pytest.mark.parametrize(
+    "day", ["2026-02-01", "2024-02-29", "2100-02-29", "0000-01-01", "0001-01-01", "20260201", "2026-2-1"]
+)
+def test_dates_alone_and_among_others(day: str) -> None:
+    for texts in ([day], ["2026-02-01", day, None]):
+        assert_same(_records([json.dumps({"day": t, "id": i}).encode() for i, t in enumerate(texts)]))
+
+
+def test_arrival_times_of_aggregates_naive_ones_and_whole_seconds() -> None:
+    shared = datetime(2026, 3, 1, 0, 30, 5, tzinfo=timezone(timedelta(hours=-8)))
+    arrivals = [
+        shared,
+        shared,
+        ARRIVAL,
+        datetime(2026, 3, 1),
+        datetime(2026, 3, 1),
+        shared,
+        ARRIVAL.replace(microsecond=0),
+    ]
+    assert_same([_record(i, b'{"id": %d}' % i, arrival=a) for i, a in enumerate(arrivals)])
+
+
+def test_an_arrival_beyond_the_datetime_range_in_utc_fails_both_paths_alike() -> None:
+    record = _record(0, b'{"id": 1}', arrival=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))))
+    with pytest.raises(OverflowError):
+        build_batch_reference([record], STREAM, COLUMNS)
+    with pytest.raises(OverflowError):
+        build_batch([record], STREAM, COLUMNS)
+
+
+def test_sequence_numbers_of_different_lengths_in_one_batch() -> None:
+    sequences = ["7", str(AWS_SEQ), "1" * 129, "0042", str(AWS_SEQ + 1)]
+    records = [KinesisRecord(SHARD, s, i, "pk", ARRIVAL, b'{"id": 1}') for i, s in enumerate(sequences)]
+    assert_same(records)
+    same_length = [KinesisRecord(SHARD, str(AWS_SEQ + i), i, "pk", ARRIVAL, b'{"id": 1}') for i in range(5)]
+    assert_same(same_length)
