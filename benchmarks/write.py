@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     ends={SHARD: Checkpoint(batch.rows.column("KINESISMETADATA")[-1]["sequenceNumber"].as_py())},
                     rows=batch.rows.num_rows,
                     failures=0,
+                    columns=COLUMNS.columns,
                 )
                 assert result.rows_loaded == batch.rows.num_rows
 

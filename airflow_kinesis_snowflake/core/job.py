@@ -222,7 +222,11 @@ def evolve_schema(
 
 
 def commit(
-    plan: BatchPlan, stage_dir: str, shard_results: list[dict[str, Any]], credentials: JobCredentials
+    plan: BatchPlan,
+    stage_dir: str,
+    shard_results: list[dict[str, Any]],
+    credentials: JobCredentials,
+    columns: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Driver: load everything staged and move the ledger in one transaction."""
     ends = {r["shard_id"]: Checkpoint.from_dict(r["end"]) for r in shard_results if r["end"]}
@@ -242,6 +246,7 @@ def commit(
                 ends=ends,
                 rows=rows,
                 failures=failures,
+                columns=[TableColumn(**c) for c in columns or []],
             )
             loaded, failed = result.rows_loaded, result.failures_loaded
             # Staged files are only needed until the commit; a leftover is harmless (each attempt
@@ -282,8 +287,8 @@ def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
         started = time.monotonic()
         schema: dict[str, Any] = {"evolution": policy.evolve, "why": policy.reason}
         shard_results: list[dict[str, Any]] = []
+        columns = [c.__dict__ for c in table_columns]
         if ranges and not policy.examines_keys:
-            columns = [c.__dict__ for c in table_columns]
             shard_results = (
                 sc.parallelize(ranges, max(1, len(ranges)))
                 .map(lambda r: process_range(r, plan_json, columns, stage_dir, credentials))
@@ -315,7 +320,7 @@ def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
         records = sum(r["records"] for r in shard_results)
         print(f"phase read+stage took {time.monotonic() - started:.3f} s: {records} records", flush=True)
         started = time.monotonic()
-        result = commit(plan, stage_dir, shard_results, credentials)
+        result = commit(plan, stage_dir, shard_results, credentials, columns)
         print(f"commit took {time.monotonic() - started:.3f} s: {result['rows_loaded']} rows", flush=True)
         result["schema"] = schema
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 from airflow_kinesis_snowflake.core.pipe import pipe_load_sql
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import Checkpoint
-from airflow_kinesis_snowflake.core.schema import TableColumn
+from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN, TableColumn
 
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
 STAGE_NAME = "KINESIS_INGEST_STAGE"
@@ -67,6 +67,32 @@ def add_column_sql(table: str, column: str, column_type: str) -> str:
 def drop_not_null_sql(table: str, column: str) -> str:
     """``ALTER TABLE ... ALTER COLUMN "<column>" DROP NOT NULL``; ``table`` is already quoted."""
     return f"ALTER TABLE {table} ALTER COLUMN {quote_identifier(column)} DROP NOT NULL"
+
+
+def _holds_json_text(column: TableColumn) -> bool:
+    # Staged as JSON text (schema.arrow_type); KINESISMETADATA is staged as a Parquet struct.
+    return column.base_type in ("VARIANT", "OBJECT", "ARRAY") and column.name.upper() != METADATA_COLUMN
+
+
+def semi_structured_copy_sql(table: str, location: str, staged: Sequence[TableColumn]) -> str:
+    """COPY with a transformation that parses the JSON text of VARIANT, OBJECT and ARRAY columns.
+
+    MATCH_BY_COLUMN_NAME would load such text as a VARIANT string, not as the value it spells;
+    the other columns are taken by name as they are.
+    """
+    names = [c.name for c in staged if c.name.upper() != METADATA_COLUMN] + [METADATA_COLUMN]
+    by_name = {c.name: c for c in staged}
+
+    def value(name: str) -> str:
+        path = "$1:" + quote_identifier(name)
+        column = by_name.get(name)
+        return f"PARSE_JSON({path})" if column is not None and _holds_json_text(column) else path
+
+    return (
+        f"COPY INTO {table} ({', '.join(quote_identifier(n) for n in names)}) "
+        f"FROM (SELECT {', '.join(value(n) for n in names)} FROM {location}) "
+        "FILE_FORMAT = (TYPE = PARQUET) ON_ERROR = ABORT_STATEMENT"
+    )
 
 
 @dataclass(frozen=True)
@@ -326,18 +352,23 @@ class SnowflakeSink:
             raise ValueError(f"unsafe stage path {stage_dir!r}")
         self._execute(f"REMOVE @{self.stage}/{stage_dir}/")
 
-    def copy_sql(self, table: str, stage_dir: str) -> str:
-        """The COPY INTO loading ``@stage/<stage_dir>/`` into ``table`` (quoted)."""
+    def copy_sql(self, table: str, stage_dir: str, staged: Sequence[TableColumn] = ()) -> str:
+        """The COPY INTO loading ``@stage/<stage_dir>/`` into ``table`` (quoted).
+
+        :param staged: the destination columns the staged Parquet files were built for.
+        """
         location = f"@{self.stage}/{stage_dir}/"
         if table == self.table and self.pipe_definition is not None:
             return pipe_load_sql(self.pipe_definition, location)
+        if table == self.table and any(_holds_json_text(c) for c in staged):
+            return semi_structured_copy_sql(table, location, staged)
         return (
             f"COPY INTO {table} FROM {location} "
             "FILE_FORMAT = (TYPE = PARQUET) MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE ON_ERROR = ABORT_STATEMENT"
         )
 
-    def _copy(self, table: str, stage_dir: str, expected_rows: int) -> int:
-        sql = self.copy_sql(table, stage_dir)
+    def _copy(self, table: str, stage_dir: str, expected_rows: int, staged: Sequence[TableColumn] = ()) -> int:
+        sql = self.copy_sql(table, stage_dir, staged)
         try:
             rows = self._execute(sql)
         except Exception as err:
@@ -363,11 +394,13 @@ class SnowflakeSink:
         ends: Mapping[str, Checkpoint],
         rows: int,
         failures: int,
+        columns: Sequence[TableColumn],
     ) -> CommitResult:
         """Load the staged batch and move the ledger, all or nothing.
 
         :param starts: per shard, the ledger mark the batch started from (None: no mark yet).
         :param ends: per shard that delivered records, the last record delivered.
+        :param columns: the destination columns the staged rows were built for.
         """
         # Run the load in the destination's context, whatever the connection's defaults are.
         self._execute(
@@ -379,7 +412,7 @@ class SnowflakeSink:
                 self._advance_ledger(
                     application_name, generation_id, batch_id, shard_id, starts.get(shard_id), ends[shard_id]
                 )
-            loaded = self._copy(self.table, f"{stage_dir}/{ROWS_DIR}", rows) if rows else 0
+            loaded = self._copy(self.table, f"{stage_dir}/{ROWS_DIR}", rows, columns) if rows else 0
             failed = self._copy(self.failures_table, f"{stage_dir}/{FAILURES_DIR}", failures) if failures else 0
             self._execute("COMMIT")
         except BaseException:

@@ -3,21 +3,76 @@
 * COPY INTO with a transformation (``FROM (SELECT $1:key ... FROM @stage)``) over JSON files:
   Snowflake reads each line as one VARIANT ``$1`` and evaluates the paths against it; fakesnow
   0.12 only maps ``$1:key`` to a column of that name, which JSON files don't have.
+* The same over Parquet files, with keys that need quoting (``$1:"a b"``): fakesnow 0.12 turns
+  the key into an unquoted identifier, which breaks on anything but a plain name.
+* MATCH_BY_COLUMN_NAME of a Parquet string column into a VARIANT, OBJECT or ARRAY column: Snowflake
+  loads the string as a VARIANT string; fakesnow 0.12 lets DuckDB parse it as JSON, which hides
+  the need for PARSE_JSON.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fakesnow import copy_into
+from fakesnow import cursor as fakesnow_cursor
 from sqlglot import exp
 
 _DOLLAR_ONE = exp.Parameter(this=exp.Literal(this="1", is_string=False))
 _original_inserts = copy_into._inserts
+_original_copy_into = copy_into.copy_into
+# The COPY being planned, for _inserts, which is not given the connection: queries run on threads.
+_current = threading.local()
+
+
+def _copy_into(
+    duck_conn: Any, current_database: Any, current_schema: Any, expr: exp.Copy, *args: Any, **kwargs: Any
+) -> Any:
+    _current.target = (duck_conn, current_database, current_schema, copy_into._extract_table(expr.this))
+    try:
+        return _original_copy_into(duck_conn, current_database, current_schema, expr, *args, **kwargs)
+    finally:
+        _current.target = None
+
+
+def _json_columns() -> set[str]:
+    target = getattr(_current, "target", None)
+    if target is None:
+        return set()
+    duck_conn, database, schema, table = target
+    return {
+        name.upper() for name, kind in copy_into._describe_table(table, duck_conn, database, schema) if kind == "JSON"
+    }
+
+
+def _as_variant_values(inserts: list[Any]) -> list[Any]:
+    """A string column matched by name to a semi-structured one loads as a string value."""
+    json_columns = _json_columns()
+    for insert in inserts:
+        for alias in insert.expression.expressions:
+            if (
+                isinstance(alias, exp.Alias)
+                and alias.alias.upper() in json_columns
+                and isinstance(alias.this, exp.Column)
+            ):
+                alias.set("this", exp.func("to_json", alias.this.copy()))
+    return inserts
 
 
 def _json_transform_inserts(expr: exp.Copy, params: Any, urls: list[str], parquet_info: Any = None) -> list[Any]:
     from_ = expr.args["files"][0]
+    if isinstance(from_, exp.Subquery) and isinstance(params.file_format, copy_into.ReadParquet):
+        # $1:"key" is the Parquet column named exactly key.
+        for parameter in list(from_.this.find_all(exp.Parameter)):
+            extract = parameter.parent
+            if parameter == _DOLLAR_ONE and isinstance(extract, exp.JSONExtract):
+                keys = [k for k in extract.expression.find_all(exp.JSONPathKey)]
+                if len(keys) == 1:
+                    extract.replace(exp.column(str(keys[0].this), quoted=True))
+        return _original_inserts(expr, params, urls, parquet_info)
+    if parquet_info is not None and parquet_info.target_columns is not None:
+        return _as_variant_values(_original_inserts(expr, params, urls, parquet_info))
     if not (isinstance(from_, exp.Subquery) and isinstance(params.file_format, copy_into.ReadJSON)):
         return _original_inserts(expr, params, urls, parquet_info)
     select = from_.this.copy()
@@ -40,3 +95,5 @@ def _json_transform_inserts(expr: exp.Copy, params: Any, urls: list[str], parque
 
 def install() -> None:
     copy_into._inserts = _json_transform_inserts
+    copy_into.copy_into = _copy_into
+    fakesnow_cursor.copy_into = _copy_into  # imported by name there

@@ -232,6 +232,7 @@ def test_evolved_columns_are_loaded(emulators: Emulators, connect: Any, tmp_path
     sink.commit_batch(
         application_name=table, generation_id="g", batch_id="b1", stage_dir=f"evo/{table}",
         starts={"shardId-000000000000": None}, ends={"shardId-000000000000": Checkpoint("3")}, rows=3, failures=0,
+        columns=columns,
     )  # fmt: skip
 
     rows = query(

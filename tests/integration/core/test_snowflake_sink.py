@@ -52,7 +52,7 @@ def test_commit_loads_rows_and_moves_the_ledger(emulators: Emulators, sink: Snow
     stage_rows(sink, tmp_path, "app/b1/a1", [1, 2, 3])
     result = sink.commit_batch(
         application_name="app", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
-        starts={"shard-1": None}, ends={"shard-1": Checkpoint("3")}, rows=3, failures=0,
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("3")}, rows=3, failures=0, columns=(),
     )  # fmt: skip
     assert result.rows_loaded == 3
     assert sink.read_ledger("app", "g") == {"shard-1": Checkpoint("3")}
@@ -64,21 +64,21 @@ def test_a_stale_batch_is_rolled_back_whole(emulators: Emulators, sink: Snowflak
     stage_rows(sink, tmp_path, "app/b1/a1", [1, 2])
     sink.commit_batch(
         application_name="app-stale", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
-        starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0,
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=(),
     )  # fmt: skip
     # A second writer planned from the same (empty) mark: it must add nothing.
     stage_rows(sink, tmp_path, "app/b1/a2", [1, 2])
     with pytest.raises(StaleBatchError, match="shard-1"):
         sink.commit_batch(
             application_name="app-stale", generation_id="g", batch_id="b1", stage_dir="app/b1/a2",
-            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0,
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=(),
         )  # fmt: skip
     # A writer whose start is behind the ledger is refused too.
     stage_rows(sink, tmp_path, "app/b2/a1", [2, 3])
     with pytest.raises(StaleBatchError):
         sink.commit_batch(
             application_name="app-stale", generation_id="g", batch_id="b2", stage_dir="app/b2/a1",
-            starts={"shard-1": Checkpoint("1")}, ends={"shard-1": Checkpoint("3")}, rows=2, failures=0,
+            starts={"shard-1": Checkpoint("1")}, ends={"shard-1": Checkpoint("3")}, rows=2, failures=0, columns=(),
         )  # fmt: skip
     assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(1,), (2,)]
     assert sink.read_ledger("app-stale", "g") == {"shard-1": Checkpoint("2")}
@@ -92,3 +92,39 @@ def test_describe_columns_names_a_missing_table(emulators: Emulators) -> None:
             sink.describe_columns()
     finally:
         conn.close()
+
+
+def test_semi_structured_columns_load_as_values_not_as_text(emulators: Emulators, tmp_path: Path) -> None:
+    table = unique("V").replace("-", "_").upper()
+    create_table(
+        emulators, "ANALYTICS", "RAW", table, 'ID NUMBER(38,0), ADDRESS VARIANT, TAGS ARRAY, "odd ""key"" x" OBJECT'
+    )
+    conn = emulators.snowflake_connect()
+    try:
+        sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", table))
+        sink.ensure_support_objects()
+        staged = sink.describe_columns()
+        columns = ColumnMap(staged)
+        rows = [
+            columns.map_record({"id": 1, "address": {"city": "Berlin", "geo": [52.5, 13.4]}, "tags": ["a", "b"],
+                                'odd "key" x': {"k": 1}}),
+            columns.map_record({"id": 2, "address": "just a string", "tags": []}),
+        ]  # fmt: skip
+        path = tmp_path / "v.parquet"
+        pq.write_table(columns.to_arrow(rows, [metadata("shard-1", 1), metadata("shard-1", 2)]), path)
+        sink.put_file(path, f"app/v1/a1/{ROWS_DIR}")
+        sink.commit_batch(
+            application_name="app-v", generation_id="g", batch_id="v1", stage_dir="app/v1/a1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=staged,
+        )  # fmt: skip
+    finally:
+        conn.close()
+
+    fqn = f"ANALYTICS.RAW.{table}"
+    assert query(
+        emulators,
+        f'SELECT ADDRESS:city::string, ADDRESS:geo[1]::float, TAGS[0]::string, "odd ""key"" x":k::int, '
+        f"KINESISMETADATA:shardId::string FROM {fqn} WHERE ID = 1",
+    ) == [("Berlin", 13.4, "a", 1, "shard-1")]
+    # A JSON string stays a string value (a VARIANT reads back as its JSON text).
+    assert query(emulators, f"SELECT ADDRESS, TAGS FROM {fqn} WHERE ID = 2") == [('"just a string"', "[]")]
