@@ -4,6 +4,12 @@ Each emulator process reads the file named by its environment (``KINESIS_FAULTS_
 ``FAKESNOW_FAULTS_FILE`` for fakesnow) whenever it changes. A fault matches calls; after
 ``skip`` matching calls it fires ``times`` times. What fired is appended to
 ``<file>.served.json`` so a test can tell the fault really happened.
+
+The counters live in the emulator process. A process that loads a faults file someone else
+already served from (a server started again after a ``restart`` fault) takes that record as its
+own: each fault counts as past its ``skip`` and as fired as often as the record shows, so a
+restarted server does not fire the same fault again. Calls that matched without firing before
+the restart are not carried over.
 """
 
 from __future__ import annotations
@@ -48,8 +54,9 @@ class FaultFile:
         with self._lock:
             if mtime != self._mtime:
                 self._mtime, self._faults = mtime, json.loads(path.read_text())
-                self._calls.clear()
-                self._served.clear()
+                # write_faults() removes the record first: one that exists belongs to these faults.
+                self._served = served(path)
+                self._calls = _calls_already_served(self._faults, self._served)
             return self._faults
 
     def fire(self, matches: Any) -> dict[str, Any] | None:
@@ -67,6 +74,21 @@ class FaultFile:
                     Path(f"{self.path}.served.json").write_text(json.dumps(self._served))
                     return fault
         return None
+
+
+def _calls_already_served(faults: list[dict[str, Any]], record: list[dict[str, Any]]) -> dict[int, int]:
+    """Per fault index, a call count that resumes after the firings in ``record``."""
+    unclaimed = list(record)
+    calls: dict[int, int] = {}
+    for index, fault in enumerate(faults):
+        # Faults fire in list order, so equal faults claim the record's entries in that order too.
+        fired = 0
+        while fired < int(fault.get("times", 1)) and fault in unclaimed:
+            unclaimed.remove(fault)
+            fired += 1
+        if fired:
+            calls[index] = int(fault.get("skip", 0)) + fired
+    return calls
 
 
 def kill_spark_jobs(application_name: str | None = None) -> list[int]:
