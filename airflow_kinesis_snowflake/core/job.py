@@ -41,7 +41,7 @@ from airflow_kinesis_snowflake.core.evolution import (
 from airflow_kinesis_snowflake.core.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint
-from airflow_kinesis_snowflake.core.readers import RangeRead, read_shard_range
+from airflow_kinesis_snowflake.core.readers import RangeRead, kinesis_client, read_shard_range
 from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 from airflow_kinesis_snowflake.core.transform import build_batch, failure_table
@@ -78,12 +78,10 @@ class JobCredentials:
         return cls(aws=aws, snowflake=snowflake)
 
     def kinesis_client(self, region: str) -> Any:
-        import boto3
         from botocore.config import Config
 
         # Standard retries back off on ProvisionedThroughputExceeded / LimitExceeded throttling.
-        return boto3.client(
-            "kinesis",
+        return kinesis_client(
             region_name=region,
             aws_access_key_id=self.aws.get("AWS_ACCESS_KEY_ID"),
             aws_secret_access_key=self.aws.get("AWS_SECRET_ACCESS_KEY"),
