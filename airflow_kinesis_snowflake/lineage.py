@@ -1,0 +1,158 @@
+"""OpenLineage for the ingest operator: the Kinesis stream in, the Snowflake table out.
+
+Only :meth:`SparkKinesisIngestOperator.get_openlineage_facets_on_complete` imports this module,
+and it imports OpenLineage only inside its functions: without the ``openlineage`` extra nothing
+here is ever loaded.
+
+Dataset names follow https://openlineage.io/docs/spec/naming:
+
+- the table: ``snowflake://{account identifier}`` and ``{DATABASE}.{SCHEMA}.{TABLE}``, the account
+  identifier normalised as the Snowflake provider does it, so the table is the same dataset whichever
+  operator reads or writes it;
+- the stream: the spec lists no Kinesis convention, so it follows its AWS Glue one (an ARN split
+  after the account): ``arn:{partition}:kinesis:{region}:{account id}`` and ``stream/{stream name}``,
+  which together are the stream's ARN. A stream name is unique only within an account and region,
+  hence both. The account id comes from STS ``GetCallerIdentity`` (allowed to every principal, no
+  permission to grant); when it cannot be had the stream is left out and a warning says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from botocore.config import Config
+
+from airflow_kinesis_snowflake.core.snowflake_sink import PARSE_FAILURES_SUFFIX
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+log = logging.getLogger(__name__)
+
+# Lineage is gathered after the batch is committed: a slow or unreachable STS must not hold the task up,
+# and the OpenLineage listener waits only ``[openlineage] execution_timeout`` (10 s by default).
+STS_CONFIG = Config(connect_timeout=2, read_timeout=2, retries={"mode": "standard", "max_attempts": 2})
+
+
+def kinesis_stream_naming(partition: str, region: str, account_id: str, stream_name: str) -> tuple[str, str]:
+    """Namespace and name of a Kinesis data stream: the stream ARN split after the account id."""
+    return f"arn:{partition}:kinesis:{region}:{account_id}", f"stream/{stream_name}"
+
+
+def snowflake_namespace(account: str, region: str | None = None) -> str:
+    """``snowflake://{account identifier}`` as the Snowflake provider derives it from a connection.
+
+    The provider reads the identifier from the SQLAlchemy URI's host (``account`` or
+    ``account.region``, lower-cased) and normalises legacy locators to ``locator.region.cloud``.
+    Built here from the account itself, so that a ``host`` extra (PrivateLink, an emulator) does not
+    stand in for the account.
+    """
+    from airflow.providers.snowflake.utils.openlineage import fix_account_name
+
+    host = f"{account}.{region}" if region else account
+    return f"snowflake://{fix_account_name(host.lower())}"
+
+
+def table_name(database: str, schema: str, table: str) -> str:
+    # The operator loads into the upper-cased names (Snowflake's unquoted identifiers).
+    return f"{database.upper()}.{schema.upper()}.{table.upper()}"
+
+
+def _stream_dataset(operator: Any) -> InputDataset | None:
+    import botocore.session
+    from airflow.providers.common.compat.openlineage.facet import InputDataset
+
+    from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
+
+    try:
+        hook = KinesisStreamHook(aws_conn_id=operator.aws_conn_id, region_name=operator.region_name, config=STS_CONFIG)
+        # As boto3 resolves it when neither the operator nor the connection names a region.
+        region = hook.region_name or botocore.session.get_session().get_config_variable("region")
+        if not region:
+            log.warning("No AWS region for stream %s: it is left out of the lineage", operator.stream_name)
+            return None
+        account_id = hook.account_id
+    except Exception as err:  # noqa: BLE001 - lineage must not fail a task whose batch is committed
+        log.warning(
+            "Could not get the AWS account id of stream %s from STS (%s): it is left out of the lineage",
+            operator.stream_name,
+            err,
+        )
+        return None
+    try:
+        partition = botocore.session.get_session().get_partition_for_region(region)
+    except Exception:  # noqa: BLE001 - a region botocore does not know yet (or an emulator's)
+        partition = "aws"
+    namespace, name = kinesis_stream_naming(partition, region, account_id, operator.stream_name)
+    return InputDataset(namespace=namespace, name=name)
+
+
+def _table_datasets(operator: Any) -> list[OutputDataset]:
+    from airflow.providers.common.compat.openlineage.facet import (
+        OutputDataset,
+        OutputStatisticsOutputDatasetFacet,
+    )
+
+    from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+    table = table_name(operator.database, operator.schema, operator.table)
+    try:
+        params = KinesisSnowflakeHook(snowflake_conn_id=operator.snowflake_conn_id)._get_conn_params()
+    except Exception as err:  # noqa: BLE001 - lineage must not fail a task whose batch is committed
+        log.warning(
+            "Could not read Snowflake connection %s (%s): %s is left out of the lineage",
+            operator.snowflake_conn_id,
+            err,
+            table,
+        )
+        return []
+    account = params.get("account")
+    if not account:
+        log.warning(
+            "Snowflake connection %s names no account: %s is left out of the lineage",
+            operator.snowflake_conn_id,
+            table,
+        )
+        return []
+    namespace = snowflake_namespace(str(account), params.get("region") or None)
+
+    # The figures of the batch this run loaded; none when it read nothing or failed early.
+    summary = getattr(operator, "_last_summary", None)
+    summary = summary if isinstance(summary, dict) else {}
+    rows, dead_letters = summary.get("rows_loaded"), summary.get("dead_letters")
+
+    outputs = [
+        OutputDataset(
+            namespace=namespace,
+            name=table,
+            outputFacets=(
+                {"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=int(rows))} if rows is not None else {}
+            ),
+        )
+    ]
+    if dead_letters:
+        # Records that failed to parse went to the table's parse-failure table.
+        outputs.append(
+            OutputDataset(
+                namespace=namespace,
+                name=table + PARSE_FAILURES_SUFFIX,
+                outputFacets={"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=int(dead_letters))},
+            )
+        )
+    return outputs
+
+
+def ingest_lineage(operator: Any, task_instance: Any) -> OperatorLineage:
+    """Lineage of one run of :class:`~airflow_kinesis_snowflake.operators.ingest.SparkKinesisIngestOperator`.
+
+    :param operator: the operator after ``execute``; read are ``stream_name``, ``region_name``,
+        ``aws_conn_id``, ``database``, ``schema``, ``table``, ``snowflake_conn_id`` and the batch
+        summary ``_last_summary`` (its ``rows_loaded`` and ``dead_letters``), if any.
+    :param task_instance: unused; part of the OpenLineage method's signature.
+    """
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    stream = _stream_dataset(operator)
+    return OperatorLineage(inputs=[stream] if stream is not None else [], outputs=_table_datasets(operator))
