@@ -1,4 +1,6 @@
-"""OpenLineage of the ingest operator: dataset names, row counts, and no OpenLineage import up front."""
+"""OpenLineage of the ingest operator: dataset names, row counts, and no OpenLineage import up front.
+
+The AWS account of the stream's namespace comes from STS, answered by the moto server."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from airflow_kinesis_snowflake.lineage import ingest_lineage, kinesis_stream_naming, snowflake_namespace
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
+from tests.emulators import Emulators
+
+pytestmark = pytest.mark.integration
 
 REGION = "eu-west-1"
 MOTO_ACCOUNT = "123456789012"  # the account moto's STS answers with
@@ -39,26 +43,23 @@ def snowflake_conn(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def aws_conn(monkeypatch: pytest.MonkeyPatch) -> str:
-    return _set_conn(
-        monkeypatch,
-        "lineage_aws",
-        {"conn_type": "aws", "login": "testing", "password": "testing", "extra": {"region_name": REGION}},
-    )
+def aws_conn(monkeypatch: pytest.MonkeyPatch, emulators: Emulators) -> str:
+    conn = emulators.aws_connection()
+    conn["extra"] = {**conn["extra"], "region_name": REGION}
+    return _set_conn(monkeypatch, "lineage_aws", conn)
 
 
 def _operator(aws_conn_id: str, snowflake_conn_id: str, **kwargs: Any) -> SparkKinesisIngestOperator:
-    return SparkKinesisIngestOperator(
-        task_id="ingest",
-        stream_name="orders",
-        application_name="orders-to-snowflake",
-        database="analytics",
-        schema="raw",
-        table="orders",
-        aws_conn_id=aws_conn_id,
-        snowflake_conn_id=snowflake_conn_id,
-        **kwargs,
-    )
+    arguments: dict[str, Any] = {
+        "stream_name": "orders",
+        "application_name": "orders-to-snowflake",
+        "database": "analytics",
+        "schema": "raw",
+        "table": "orders",
+        "aws_conn_id": aws_conn_id,
+        "snowflake_conn_id": snowflake_conn_id,
+    }
+    return SparkKinesisIngestOperator(task_id="ingest", **(arguments | kwargs))
 
 
 def _summary(rows: int, dead_letters: int) -> dict[str, Any]:
@@ -73,8 +74,7 @@ def _row_count(dataset: Any) -> int | None:
 def test_stream_in_table_out_with_the_rows_of_the_batch(aws_conn: str, snowflake_conn: str) -> None:
     operator = _operator(aws_conn, snowflake_conn)
     operator._last_summary = _summary(rows=7, dead_letters=0)
-    with mock_aws():
-        lineage = ingest_lineage(operator, None)
+    lineage = ingest_lineage(operator, None)
 
     assert [(d.namespace, d.name) for d in lineage.inputs] == [
         (f"arn:aws:kinesis:{REGION}:{MOTO_ACCOUNT}", "stream/orders")
@@ -83,20 +83,21 @@ def test_stream_in_table_out_with_the_rows_of_the_batch(aws_conn: str, snowflake
     assert _row_count(lineage.outputs[0]) == 7
 
 
-def test_the_stream_dataset_is_the_stream_arn(aws_conn: str, snowflake_conn: str) -> None:
-    with mock_aws():
-        kinesis = boto3.client("kinesis", region_name=REGION)
-        kinesis.create_stream(StreamName="orders", ShardCount=1)
-        arn = kinesis.describe_stream_summary(StreamName="orders")["StreamDescriptionSummary"]["StreamARN"]
-        (stream,) = ingest_lineage(_operator(aws_conn, snowflake_conn), None).inputs
+def test_the_stream_dataset_is_the_stream_arn(aws_conn: str, snowflake_conn: str, emulators: Emulators) -> None:
+    kinesis = boto3.client(
+        "kinesis", region_name=REGION, endpoint_url=emulators.aws_endpoint,
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+    kinesis.create_stream(StreamName="lineage-orders", ShardCount=1)
+    arn = kinesis.describe_stream_summary(StreamName="lineage-orders")["StreamDescriptionSummary"]["StreamARN"]
+    (stream,) = ingest_lineage(_operator(aws_conn, snowflake_conn, stream_name="lineage-orders"), None).inputs
     assert f"{stream.namespace}:{stream.name}" == arn
 
 
 def test_dead_letters_add_the_parse_failure_table(aws_conn: str, snowflake_conn: str) -> None:
     operator = _operator(aws_conn, snowflake_conn)
     operator._last_summary = _summary(rows=5, dead_letters=2)
-    with mock_aws():
-        lineage = ingest_lineage(operator, None)
+    lineage = ingest_lineage(operator, None)
     assert [(d.namespace, d.name, _row_count(d)) for d in lineage.outputs] == [
         ("snowflake://myorg-acct", "ANALYTICS.RAW.ORDERS", 5),
         ("snowflake://myorg-acct", "ANALYTICS.RAW.ORDERS_PARSE_FAILURES", 2),
@@ -106,8 +107,7 @@ def test_dead_letters_add_the_parse_failure_table(aws_conn: str, snowflake_conn:
 def test_without_a_batch_the_table_has_no_statistics(aws_conn: str, snowflake_conn: str) -> None:
     operator = _operator(aws_conn, snowflake_conn)
     assert operator._last_summary is None  # nothing read, or failed before loading
-    with mock_aws():
-        lineage = ingest_lineage(operator, None)
+    lineage = ingest_lineage(operator, None)
     assert [d.name for d in lineage.outputs] == ["ANALYTICS.RAW.ORDERS"]
     assert lineage.outputs[0].outputFacets == {}
 
@@ -115,8 +115,7 @@ def test_without_a_batch_the_table_has_no_statistics(aws_conn: str, snowflake_co
 def test_the_operator_region_wins_over_the_connection_and_picks_the_partition(
     aws_conn: str, snowflake_conn: str
 ) -> None:
-    with mock_aws():
-        (stream,) = ingest_lineage(_operator(aws_conn, snowflake_conn, region_name="cn-north-1"), None).inputs
+    (stream,) = ingest_lineage(_operator(aws_conn, snowflake_conn, region_name="cn-north-1"), None).inputs
     assert stream.namespace == f"arn:aws-cn:kinesis:cn-north-1:{MOTO_ACCOUNT}"
 
 
@@ -151,7 +150,7 @@ def test_a_snowflake_connection_without_account_leaves_the_table_out(
         "lineage_snowflake_no_account",
         {"conn_type": "snowflake", "login": "u", "password": "p", "extra": {"database": "ANALYTICS"}},
     )
-    with mock_aws(), caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.lineage"):
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.lineage"):
         lineage = ingest_lineage(_operator(aws_conn, no_account), None)
     assert lineage.outputs == []
     assert len(lineage.inputs) == 1
@@ -192,8 +191,7 @@ def test_an_endpoint_host_does_not_replace_the_account(monkeypatch: pytest.Monke
             "extra": {"account": "myorg-acct", "host": "127.0.0.1", "port": 8080, "protocol": "http"},
         },
     )
-    with mock_aws():
-        lineage = ingest_lineage(_operator(aws_conn, emulator), None)
+    lineage = ingest_lineage(_operator(aws_conn, emulator), None)
     assert [d.namespace for d in lineage.outputs] == ["snowflake://myorg-acct"]
 
 
@@ -207,8 +205,7 @@ def test_operator_method_returns_the_lineage(aws_conn: str, snowflake_conn: str)
     if not hasattr(operator, "get_openlineage_facets_on_complete"):
         pytest.skip("SparkKinesisIngestOperator has no get_openlineage_facets_on_complete yet")
     operator._last_summary = _summary(rows=4, dead_letters=0)
-    with mock_aws():
-        lineage = operator.get_openlineage_facets_on_complete(None)
+    lineage = operator.get_openlineage_facets_on_complete(None)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [
         (f"arn:aws:kinesis:{REGION}:{MOTO_ACCOUNT}", "stream/orders")
     ]
