@@ -139,6 +139,20 @@ class Emulators:
             raise RuntimeError("this fakesnow server runs without --data-dir: it cannot restart")
         return dict(json.loads((self.fakesnow_data_dir / FAKESNOW_STATE_FILE).read_text()))
 
+    def wait_for_snowflake_restarts(self, restarts: int, timeout: float = 120) -> dict[str, int]:
+        """Wait until the fakesnow server was restarted ``restarts`` times in all and answers again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.snowflake_server_state()
+            if state["restarts"] >= restarts:
+                try:
+                    requests.get(f"http://127.0.0.1:{self.fakesnow_port}/", timeout=1)
+                    return state
+                except requests.ConnectionError:
+                    pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the fakesnow server was not restarted {restarts} times: {self.snowflake_server_state()}")
+
     def boto3_client(self, service: str) -> Any:
         import boto3
 

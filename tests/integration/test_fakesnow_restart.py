@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,25 +54,11 @@ def restart(emulators: Emulators, seconds: float = 1) -> None:
     with pytest.raises(requests.ConnectionError):
         # No session needed: faults are matched before fakesnow looks at the request.
         requests.post(emulators_url(emulators), json={"sqlText": TRIGGER}, timeout=30)
-    wait_for_restart(emulators, before["restarts"] + 1)
-    assert emulators.snowflake_server_state()["pid"] != before["pid"]
+    assert emulators.wait_for_snowflake_restarts(before["restarts"] + 1)["pid"] != before["pid"]
 
 
 def emulators_url(emulators: Emulators) -> str:
     return f"http://127.0.0.1:{emulators.fakesnow_port}/queries/v1/query-request"
-
-
-def wait_for_restart(emulators: Emulators, restarts: int, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if emulators.snowflake_server_state()["restarts"] >= restarts:
-            try:
-                requests.get(f"http://127.0.0.1:{emulators.fakesnow_port}/", timeout=1)
-                return
-            except requests.ConnectionError:
-                pass
-        time.sleep(0.2)
-    raise AssertionError(f"the fakesnow server did not come back: {emulators.snowflake_server_state()}")
 
 
 def run(emulators: Emulators, *statements: str, **connect: Any) -> list[Any]:
@@ -148,7 +133,7 @@ def test_a_restart_fault_fires_once_across_the_restart(server: tuple[_Server, Em
     for restarts in (2, 3):
         with pytest.raises(requests.ConnectionError):
             requests.post(emulators_url(emulators), json={"sqlText": TRIGGER}, timeout=30)
-        wait_for_restart(emulators, restarts)
+        emulators.wait_for_snowflake_restarts(restarts)
     assert requests.post(emulators_url(emulators), json={"sqlText": TRIGGER}, timeout=30).status_code == 401
     assert emulators.snowflake_server_state()["restarts"] == 3
 

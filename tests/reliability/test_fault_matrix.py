@@ -2,9 +2,11 @@
 
 Faults are injected at the emulators' boundary (tests/emulators/faults.py): the fakesnow server
 kills the Spark job (SIGKILL, JVM and Python processes) when a given statement arrives, fails a
-statement, or becomes unreachable; the moto server kills the Airflow worker in the middle of the
-DynamoDB checkpoint. After each fault the DAG is run again until it succeeds, and the table is
-queried: every case must end with every record exactly once and the checkpoints at the tips.
+statement, becomes unreachable, or crashes and is started again on its data (as a Snowflake
+service restart loses sessions and open transactions, not committed data); the moto server kills
+the Airflow worker in the middle of the DynamoDB checkpoint. After each fault the DAG is run again
+until it succeeds, and the table is queried: every case must end with every record exactly once
+and the checkpoints at the tips.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ class Case:
     name: str
     snowflake: list[dict[str, Any]] = field(default_factory=list)
     kill_worker_in_checkpoint: bool = False
+    # Rows the table must hold right after the fault, before any retry (None: not checked).
+    rows_after_fault: int | None = None
+
+    @property
+    def restarts_snowflake(self) -> bool:
+        return any(fault["action"] == "restart" for fault in self.snowflake)
 
 
 CASES = [
@@ -51,6 +59,14 @@ CASES = [
     Case("COPY INTO fails", snowflake=[{"match": r"^\s*COPY INTO", "when": "before", "action": "error"}]),
     Case("Snowflake unreachable for 8 s mid-batch (HTTP 503)",
          snowflake=[{"match": r"^\s*PUT ", "when": "before", "action": "outage", "seconds": 8}]),
+    # The fakesnow process dies (os._exit) and is started again 5 s later on the same data: the
+    # open load transaction is lost with it, a committed one is not (and must not load twice).
+    Case("Snowflake emulator stopped mid-batch and restarted (before COPY INTO)",
+         snowflake=[{"match": r"^\s*COPY INTO", "when": "before", "action": "restart", "seconds": 5}],
+         rows_after_fault=0),
+    Case("Snowflake emulator stopped mid-batch and restarted (after COMMIT)",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "restart", "seconds": 5}],
+         rows_after_fault=RECORDS),
 ]  # fmt: skip
 
 
@@ -119,6 +135,7 @@ def test_every_record_exactly_once_after_the_fault(
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
     run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
 
+    server_before = emulators.snowflake_server_state() if case.restarts_snowflake else None
     # Only this case's Spark job is killed, whatever else runs on the machine.
     emulators.inject_snowflake_faults([{**fault, "application": app} for fault in case.snowflake])
     try:
@@ -140,6 +157,12 @@ def test_every_record_exactly_once_after_the_fault(
         emulators.inject_kinesis_faults([])
     first_run = "succeeded" if code == 0 else ("killed" if code < 0 else "failed")
     assert fired, f"the fault never fired:\n{log.read_text()[-3000:]}"
+    if server_before is not None:
+        # A new process serves the same data: the one that held the sessions is gone.
+        server_after = emulators.wait_for_snowflake_restarts(server_before["restarts"] + 1)
+        assert server_after["pid"] != server_before["pid"], (server_before, server_after)
+    if case.rows_after_fault is not None:
+        assert query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(case.rows_after_fault,)]
 
     if case.kill_worker_in_checkpoint:
         time.sleep(LEASE_SECONDS + 1)  # the dead worker's leases expire
