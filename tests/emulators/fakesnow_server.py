@@ -47,6 +47,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from tests.emulators import fakesnow_extensions
 from tests.emulators.faults import FaultFile, exit_with_parent, kill_spark_jobs
 from tests.emulators.servers import FAKESNOW_STATE_FILE
 
@@ -214,6 +215,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None, help="keep all state here, across restarts")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the supervisor's child
     args = parser.parse_args()
+    fakesnow_extensions.install()
     if args.data_dir is not None and not args.serve:
         sys.exit(supervise(args.host, args.port, args.data_dir))
     serve(args.host, args.port, args.data_dir)
