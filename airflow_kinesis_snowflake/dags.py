@@ -171,6 +171,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             table=dst.table,
             initial_position=src.initial_position.value,
             initial_timestamp=src.initial_timestamp.isoformat() if src.initial_timestamp else None,
+            consumer_type=src.consumer_type.value,
             max_records_per_call=src.max_records_per_call,
             max_records_per_shard=config.batch.max_records_per_shard,
             max_shards_per_batch=config.batch.max_shards_per_batch,

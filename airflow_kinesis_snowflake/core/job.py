@@ -39,9 +39,14 @@ from airflow_kinesis_snowflake.core.evolution import (
     takes_like,
 )
 from airflow_kinesis_snowflake.core.pipe import pipe_batch
-from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
+from airflow_kinesis_snowflake.core.planning import ENHANCED_FAN_OUT, BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint
-from airflow_kinesis_snowflake.core.readers import RangeRead, kinesis_client, read_shard_range
+from airflow_kinesis_snowflake.core.readers import (
+    RangeRead,
+    kinesis_client,
+    read_shard_range,
+    read_shard_range_fan_out,
+)
 from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 from airflow_kinesis_snowflake.core.transform import build_batch, failure_table
@@ -108,8 +113,12 @@ def read_range(range_data: dict[str, Any], plan_json: str, credentials: JobCrede
     """Spark task: the records of one shard range. A plan's ranges are fixed, so reading one again
     (after its cached partition was lost) gives the same records."""
     plan = BatchPlan.from_json(plan_json)
+    client = credentials.kinesis_client(plan.region)
+    if plan.consumer_type == ENHANCED_FAN_OUT:
+        assert plan.consumer_arn is not None  # BatchPlan refuses a fan-out plan without one
+        return read_shard_range_fan_out(client, plan.consumer_arn, ShardRange.from_dict(range_data), cutoff=plan.cutoff)
     return read_shard_range(
-        credentials.kinesis_client(plan.region),
+        client,
         plan.stream_name,
         ShardRange.from_dict(range_data),
         cutoff=plan.cutoff,
@@ -166,6 +175,7 @@ def stage_range(
         "bytes": sum(len(r.data) for r in read.records),
         "shard_end": read.shard_end,
         "get_records_calls": read.get_records_calls,
+        "subscriptions": read.subscriptions,
         "millis_behind_latest": read.millis_behind_latest,
     }
 

@@ -17,6 +17,11 @@ from airflow_kinesis_snowflake.core.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.leases import Lease, StartPosition
 from airflow_kinesis_snowflake.core.positions import Checkpoint
 
+# How a batch reads its shards: GetRecords, or SubscribeToShard through a registered consumer.
+SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
+ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
+CONSUMER_TYPES = (SHARED_THROUGHPUT, ENHANCED_FAN_OUT)
+
 
 @dataclass(frozen=True)
 class ShardRange:
@@ -62,7 +67,8 @@ class BatchPlan:
     ``destination_type``, ``schema_evolution`` (None: as the table's ENABLE_SCHEMA_EVOLUTION says)
     and ``on_unknown_key`` decide schema evolution (see :mod:`~.evolution`), ``pipe_definition``
     how a PIPE destination loads; they do not change what the batch reads, so they are not part
-    of its id.
+    of its id. Neither do ``consumer_type`` and ``consumer_arn`` (the ENHANCED_FAN_OUT consumer the
+    ranges are read through): both readers take the same records of a range.
     """
 
     application_name: str
@@ -78,6 +84,14 @@ class BatchPlan:
     on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
     # PIPE: the pipe's COPY statement, applied to the batch's staged files (see :mod:`~.pipe`).
     pipe_definition: str | None = None
+    consumer_type: str = SHARED_THROUGHPUT
+    consumer_arn: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.consumer_type not in CONSUMER_TYPES:
+            raise ValueError(f"consumer_type {self.consumer_type!r} is not one of {', '.join(CONSUMER_TYPES)}")
+        if self.consumer_type == ENHANCED_FAN_OUT and not self.consumer_arn:
+            raise ValueError("an ENHANCED_FAN_OUT plan needs the consumer_arn its ranges are read through")
 
     @property
     def batch_id(self) -> str:
@@ -115,6 +129,8 @@ class BatchPlan:
                 "schema_evolution": self.schema_evolution,
                 "on_unknown_key": self.on_unknown_key.value,
                 "pipe_definition": self.pipe_definition,
+                "consumer_type": self.consumer_type,
+                "consumer_arn": self.consumer_arn,
             },
             indent=2,
         )
@@ -136,6 +152,8 @@ class BatchPlan:
             schema_evolution=data.get("schema_evolution"),
             on_unknown_key=UnknownKeys(data.get("on_unknown_key", UnknownKeys.IGNORE.value)),
             pipe_definition=data.get("pipe_definition"),
+            consumer_type=data.get("consumer_type", SHARED_THROUGHPUT),
+            consumer_arn=data.get("consumer_arn"),
         )
 
 

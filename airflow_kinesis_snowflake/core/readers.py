@@ -1,12 +1,15 @@
-"""Read one shard range with GetRecords (shared throughput).
+"""Read one shard range with GetRecords (shared throughput) or SubscribeToShard (enhanced fan-out).
 
 Reading resumes AT_SEQUENCE_NUMBER of the checkpoint and drops what the checkpoint covers, so a
 checkpoint inside a KPL aggregate resumes at the next sub-record. The read stops at the record
 cap, at the first record that arrived after the batch cut-off, when the shard is caught up, or at
-shard end (a null NextShardIterator on AWS; an empty, caught-up read of a closed shard otherwise).
+shard end (a null NextShardIterator on AWS; an empty, caught-up read of a closed shard otherwise;
+with fan-out, an event naming the ChildShards without a ContinuationSequenceNumber).
 
 While one page is de-aggregated, the next is already being fetched (and parsed by botocore) in a
 background thread, unless the page looks like the last: then the next call, if any, waits for it.
+A fan-out subscription pushes its events instead; both readers take records through the same
+filter, so they yield the same records for the same range.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from airflow_kinesis_snowflake.core.transform import deaggregate
 MIN_SECONDS_BETWEEN_CALLS = 0.2
 # Sparse shards can answer several empty pages while still behind the tip; don't spin forever.
 MAX_EMPTY_READS = 50
+# SubscribeToShard answers ResourceInUseException while another subscription of the consumer
+# holds the shard, and for 5 seconds after one started: wait longer than that before giving up.
+RESOURCE_IN_USE_RETRIES = 6
+RESOURCE_IN_USE_BACKOFF_SECONDS = 1.0
+RESOURCE_IN_USE_MAX_BACKOFF_SECONDS = 8.0
+# Subscriptions that end without delivering anything new (AWS ends each after 5 minutes).
+MAX_IDLE_SUBSCRIPTIONS = 10
 
 
 @dataclass
@@ -42,8 +52,10 @@ class RangeRead:
     # GetRecords calls that returned a page, a fetched-ahead page the read did not need included.
     get_records_calls: int = 0
     iterator_renewals: int = 0
-    # How far the last GetRecords page was from the shard's tip, as Kinesis reports it.
+    # How far the last GetRecords page (or fan-out event) was from the shard's tip, as Kinesis reports it.
     millis_behind_latest: int | None = None
+    # SubscribeToShard calls that opened a subscription (enhanced fan-out reads only).
+    subscriptions: int = 0
 
 
 def arrival_timestamp(value: Any) -> datetime:
@@ -78,14 +90,26 @@ def kinesis_client(**client_kwargs: Any) -> Any:
     return boto3.session.Session(botocore_session=core).client("kinesis", **client_kwargs)
 
 
-def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
-    args: dict[str, Any] = {"StreamName": stream_name, "ShardId": shard_range.shard_id}
+def _starting_position(shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
+    """Where a read starts: at the checkpoint, else at the range's initial position."""
     if position is not None:
-        args.update(ShardIteratorType="AT_SEQUENCE_NUMBER", StartingSequenceNumber=position.sequence_number)
-    elif shard_range.start_position.position is InitialPosition.AT_TIMESTAMP:
-        args.update(ShardIteratorType="AT_TIMESTAMP", Timestamp=shard_range.start_position.timestamp)
-    else:
-        args.update(ShardIteratorType="TRIM_HORIZON")
+        return {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": position.sequence_number}
+    if shard_range.start_position.position is InitialPosition.AT_TIMESTAMP:
+        return {"Type": "AT_TIMESTAMP", "Timestamp": shard_range.start_position.timestamp}
+    return {"Type": "TRIM_HORIZON"}
+
+
+def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
+    start = _starting_position(shard_range, position)
+    args: dict[str, Any] = {
+        "StreamName": stream_name,
+        "ShardId": shard_range.shard_id,
+        "ShardIteratorType": start["Type"],
+    }
+    if "SequenceNumber" in start:
+        args["StartingSequenceNumber"] = start["SequenceNumber"]
+    if "Timestamp" in start:
+        args["Timestamp"] = start["Timestamp"]
     return args
 
 
@@ -177,7 +201,7 @@ def _read(
                 pending = pages.fetch(next_iterator, min(max_records_per_call, room))
                 fetched_ahead = True
 
-        if _take(result, deaggregate(shard_range.shard_id, api_records), cutoff, shard_range.max_records):
+        if _take_page(result, shard_range, api_records, cutoff):
             return
         if next_iterator is None:
             result.shard_end = True
@@ -194,6 +218,91 @@ def _read(
         if not fetched_ahead:
             limit = min(max_records_per_call, shard_range.max_records - len(result.records))
             pending = pages.fetch(next_iterator, limit)
+
+
+def read_shard_range_fan_out(
+    client: Any,
+    consumer_arn: str,
+    shard_range: ShardRange,
+    *,
+    cutoff: datetime,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RangeRead:
+    """Read the records of ``shard_range`` that arrived at or before ``cutoff``, through the enhanced
+    fan-out consumer ``consumer_arn`` (SubscribeToShard).
+
+    The first subscription starts where :func:`read_shard_range` would; when one ends (AWS ends each
+    after 5 minutes) the next starts AT_SEQUENCE_NUMBER of the last ContinuationSequenceNumber.
+    Records the range already took, delivered again, are dropped like those the checkpoint covers.
+    """
+    result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
+    position = _starting_position(shard_range, result.last)
+    idle = 0
+    while True:
+        taken, before = len(result.records), position
+        event_stream = _subscribe(client, consumer_arn, shard_range.shard_id, position, result, sleep)
+        try:
+            for event in event_stream:
+                shard_event = event.get("SubscribeToShardEvent")
+                if shard_event is None:
+                    continue
+                if "MillisBehindLatest" in shard_event:
+                    result.millis_behind_latest = int(shard_event["MillisBehindLatest"])
+                api_records = shard_event.get("Records", [])
+                if _take_page(result, shard_range, api_records, cutoff):
+                    return result
+                continuation = shard_event.get("ContinuationSequenceNumber")
+                if continuation is None:
+                    # The last event of a closed shard: it names the children instead.
+                    result.shard_end = True
+                    return result
+                # AT, not AFTER: should the continuation be the next record rather than the last
+                # one delivered, nothing is skipped; a record delivered again is dropped.
+                position = {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": continuation}
+                if not api_records and shard_event.get("MillisBehindLatest") == 0:
+                    # Caught up. Only an empty event says so: on a closed shard, the event that
+                    # names the children may still follow the last records.
+                    return result
+        finally:
+            # Leaving mid-subscription drops the connection; the service ends the subscription.
+            event_stream.close()
+        idle = 0 if len(result.records) > taken or position != before else idle + 1
+        if idle >= MAX_IDLE_SUBSCRIPTIONS:
+            raise RuntimeError(
+                f"{idle} subscriptions to shard {shard_range.shard_id} through {consumer_arn} "
+                "ended without delivering anything"
+            )
+
+
+def _subscribe(
+    client: Any,
+    consumer_arn: str,
+    shard_id: str,
+    position: dict[str, Any],
+    result: RangeRead,
+    sleep: Callable[[float], None],
+) -> Any:
+    """A subscription's event stream; retries while another subscription holds the shard."""
+    attempt = 0
+    while True:
+        try:
+            response = client.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position)
+        except ClientError as err:
+            in_use = err.response.get("Error", {}).get("Code") == "ResourceInUseException"
+            if not in_use or attempt >= RESOURCE_IN_USE_RETRIES:
+                raise
+            sleep(min(RESOURCE_IN_USE_BACKOFF_SECONDS * 2**attempt, RESOURCE_IN_USE_MAX_BACKOFF_SECONDS))
+            attempt += 1
+            continue
+        result.subscriptions += 1
+        return response["EventStream"]
+
+
+def _take_page(result: RangeRead, shard_range: ShardRange, api_records: list[dict[str, Any]], cutoff: datetime) -> bool:
+    """De-aggregate one page (or event) of Kinesis records and take them; True when the read stops here."""
+    if not api_records:
+        return False
+    return _take(result, deaggregate(shard_range.shard_id, api_records), cutoff, shard_range.max_records)
 
 
 def _take(result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max_records: int) -> bool:

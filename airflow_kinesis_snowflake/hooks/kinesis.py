@@ -57,6 +57,16 @@ class KinesisStreamHook(AwsBaseHook):
         arn: str = consumer["ConsumerARN"]
         return arn
 
+    def describe_consumer(self, stream_name: str, consumer_name: str) -> dict[str, Any] | None:
+        """The ``ConsumerDescription`` of a fan-out consumer (DescribeStreamConsumer); None if not registered."""
+        try:
+            description: dict[str, Any] = self.conn.describe_stream_consumer(
+                StreamARN=self.stream_arn(stream_name), ConsumerName=consumer_name
+            )["ConsumerDescription"]
+        except self.conn.exceptions.ResourceNotFoundException:
+            return None
+        return description
+
     def list_consumers(self, stream_name: str) -> list[dict[str, Any]]:
         """The enhanced fan-out consumers registered on ``stream_name`` (ListStreamConsumers)."""
         stream_arn = self.stream_arn(stream_name)

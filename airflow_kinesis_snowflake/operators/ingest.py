@@ -25,7 +25,15 @@ from airflow_kinesis_snowflake.core.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.leases import Lease, LeaseLostError, LeaseTable, StartPosition
 from airflow_kinesis_snowflake.core.maintenance import MaintenanceError, resolve_application
 from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
-from airflow_kinesis_snowflake.core.planning import BatchPlan, Destination, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.planning import (
+    CONSUMER_TYPES,
+    ENHANCED_FAN_OUT,
+    SHARED_THROUGHPUT,
+    BatchPlan,
+    Destination,
+    eligible_leases,
+    plan_ranges,
+)
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
 from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink
@@ -75,6 +83,9 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param initial_position: TRIM_HORIZON, LATEST or AT_TIMESTAMP, used only while a shard has no
         checkpoint.
     :param initial_timestamp: ISO 8601 start time for AT_TIMESTAMP.
+    :param consumer_type: SHARED_THROUGHPUT reads with GetRecords; ENHANCED_FAN_OUT subscribes to
+        each shard (SubscribeToShard) through the stream consumer named after the application
+        name, which the provisioning DAG registers.
     :param max_records_per_call: ``Limit`` of each GetRecords call (1..10000).
     :param max_records_per_shard: cap on records read from one shard in one batch.
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
@@ -121,6 +132,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         table: str,
         initial_position: str = InitialPosition.TRIM_HORIZON.value,
         initial_timestamp: str | None = None,
+        consumer_type: str = SHARED_THROUGHPUT,
         max_records_per_call: int = 10000,
         max_records_per_shard: int = 100_000,
         max_shards_per_batch: int | None = None,
@@ -145,6 +157,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.table = table
         self.initial_position = initial_position
         self.initial_timestamp = initial_timestamp
+        if consumer_type not in CONSUMER_TYPES:
+            raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(CONSUMER_TYPES)}")
+        self.consumer_type = consumer_type
         self.max_records_per_call = max_records_per_call
         self.max_records_per_shard = max_records_per_shard
         self.max_shards_per_batch = max_shards_per_batch
@@ -237,6 +252,24 @@ class SparkKinesisIngestOperator(BaseOperator):
         except ValueError as err:
             raise AirflowException(f"pipe_definition {err}") from None
 
+    def _consumer_arn(self, kinesis: KinesisStreamHook) -> str | None:
+        """The ARN of the fan-out consumer the batch reads through; None for shared throughput.
+
+        The consumer is named after the application name in use, so after a reset to a new name
+        it is the new name's consumer, which the reset registered.
+        """
+        if self.consumer_type != ENHANCED_FAN_OUT:
+            return None
+        consumer = kinesis.describe_consumer(self.stream_name, self.application_name)
+        status = consumer["ConsumerStatus"] if consumer is not None else "not registered"
+        if consumer is None or status != "ACTIVE":
+            raise AirflowException(
+                f"enhanced fan-out consumer {self.application_name!r} of stream {self.stream_name!r} is {status}, "
+                "not ACTIVE; run the connector's provisioning DAG (its register_fan_out_consumer task) first"
+            )
+        arn: str = consumer["ConsumerARN"]
+        return arn
+
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         pipe_definition = self._pipe_definition(destination)
@@ -253,6 +286,7 @@ class SparkKinesisIngestOperator(BaseOperator):
                 f"lease table {self.application_name!r} does not exist or has no metadata item; "
                 "run CreateLeaseTableOperator (the create_lease_table task) first"
             )
+        consumer_arn = self._consumer_arn(kinesis)
         now = datetime.now(UTC)
         cutoff = self._cutoff(context, now)
         shards = kinesis.list_shards(self.stream_name)
@@ -300,13 +334,16 @@ class SparkKinesisIngestOperator(BaseOperator):
                 schema_evolution=self.schema_evolution,
                 on_unknown_key=self.on_unknown_key,
                 pipe_definition=pipe_definition,
+                consumer_type=self.consumer_type,
+                consumer_arn=consumer_arn,
             )
             self.log.info(
-                "Batch %s: %d shard ranges (%s), cut-off %s",
+                "Batch %s: %d shard ranges (%s), cut-off %s, read %s",
                 plan.batch_id,
                 len(plan.ranges),
                 ", ".join(r.shard_id for r in plan.ranges),
                 cutoff.isoformat(),
+                f"through fan-out consumer {consumer_arn}" if consumer_arn else "with GetRecords",
             )
             snowflake_params = snowflake.job_connection_params()
             env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake_params)}

@@ -11,7 +11,7 @@ import threading
 
 from moto.server import ThreadedMotoServer
 
-from tests.emulators import kinesis_extensions, moto_extensions
+from tests.emulators import fan_out, kinesis_extensions, moto_extensions
 from tests.emulators.faults import exit_with_parent
 
 
@@ -23,6 +23,7 @@ def main() -> None:
     moto_extensions.install()
     exit_with_parent()
     kinesis_extensions.install()
+    fan_out.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

@@ -11,6 +11,8 @@ import pytest
 
 from airflow_kinesis_snowflake.core.leases import STATE_ACTIVE, STATE_SHARD_END, Lease, StartPosition
 from airflow_kinesis_snowflake.core.planning import (
+    ENHANCED_FAN_OUT,
+    SHARED_THROUGHPUT,
     BatchPlan,
     Destination,
     ShardRange,
@@ -264,6 +266,43 @@ def test_batch_id_does_not_depend_on_how_an_equal_checkpoint_is_written() -> Non
 )
 def test_batch_id_changes_with_what_the_batch_reads(changed: Callable[[], BatchPlan]) -> None:
     assert changed().batch_id != _plan().batch_id
+
+
+CONSUMER_ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/orders-to-snowflake:1769860800"
+
+
+def test_a_fan_out_plan_carries_its_consumer_but_reads_the_same_batch() -> None:
+    plan = replace(_plan(), consumer_type=ENHANCED_FAN_OUT, consumer_arn=CONSUMER_ARN)
+
+    restored = BatchPlan.from_json(plan.to_json())
+
+    assert restored == plan
+    assert (restored.consumer_type, restored.consumer_arn) == (ENHANCED_FAN_OUT, CONSUMER_ARN)
+    assert plan.batch_id == _plan().batch_id
+
+
+def test_a_plan_written_before_consumer_types_reads_with_get_records() -> None:
+    data = json.loads(_plan().to_json())
+    del data["consumer_type"], data["consumer_arn"]
+
+    restored = BatchPlan.from_json(json.dumps(data))
+
+    assert (restored.consumer_type, restored.consumer_arn) == (SHARED_THROUGHPUT, None)
+    assert restored == _plan()
+
+
+@pytest.mark.parametrize(
+    ("consumer_type", "consumer_arn", "message"),
+    [
+        (ENHANCED_FAN_OUT, None, "needs the consumer_arn"),
+        ("POLLING", None, "is not one of SHARED_THROUGHPUT, ENHANCED_FAN_OUT"),
+    ],
+)
+def test_a_plan_refuses_an_unknown_consumer_type_or_a_fan_out_without_consumer(
+    consumer_type: str, consumer_arn: str | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        replace(_plan(), consumer_type=consumer_type, consumer_arn=consumer_arn)
 
 
 # -- StartPosition.resolve ------------------------------------------------------------------------
