@@ -152,3 +152,43 @@ def test_delete_item_is_needed_once_a_resharded_parent_is_finished(
     assert proc.returncode != 0
     assert "AccessDenied" in output and AFTER_RESHARDING in output and "task_id=ingest" in output
     assert sorted(r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table}")) == [1, 2, 3]
+
+
+def test_the_fan_out_policy_provisions_the_consumer_and_reads_through_it(
+    iam_moto: IamMoto, emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    stream, app = unique("least-efo"), unique("least-efo-app")
+    admin_kinesis = iam_moto.client("kinesis")
+    admin_kinesis.create_stream(StreamName=stream, ShardCount=1)
+    admin_kinesis.get_waiter("stream_exists").wait(StreamName=stream)
+    admin_kinesis.put_records(
+        StreamName=stream,
+        Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"k{i}"} for i in range(20)],
+    )
+    table = "LEAST_EFO_" + app.split("-")[-1].upper()
+    efo = connector(stream, app, table)
+    efo["source"]["consumer_type"] = "ENHANCED_FAN_OUT"
+    dag_file = write_connector(tmp_path / "dags", efo)
+    document = policy_document(
+        required_permissions(
+            stream_name=stream,
+            region="us-east-1",
+            account_id=ACCOUNT,
+            application_name=app,
+            consumer_type="ENHANCED_FAN_OUT",
+        )
+    )
+    prefix = f"kinesis_snowflake_{app.replace('-', '_')}"
+    # Without SubscribeToShard, provisioning succeeds and the read through the consumer is denied.
+    env = env_for(iam_moto, dag_env, without(document, "kinesis:SubscribeToShard"))
+    for dag_id in (f"{prefix}_provision", f"{prefix}_ingest"):
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"minus-{dag_id}.log")
+        if dag_id.endswith("_provision"):
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "AccessDenied" in output and "kinesis:SubscribeToShard" in output and "task_id=ingest" in output
+    # With the whole generated policy, the same connector loads every record.
+    proc = run_dag(f"{prefix}_ingest", env_for(iam_moto, dag_env, document), dag_file=dag_file)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    assert [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID")] == list(range(20))
