@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from airflow_kinesis_snowflake.core.planning import ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition, parse_sequence_number
@@ -37,8 +38,11 @@ MAX_EMPTY_READS = 50
 RESOURCE_IN_USE_RETRIES = 6
 RESOURCE_IN_USE_BACKOFF_SECONDS = 1.0
 RESOURCE_IN_USE_MAX_BACKOFF_SECONDS = 8.0
-# Subscriptions that end without delivering anything new (AWS ends each after 5 minutes).
+# Subscriptions in a row that end (AWS ends each after 5 minutes) or break without delivering
+# anything new.
 MAX_IDLE_SUBSCRIPTIONS = 10
+# A subscription's connection breaking while events stream: subscribe again from the continuation.
+_BROKEN_STREAM = (ProtocolError, ReadTimeoutError, ResponseStreamingError, HTTPClientError)
 
 
 @dataclass
@@ -232,8 +236,9 @@ def read_shard_range_fan_out(
     fan-out consumer ``consumer_arn`` (SubscribeToShard).
 
     The first subscription starts where :func:`read_shard_range` would; when one ends (AWS ends each
-    after 5 minutes) the next starts AT_SEQUENCE_NUMBER of the last ContinuationSequenceNumber.
-    Records the range already took, delivered again, are dropped like those the checkpoint covers.
+    after 5 minutes) or its connection breaks, the next starts AT_SEQUENCE_NUMBER of the last
+    ContinuationSequenceNumber. Records the range already took, delivered again, are dropped like
+    those the checkpoint covers.
     """
     result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
     position = _starting_position(shard_range, result.last)
@@ -263,6 +268,8 @@ def read_shard_range_fan_out(
                     # Caught up. Only an empty event says so: on a closed shard, the event that
                     # names the children may still follow the last records.
                     return result
+        except _BROKEN_STREAM:
+            pass  # only whole events are ever parsed: go on from the last one
         finally:
             # Leaving mid-subscription drops the connection; the service ends the subscription.
             event_stream.close()
@@ -270,7 +277,7 @@ def read_shard_range_fan_out(
         if idle >= MAX_IDLE_SUBSCRIPTIONS:
             raise RuntimeError(
                 f"{idle} subscriptions to shard {shard_range.shard_id} through {consumer_arn} "
-                "ended without delivering anything"
+                "ended or broke without delivering anything new"
             )
 
 

@@ -15,8 +15,9 @@ per stream, so that a test sees readers subscribe again::
      "records_per_event": 3, "seconds_per_subscription": 300, "heartbeat_seconds": 0.5}
 
 Entries with an ``error`` fail the call like the GetRecords faults (``ResourceInUseException``
-when another subscription holds the shard). An unknown consumer ARN or shard is
-``ResourceNotFoundException``.
+when another subscription holds the shard); ``{"operation": "SubscribeToShard", "stream": "s",
+"drop_after_events": 1}`` cuts the connection of a subscription after that many events, as a
+network failure would. An unknown consumer ARN or shard is ``ResourceNotFoundException``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ _installed = False
 
 def _settings(stream_name: str) -> dict[str, float | None]:
     for fault in FAULTS.faults():
-        if fault["operation"] == OPERATION and "error" not in fault and fault.get("stream", stream_name) == stream_name:
+        if (
+            fault["operation"] == OPERATION
+            and "error" not in fault
+            and "drop_after_events" not in fault
+            and fault.get("stream", stream_name) == stream_name
+        ):
             return {key: fault.get(key, default) for key, default in DEFAULTS.items()}
     return dict(DEFAULTS)
 
@@ -81,7 +87,13 @@ def _first_sequence(shard: Shard, position: dict[str, Any]) -> int:
     raise JsonRESTError("InvalidArgumentException", f"StartingPosition Type {kind!r} is not supported")
 
 
-def _events(stream: Stream, shard: Shard, first: int, settings: dict[str, float | None]) -> Iterator[dict[str, Any]]:
+class DroppedConnection(Exception):
+    """Ends a streamed response without its last chunk: the client sees the connection break."""
+
+
+def _events(
+    stream: Stream, shard: Shard, first: int, settings: dict[str, float | None], drop_after: int | None = None
+) -> Iterator[dict[str, Any]]:
     """The subscription's SubscribeToShardEvents, produced as the shard grows, until it ends."""
     per_event = int(settings["records_per_event"] or 1000)
     max_events = settings["events_per_subscription"]
@@ -89,6 +101,8 @@ def _events(stream: Stream, shard: Shard, first: int, settings: dict[str, float 
     ends_at = time.monotonic() + float(settings["seconds_per_subscription"] or 300.0)
     following, sent, last_empty = first, 0, float("-inf")
     while (max_events is None or sent < max_events) and time.monotonic() < ends_at:
+        if drop_after is not None and sent >= drop_after:
+            raise DroppedConnection(f"injected: the subscription to {shard.shard_id} breaks after {sent} events")
         last = shard.get_max_sequence_number()
         # Sequence numbers are per shard and consecutive here; get() keeps a concurrent put harmless.
         records = [
@@ -151,7 +165,15 @@ def _subscribe_to_shard(self: KinesisResponse) -> tuple[int, dict[str, str], Ite
     if shard is None:
         raise JsonRESTError("ResourceNotFoundException", f"Shard {shard_id} in stream {stream.stream_name} not found")
     first = _first_sequence(shard, self._get_param("StartingPosition") or {})
-    events = _events(stream, shard, first, _settings(stream.stream_name))
+    drop = FAULTS.fire(
+        lambda f: (
+            f["operation"] == OPERATION
+            and "drop_after_events" in f
+            and f.get("stream", stream.stream_name) == stream.stream_name
+        )
+    )
+    drop_after = int(drop["drop_after_events"]) if drop is not None else None
+    events = _events(stream, shard, first, _settings(stream.stream_name), drop_after)
     # A body that is an iterator is streamed by the server, event by event.
     return 200, {"Content-Type": "application/vnd.amazon.eventstream"}, _encoded(events)
 

@@ -151,6 +151,28 @@ def test_an_ended_subscription_is_renewed_from_its_continuation(faults: Emulator
     assert result.last == Checkpoint("20")
 
 
+def test_a_broken_subscription_is_renewed_from_its_continuation(faults: Emulators) -> None:
+    kinesis, stream, consumer = stream_with_consumer(faults)
+    put(kinesis, stream, range(10))
+    # Twice, the connection breaks after the first event of three records.
+    drop = {"operation": "SubscribeToShard", "stream": stream, "drop_after_events": 1, "times": 2}
+    faults.inject_kinesis_faults([{"operation": "SubscribeToShard", "stream": stream, "records_per_event": 3}, drop])
+    result = read(faults, consumer, rng())
+    assert values(result) == list(range(10))
+    assert result.subscriptions == 3
+    assert faults.served_kinesis_faults() == [drop, drop]
+
+
+def test_a_subscription_that_keeps_breaking_without_progress_fails_the_read(faults: Emulators) -> None:
+    kinesis, stream, consumer = stream_with_consumer(faults)
+    put(kinesis, stream, range(3))
+    faults.inject_kinesis_faults(
+        [{"operation": "SubscribeToShard", "stream": stream, "drop_after_events": 0, "times": 1000}]
+    )
+    with pytest.raises(RuntimeError, match="ended or broke without delivering anything new"):
+        read(faults, consumer, rng())
+
+
 def test_a_shard_held_by_another_subscription_is_retried(faults: Emulators) -> None:
     kinesis, stream, consumer = stream_with_consumer(faults)
     put(kinesis, stream, range(6))
