@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,22 @@ from tests.emulators.airflow_env import run_dag
 from tests.integration.test_ingest_dag import checkpoints, shard_tips, write_connector
 
 pytestmark = pytest.mark.integration
+
+
+def pipe_connector(stream: str, app: str, table: str, definition: str, **batch: Any) -> dict[str, Any]:
+    return {
+        "connector_id": app.replace("-", "_"),
+        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
+        "destination": {
+            "database": "ANALYTICS",
+            "schema": "RAW",
+            "table": table,
+            "type": "PIPE",
+            "pipe": table + "_PIPE",
+            "pipe_definition": definition,
+        },
+        "batch": {"schedule": None, **batch},
+    }
 
 
 def test_batches_go_through_the_pipe_transformation(
@@ -29,19 +46,7 @@ def test_batches_go_through_the_pipe_transformation(
         "UPPER($1:status), $1:address:city::VARCHAR, $1:KINESISMETADATA "
         "FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
     )
-    connector = {
-        "connector_id": app.replace("-", "_"),
-        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
-        "destination": {
-            "database": "ANALYTICS",
-            "schema": "RAW",
-            "table": table,
-            "type": "PIPE",
-            "pipe": table + "_PIPE",
-            "pipe_definition": definition,
-        },
-        "batch": {"schedule": None},
-    }
+    connector = pipe_connector(stream, app, table, definition)
     dag_file = write_connector(tmp_path / "dags", connector)
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
 
@@ -87,19 +92,9 @@ def test_a_value_the_pipe_cannot_convert_fails_the_batch_and_loads_nothing(
     fqn = f"ANALYTICS.RAW.{table}"
     kinesis = create_stream(emulators, stream, shards=1)
     create_table(emulators, "ANALYTICS", "RAW", table, "ORDER_ID NUMBER(38,0)")
-    connector = {
-        "connector_id": app.replace("-", "_"),
-        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
-        "destination": {
-            "database": "ANALYTICS",
-            "schema": "RAW",
-            "table": table,
-            "type": "PIPE",
-            "pipe": table + "_PIPE",
-            "pipe_definition": f"COPY INTO {fqn} (ORDER_ID) FROM (SELECT $1:id::NUMBER(38,0) FROM @s)",
-        },
-        "batch": {"schedule": None, "retries": 0},
-    }
+    connector = pipe_connector(
+        stream, app, table, f"COPY INTO {fqn} (ORDER_ID) FROM (SELECT $1:id::NUMBER(38,0) FROM @s)", retries=0
+    )
     dag_file = write_connector(tmp_path / "dags", connector)
     put_raw(kinesis, stream, [json.dumps({"id": 1}).encode(), json.dumps({"id": "one"}).encode()])
 
