@@ -48,7 +48,9 @@ def aws_connections(emulators: Emulators, monkeypatch: pytest.MonkeyPatch) -> Em
 @pytest.fixture(scope="session")
 def dag_env(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Environment for `dag.test()` in a child process: its own Airflow home, connections set."""
-    env = airflow_home_env(tmp_path_factory.mktemp("airflow"), emulators.airflow_env())
+    # spark-defaults.conf of the tests' short local[2] jobs: no UI, a JVM tuned to start fast.
+    spark_conf = {"SPARK_CONF_DIR": str(Path(__file__).parent / "emulators" / "spark-conf")}
+    env = airflow_home_env(tmp_path_factory.mktemp("airflow"), {**emulators.airflow_env(), **spark_conf})
     migrate(env)
     return env
 
