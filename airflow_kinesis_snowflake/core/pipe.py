@@ -20,12 +20,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.records import DeadLetter, KinesisRecord, kinesis_metadata, parse_payload
+from airflow_kinesis_snowflake.core.records import (
+    DeadLetter,
+    KinesisRecord,
+    ParseError,
+    kinesis_metadata,
+    parse_payload,
+)
 from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN
 
 # What the connector's staged files are, and what a value the SELECT cannot convert does: fail
 # the statement, so that the transaction loads nothing and the batch can be retried as a whole.
-LOAD_OPTIONS = "FILE_FORMAT = (TYPE = JSON) ON_ERROR = ABORT_STATEMENT"
+# A key given twice keeps its last value, as Python's json module reads it; KINESISMETADATA is
+# spliced in last, so a record's own key of that name gives way to it.
+LOAD_OPTIONS = "FILE_FORMAT = (TYPE = JSON ALLOW_DUPLICATE = TRUE) ON_ERROR = ABORT_STATEMENT"
 
 
 def _code_only(sql: str) -> str:
@@ -47,7 +55,7 @@ def _code_only(sql: str) -> str:
                     break
                 j += 1
             end = j + 1
-        elif two == "$$":
+        elif two == "$$" and not (i and (sql[i - 1].isalnum() or sql[i - 1] in "_$")):
             j = sql.find("$$", i + 2)
             end = j + 2 if j >= 0 else n + 1
         elif two in ("--", "//"):
@@ -68,7 +76,9 @@ def _code_only(sql: str) -> str:
 
 
 _IDENT_PART = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
-_COPY_INTO = re.compile(rf"^COPY\s+INTO\s+(?P<target>{_IDENT_PART}(?:\s*\.\s*{_IDENT_PART}){{0,2}})", re.IGNORECASE)
+_COPY_INTO = re.compile(
+    rf"^COPY\s+INTO\s+(?P<target>{_IDENT_PART}(?:\s*\.\s*{_IDENT_PART}){{0,2}})(?=\s|\(|$)", re.IGNORECASE
+)
 _FROM_SELECT = re.compile(r"\bFROM\s*\(\s*SELECT\b", re.IGNORECASE)
 
 
@@ -104,6 +114,7 @@ def validate_pipe_definition(sql: str, destination: Destination) -> str:
         )
     if not _FROM_SELECT.search(code):
         raise ValueError(f"must transform with a query: COPY INTO {wanted} FROM (SELECT ... FROM ...)")
+    pipe_load_sql(text, "@stage/")  # the shape each batch needs: balanced, with a FROM in its SELECT
     return text
 
 
@@ -179,7 +190,9 @@ def pipe_load_sql(definition: str, location: str) -> str:
         raise ValueError("has no FROM in its SELECT")
     end = _end_of_source(text, code, source_at, close_at)
     alias = text[end:close_at].strip()
-    select = f"{text[:source_at]} {location}{' ' + alias if alias else ''})"
+    # A line comment after the alias would swallow the closing parenthesis: end its line first.
+    close = "\n)" if "--" in alias or "//" in alias else ")"
+    select = f"{text[:source_at]} {location}{' ' + alias if alias else ''}{close}"
     return f"{select} {LOAD_OPTIONS}"
 
 
@@ -192,16 +205,20 @@ class PipeBatch:
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
 
+def _reject_constant(name: str) -> None:
+    raise ParseError(f"invalid JSON: {name} is not a JSON number")
+
+
 def _line(record: KinesisRecord, stream_name: str) -> bytes:
     value = parse_payload(record.data)  # raises ParseError for anything but a UTF-8 JSON object
+    text = record.data.decode("utf-8")
+    if "NaN" in text or "Infinity" in text:
+        # Python's json reads these; Snowflake's JSON does not, and would fail the whole batch.
+        json.loads(text, parse_constant=_reject_constant)
     metadata = json.dumps(kinesis_metadata(stream_name, record), separators=(",", ":"))
-    if METADATA_COLUMN in value:
-        # The record's own key of that name gives way to the metadata, as in a table.
-        value[METADATA_COLUMN] = json.loads(metadata)
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     # Keep the producer's text (numbers keep every digit); a raw line break in valid JSON is only
     # ever whitespace, so it can become a space.
-    text = record.data.decode("utf-8").strip().replace("\r", " ").replace("\n", " ")
+    text = text.strip().replace("\r", " ").replace("\n", " ")
     comma = "," if value else ""
     return f'{text[:-1].rstrip()}{comma}"{METADATA_COLUMN}":{metadata}}}'.encode()
 

@@ -44,12 +44,22 @@ from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 DEFAULT_APPLICATION = spark_job.__file__
 
 
-def table_asset(account: str, destination: Destination) -> Asset:
-    """The destination table as the Snowflake provider names it: ``snowflake://<account>/<db>/<schema>/<table>``."""
+def table_asset(account: str, destination: Destination, region: str | None = None) -> Asset:
+    """The destination table's Asset, ``snowflake://<account identifier>/<db>/<schema>/<table>``.
+
+    The account identifier is normalised as the Snowflake provider's OpenLineage names it (lower
+    case, a legacy locator as ``locator.region.cloud``), so the Asset and the lineage's output
+    dataset name one table the same way.
+    """
     from airflow.providers.snowflake.assets.snowflake import create_asset
 
+    from airflow_kinesis_snowflake.lineage import snowflake_namespace
+
     return create_asset(
-        account=account, database=destination.database, schema=destination.schema, table=destination.table
+        account=snowflake_namespace(account, region).removeprefix("snowflake://"),
+        database=destination.database,
+        schema=destination.schema,
+        table=destination.table,
     )
 
 
@@ -360,7 +370,10 @@ class SparkKinesisIngestOperator(BaseOperator):
                 )
             summary = self._commit_checkpoints(table, fresh, result)
             self._last_summary = summary
-            self._report(context, result, summary, destination, snowflake_params.get("account"))
+            try:
+                self._report(context, result, summary, destination, snowflake_params)
+            except Exception:  # the batch is committed: reporting it must not fail the task
+                self.log.warning("Could not report batch %s", summary["batch_id"], exc_info=True)
         finally:
             for lease in fresh.values():
                 self._release(table, lease)
@@ -376,26 +389,24 @@ class SparkKinesisIngestOperator(BaseOperator):
         result: dict[str, Any],
         summary: dict[str, Any],
         destination: Destination,
-        account: str | None,
+        snowflake_params: dict[str, Any],
     ) -> None:
         """Metrics of the batch, and an event of the table's Asset when rows landed in it."""
         table = f"{destination.database}.{destination.schema}.{destination.table}"
-        try:
-            emit_batch_metrics(
-                BatchFigures.from_result(result),
-                application_name=self.application_name,
-                stream_name=self.stream_name,
-                table=table,
-            )
-        except Exception:  # the batch is committed: a metrics backend must not fail it
-            self.log.warning("Could not emit the batch's metrics", exc_info=True)
+        emit_batch_metrics(
+            BatchFigures.from_result(result),
+            application_name=self.application_name,
+            stream_name=self.stream_name,
+            table=table,
+        )
+        account = snowflake_params.get("account")
         aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
         if not aliases or not summary["rows_loaded"]:
             return
         if not account:
             self.log.warning("The Snowflake connection names no account: no Asset event for %s", table)
             return
-        asset = table_asset(account, destination)
+        asset = table_asset(account, destination, snowflake_params.get("region"))
         extra = {
             "batch_id": summary["batch_id"],
             "rows_loaded": summary["rows_loaded"],

@@ -56,6 +56,33 @@ def test_the_pipe_select_is_applied_to_the_batch_location(definition: str, expec
     assert pipe_load_sql(definition, LOCATION) == expected
 
 
+def test_a_line_comment_after_the_source_does_not_swallow_the_parenthesis() -> None:
+    definition = "COPY INTO A.B.C (X) FROM (\n  SELECT $1:x FROM @stage t -- the stage\n) FILE_FORMAT = (TYPE = JSON)"
+
+    assert pipe_load_sql(definition, LOCATION) == (
+        f"COPY INTO A.B.C (X) FROM (\n  SELECT $1:x FROM {LOCATION} t -- the stage\n) {LOAD_OPTIONS}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        ("COPY INTO A.B.C FROM (SELECT $1 FROM @s", "unbalanced parenthesis"),
+        ("COPY INTO A.B.C FROM (SELECT PARSE_JSON($1)) FILE_FORMAT = (TYPE = JSON)", "has no FROM in its SELECT"),
+        ("COPY INTO A.B.C.X (A) FROM (SELECT $1:a FROM @s)", "must start with COPY INTO A.B.C"),
+    ],
+)
+def test_definitions_a_batch_could_not_run_are_refused_up_front(definition: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_pipe_definition(definition, Destination("A", "B", "C"))
+
+
+def test_dollars_inside_an_identifier_do_not_open_a_string() -> None:
+    definition = "COPY INTO A.B.C FROM (SELECT $1:a AS a$$b FROM @s)"
+
+    assert validate_pipe_definition(definition, Destination("A", "B", "C")) == definition
+
+
 def test_a_select_without_a_source_is_refused() -> None:
     with pytest.raises(ValueError, match="has no FROM in its SELECT"):
         pipe_load_sql("COPY INTO A.B.C FROM (SELECT 1)", LOCATION)
@@ -84,10 +111,14 @@ def test_each_record_is_one_line_with_its_metadata_and_its_own_text() -> None:
 
 
 def test_a_record_of_its_own_kinesismetadata_gets_the_real_one() -> None:
-    batch = pipe_batch([record(b'{"KINESISMETADATA": "forged", "id": 1}')], STREAM)
+    payload = b'{"KINESISMETADATA": "forged", "x": 1e400, "y": 0.1000000000000000055511151231257827}'
+    batch = pipe_batch([record(payload)], STREAM)
 
+    # Loaded with ALLOW_DUPLICATE, the last KINESISMETADATA wins, as in json.loads; the text is kept.
+    assert "ALLOW_DUPLICATE = TRUE" in LOAD_OPTIONS
+    assert batch.lines.startswith(payload[:-1] + b',"KINESISMETADATA":{')
     value = json.loads(batch.lines)
-    assert value["id"] == 1 and value["KINESISMETADATA"]["shardId"] == "shardId-000000000002"
+    assert value["KINESISMETADATA"]["shardId"] == "shardId-000000000002"
 
 
 def test_what_is_not_a_json_object_is_kept_as_a_dead_letter() -> None:
@@ -97,6 +128,8 @@ def test_what_is_not_a_json_object_is_kept_as_a_dead_letter() -> None:
         record(b"\xff\xfe{}", 2),
         record(b"[1, 2]", 3),
         record(b"", 4),
+        record(b'{"ratio": NaN}', 6),
+        record(b'{"big": -Infinity}', 7),
         record(
             b"\xf3\x89\x9a\xe2 aggregate bytes", 5, error="corrupt KPL aggregate: 1 of 3 user records could be read"
         ),
@@ -110,7 +143,9 @@ def test_what_is_not_a_json_object_is_kept_as_a_dead_letter() -> None:
     assert reasons[1] == "invalid UTF-8 at byte 0"
     assert reasons[2] == "top level is a JSON array, not an object"
     assert reasons[3].startswith("invalid JSON")
-    assert reasons[4].startswith("corrupt KPL aggregate")
+    assert reasons[4] == "invalid JSON: NaN is not a JSON number"
+    assert reasons[5] == "invalid JSON: -Infinity is not a JSON number"
+    assert reasons[6].startswith("corrupt KPL aggregate")
 
 
 def test_an_empty_range_stages_nothing() -> None:
