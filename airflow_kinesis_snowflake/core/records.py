@@ -75,10 +75,15 @@ class KinesisRecord:
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """A record kept aside with the reason it could not be loaded."""
+    """A record kept aside with the reason it could not be loaded.
+
+    ``column`` names the destination column whose value did not fit; it is None when the payload
+    itself could not be used (not UTF-8, not JSON, not an object, a corrupt KPL aggregate).
+    """
 
     record: KinesisRecord
     error: str
+    column: str | None = None
 
 
 def _aggregate_size(data: bytes) -> int | None:

@@ -173,6 +173,14 @@ def coerce(value: Any, column: TableColumn) -> Any:
     return _unicode(text)
 
 
+class ColumnValueError(ValueError):
+    """A value that does not fit its column; ``column`` names the column."""
+
+    def __init__(self, column: str, reason: str) -> None:
+        super().__init__(f"column {column}: {reason}")
+        self.column = column
+
+
 class ColumnMap:
     """First-level keys to table columns, case-insensitively; KINESISMETADATA is ours alone."""
 
@@ -181,7 +189,7 @@ class ColumnMap:
         self._by_key = {c.name.casefold(): c for c in self.columns}
 
     def map_record(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Column name -> Arrow value. Raises :class:`ValueError` naming the column on a bad value.
+        """Column name -> Arrow value. Raises :class:`ColumnValueError` naming the column on a bad value.
 
         When two keys differ only by case, the first in the document wins.
         """
@@ -193,7 +201,7 @@ class ColumnMap:
             try:
                 row[column.name] = coerce(value, column)
             except ValueError as err:
-                raise ValueError(f"column {column.name}: {err}") from None
+                raise ColumnValueError(column.name, str(err)) from None
         return row
 
     def arrow_schema(self) -> pa.Schema:
@@ -212,6 +220,7 @@ FAILURE_SCHEMA = pa.schema(
     [
         ("RECORD_CONTENT_BASE64", pa.string()),
         ("ERROR_MESSAGE", pa.string()),
+        ("ERROR_COLUMN", pa.string()),
         (METADATA_COLUMN, METADATA_TYPE),
     ]
 )

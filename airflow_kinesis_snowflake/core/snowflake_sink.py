@@ -187,7 +187,7 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
         SupportObjectDDL(
             "parse failures",
             f"CREATE TABLE IF NOT EXISTS {objects.failures_table} ("
-            "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, KINESISMETADATA OBJECT)",
+            "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, ERROR_COLUMN VARCHAR, KINESISMETADATA OBJECT)",
         ),
         SupportObjectDDL("stage", f"CREATE STAGE IF NOT EXISTS {objects.stage}"),
     )

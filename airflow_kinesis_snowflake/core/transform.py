@@ -104,8 +104,8 @@ def _per_record(record: KinesisRecord, columns: ColumnMap) -> dict[str, Any] | D
         return DeadLetter(record, record.error)
     try:
         return columns.map_record(parse_payload(record.data))
-    except ValueError as err:  # ParseError is one
-        return DeadLetter(record, str(err))
+    except ValueError as err:  # ParseError and ColumnValueError are
+        return DeadLetter(record, str(err), getattr(err, "column", None))
 
 
 def build_batch_reference(records: Sequence[KinesisRecord], stream_name: str, columns: ColumnMap) -> Batch:
@@ -238,12 +238,13 @@ def metadata_array(records: Sequence[KinesisRecord], stream_name: str) -> pa.Str
 
 
 def failure_table(dead_letters: Sequence[DeadLetter], stream_name: str) -> pa.Table:
-    """The parse-failure rows (``FAILURE_SCHEMA``): raw payload as base64, reason, KINESISMETADATA."""
+    """The parse-failure rows (``FAILURE_SCHEMA``): raw payload as base64, reason, column, KINESISMETADATA."""
     records = [d.record for d in dead_letters]
     return pa.Table.from_arrays(
         [
             pa.array([base64.b64encode(r.data).decode("ascii") for r in records], pa.string()),
             pa.array([d.error for d in dead_letters], pa.string()),
+            pa.array([d.column for d in dead_letters], pa.string()),
             metadata_array(records, stream_name),
         ],
         schema=FAILURE_SCHEMA,

@@ -114,8 +114,11 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
     (event,) = asset_events(dag_env, "snowflake://fakesnow.us-west-1.aws/ANALYTICS/RAW/" + table)
     assert event["rows_loaded"] == 300 and event["dead_letters"] == 4 and event["stream_name"] == stream
     assert rows[7] == (7, "n7", 7 / 4, False)
-    failures = query(emulators, f"SELECT RECORD_CONTENT_BASE64, ERROR_MESSAGE FROM {fqn}_PARSE_FAILURES")
+    failures = query(emulators, f"SELECT RECORD_CONTENT_BASE64, ERROR_MESSAGE, ERROR_COLUMN FROM {fqn}_PARSE_FAILURES")
     assert sorted(base64.b64decode(f[0]) for f in failures) == sorted(bad)
+    # The value that did not fit names its column; the payloads that are not JSON objects name none.
+    column_of = {base64.b64decode(f[0]): f[2] for f in failures}
+    assert column_of == {payload: ("ID" if payload == bad[-1] else None) for payload in bad}
     assert any("column ID" in f[1] for f in failures)
     assert checkpoints(emulators, app) == shard_tips(kinesis, stream)
 

@@ -16,6 +16,7 @@ from airflow_kinesis_snowflake.core.schema import (
     METADATA_COLUMN,
     METADATA_TYPE,
     ColumnMap,
+    ColumnValueError,
     TableColumn,
     arrow_type,
     coerce,
@@ -108,12 +109,14 @@ def test_never_maps_onto_kinesismetadata() -> None:
 def test_bad_value_error_names_the_column() -> None:
     mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("Name", "VARCHAR")])
 
-    with pytest.raises(ValueError, match=r"^column ID: expected a whole number") as info:
+    with pytest.raises(ColumnValueError, match=r"^column ID: expected a whole number") as info:
         mapping.map_record({"Name": "ok", "id": "abc"})
     assert "'abc'" in str(info.value)
+    assert info.value.column == "ID"
 
-    with pytest.raises(ValueError, match=r"^column Name: expected a scalar"):
+    with pytest.raises(ColumnValueError, match=r"^column Name: expected a scalar") as info:
         mapping.map_record({"name": {"first": "Ada"}})
+    assert info.value.column == "Name"
 
 
 def test_missing_keys_are_left_out_of_the_row() -> None:

@@ -74,8 +74,8 @@ def _without_nan(table: pa.Table) -> pa.Table:
     return table
 
 
-def _dead(batch: Batch) -> list[tuple[str, int, str]]:
-    return [(d.record.sequence_number, d.record.sub_sequence_number, d.error) for d in batch.dead_letters]
+def _dead(batch: Batch) -> list[tuple[str, int, str, str | None]]:
+    return [(d.record.sequence_number, d.record.sub_sequence_number, d.error, d.column) for d in batch.dead_letters]
 
 
 def assert_same(records: list[KinesisRecord], columns: ColumnMap = COLUMNS, block_records: int = 4096) -> Batch:
@@ -240,7 +240,7 @@ def test_records_with_an_error_are_dead_letters_with_that_error() -> None:
     ]
     batch = assert_same(records)
     assert [r["ID"] for r in batch.rows.to_pylist()] == [1, 3]
-    assert _dead(batch) == [(str(AWS_SEQ + 1), 0, "corrupt KPL aggregate: 1 of 3 user records could be read")]
+    assert _dead(batch) == [(str(AWS_SEQ + 1), 0, "corrupt KPL aggregate: 1 of 3 user records could be read", None)]
 
 
 def test_rows_keep_record_order_across_key_orders_and_fallbacks() -> None:
@@ -305,16 +305,25 @@ def test_metadata_array_fits_the_metadata_type() -> None:
     assert array.to_pylist() == [kinesis_metadata(STREAM, r) for r in records]
 
 
-def test_failure_table_holds_payload_reason_and_metadata() -> None:
-    records = _records([b"\xff not json", b"[1]"])
+def test_failure_table_holds_payload_reason_column_and_metadata() -> None:
+    records = _records([b"\xff not json", b"[1]", b'{"id": 1, "Qty": "many"}', b'{"active": 1}'])
     batch = build_batch(records, STREAM, COLUMNS)
     table = failure_table(batch.dead_letters, STREAM)
     assert table.schema == FAILURE_SCHEMA
-    assert table.column("RECORD_CONTENT_BASE64").to_pylist() == ["/yBub3QganNvbg==", "WzFd"]
+    assert table.column("RECORD_CONTENT_BASE64").to_pylist() == [
+        "/yBub3QganNvbg==",
+        "WzFd",
+        "eyJpZCI6IDEsICJRdHkiOiAibWFueSJ9",
+        "eyJhY3RpdmUiOiAxfQ==",
+    ]
     assert table.column("ERROR_MESSAGE").to_pylist() == [
         "invalid UTF-8 at byte 0",
         "top level is a JSON array, not an object",
+        "column QTY: expected a whole number for NUMBER, got 'many'",
+        "column ACTIVE: expected a boolean, got int",
     ]
+    # Payloads that could not be used name no column; values that did not fit name theirs.
+    assert table.column("ERROR_COLUMN").to_pylist() == [None, None, "QTY", "ACTIVE"]
     assert table.column("KINESISMETADATA").to_pylist() == [kinesis_metadata(STREAM, r) for r in records]
     assert failure_table([], STREAM).schema == FAILURE_SCHEMA
 
