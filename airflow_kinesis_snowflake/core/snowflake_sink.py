@@ -430,14 +430,15 @@ class SnowflakeSink:
         end: Checkpoint,
     ) -> None:
         key = (application_name, generation_id, shard_id)
+        first_mark = (
+            f"INSERT INTO {self.ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, SEQUENCE_NUMBER, "
+            "SUB_SEQUENCE_NUMBER, BATCH_ID) SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
+            f"SELECT 1 FROM {self.ledger} WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
+            "AND SHARD_ID = %s)"
+        )
+        first_mark_params = (*key, end.sequence_number, end.sub_sequence_number, batch_id, *key)
         if start is None:
-            changed = self._rowcount(
-                f"INSERT INTO {self.ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, SEQUENCE_NUMBER, "
-                "SUB_SEQUENCE_NUMBER, BATCH_ID) SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
-                f"SELECT 1 FROM {self.ledger} WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
-                "AND SHARD_ID = %s)",
-                (*key, end.sequence_number, end.sub_sequence_number, batch_id, *key),
-            )
+            changed = self._rowcount(first_mark, first_mark_params)
         else:
             changed = self._rowcount(
                 f"UPDATE {self.ledger} SET SEQUENCE_NUMBER = %s, SUB_SEQUENCE_NUMBER = %s, BATCH_ID = %s, "
@@ -452,6 +453,11 @@ class SnowflakeSink:
                     start.sub_sequence_number,
                 ),
             )
+            if changed == 0:
+                # A checkpoint the ledger has never seen (migrated from a KCL lease table): nothing
+                # was loaded from it yet, so the first batch sets the mark; once any batch has, a
+                # writer starting anywhere but at that mark is stale as before.
+                changed = self._rowcount(first_mark, first_mark_params)
         if changed != 1:
             raise StaleBatchError(
                 f"ledger mark of shard {shard_id} for application {application_name!r} is no longer "

@@ -84,6 +84,35 @@ def test_a_stale_batch_is_rolled_back_whole(emulators: Emulators, sink: Snowflak
     assert sink.read_ledger("app-stale", "g") == {"shard-1": Checkpoint("2")}
 
 
+def test_a_checkpoint_the_ledger_never_saw_starts_its_mark(
+    emulators: Emulators, sink: SnowflakeSink, tmp_path: Path
+) -> None:
+    # A shard whose checkpoint came from elsewhere (a migrated KCL lease table) has no ledger row.
+    app = unique("app-migrated")
+    stage_rows(sink, tmp_path, "app/m1/a1", [10, 11])
+    result = sink.commit_batch(
+        application_name=app, generation_id="g", batch_id="m1", stage_dir="app/m1/a1",
+        starts={"shard-1": Checkpoint("9")}, ends={"shard-1": Checkpoint("11")}, rows=2, failures=0, columns=(),
+    )  # fmt: skip
+    assert result.rows_loaded == 2
+    assert sink.read_ledger(app, "g") == {"shard-1": Checkpoint("11")}
+    # Once the ledger holds a mark, a writer from the old checkpoint is stale and adds nothing.
+    stage_rows(sink, tmp_path, "app/m1/a2", [10, 11])
+    with pytest.raises(StaleBatchError, match="shard-1"):
+        sink.commit_batch(
+            application_name=app, generation_id="g", batch_id="m1", stage_dir="app/m1/a2",
+            starts={"shard-1": Checkpoint("9")}, ends={"shard-1": Checkpoint("11")}, rows=2, failures=0, columns=(),
+        )  # fmt: skip
+    # And the next batch moves on from the mark.
+    stage_rows(sink, tmp_path, "app/m2/a1", [12])
+    sink.commit_batch(
+        application_name=app, generation_id="g", batch_id="m2", stage_dir="app/m2/a1",
+        starts={"shard-1": Checkpoint("11")}, ends={"shard-1": Checkpoint("12")}, rows=1, failures=0, columns=(),
+    )  # fmt: skip
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(10,), (11,), (12,)]
+    assert sink.read_ledger(app, "g") == {"shard-1": Checkpoint("12")}
+
+
 def test_describe_columns_names_a_missing_table(emulators: Emulators) -> None:
     conn = emulators.snowflake_connect()
     try:
