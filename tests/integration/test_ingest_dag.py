@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
+from airflow_kinesis_snowflake.operators.migration import MigrateLegacyCheckpointsOperator
 from tests.conftest import create_stream, create_table, put_json, put_raw, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.emulators.statsd import statsd_receiver
+from tests.integration.core.test_migration import create_kcl_table
 
 pytestmark = pytest.mark.integration
 
@@ -210,3 +212,48 @@ def test_checkpoint_lost_after_the_snowflake_commit_is_recovered_without_reloadi
     assert "ledger is ahead of the checkpoint" in proc.stdout + proc.stderr
     assert [r[0] for r in query(emulators, f"SELECT ID FROM {fqn} ORDER BY ID")] == list(range(80))
     assert checkpoints(emulators, app) == shard_tips(kinesis, stream)
+
+
+def test_ingestion_resumes_at_a_migrated_kcl_checkpoint(
+    aws_connections: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    stream, app = unique("kcl-orders"), unique("kcl-app")
+    table = "KCL_" + app.split("-")[-1].upper()
+    kinesis = create_stream(aws_connections, stream, shards=1)
+    create_table(aws_connections, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
+    put_json(kinesis, stream, [{"id": i} for i in range(40)])
+    (shard_id,) = shard_tips(kinesis, stream)
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
+    records = kinesis.get_records(ShardIterator=iterator["ShardIterator"], Limit=100)["Records"]
+    # A KCL application processed ids 0..24 and checkpointed there; this provider takes over.
+    processed = records[24]["SequenceNumber"]
+    dynamodb = aws_connections.boto3_client("dynamodb")
+    create_kcl_table(
+        dynamodb,
+        app,
+        [
+            {
+                "leaseKey": {"S": shard_id},
+                "checkpoint": {"S": processed},
+                "checkpointSubSequenceNumber": {"N": "0"},
+                "leaseCounter": {"N": "41"},
+                "ownerSwitchesSinceCheckpoint": {"N": "0"},
+            }
+        ],
+    )
+    MigrateLegacyCheckpointsOperator(task_id="migrate", application_name=app, stream_name=stream).execute(context={})
+
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
+        "destination": {"database": "analytics", "schema": "raw", "table": table},
+        "batch": {"schedule": None},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    # Exactly what the KCL application had not processed, and the checkpoint at the shard's tip.
+    assert query(aws_connections, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID") == [(i,) for i in range(25, 40)]
+    assert checkpoints(aws_connections, app) == shard_tips(kinesis, stream)
