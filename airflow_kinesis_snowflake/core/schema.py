@@ -162,9 +162,14 @@ def coerce(value: Any, column: TableColumn) -> Any:
             raise ValueError(f"not an ISO 8601 date: {value!r}") from None
     if base in _SEMI_STRUCTURED:
         try:
-            return _unicode(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+            # allow_nan=False: Python's json reads NaN and Infinity (and 1e400 as Infinity), which
+            # Snowflake's JSON refuses; written out they would fail the whole COPY.
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         except RecursionError:
             raise ValueError(f"value is nested too deeply for {base}") from None
+        except ValueError:
+            raise ValueError(f"value holds NaN or an infinite number, which {base} cannot hold") from None
+        return _unicode(text)
     if isinstance(value, (dict, list)):
         raise ValueError(f"expected a scalar for {base}, got a JSON {type(value).__name__}")
     text = ("true" if value else "false") if isinstance(value, bool) else str(value)
@@ -187,11 +192,13 @@ class ColumnMap:
     def __init__(self, columns: Sequence[TableColumn]) -> None:
         self.columns = tuple(c for c in columns if c.name.upper() != METADATA_COLUMN)
         self._by_key = {c.name.casefold(): c for c in self.columns}
+        self._not_null = tuple(c.name for c in self.columns if not c.nullable)
 
     def map_record(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Column name -> Arrow value. Raises :class:`ColumnValueError` naming the column on a bad value.
 
-        When two keys differ only by case, the first in the document wins.
+        When two keys differ only by case, the first in the document wins. A NOT NULL column left
+        without a value is an error too.
         """
         row: dict[str, Any] = {}
         for key, value in obj.items():
@@ -202,6 +209,10 @@ class ColumnMap:
                 row[column.name] = coerce(value, column)
             except ValueError as err:
                 raise ColumnValueError(column.name, str(err)) from None
+        for name in self._not_null:
+            # COPY would refuse the whole batch for this one row: keep the record aside instead.
+            if row.get(name) is None:
+                raise ColumnValueError(name, "no value for a NOT NULL column (the key is missing or null)")
         return row
 
     def arrow_schema(self) -> pa.Schema:

@@ -340,6 +340,7 @@ class _Layout:
         self.outputs = [(c, arrow_type(c)) for c in columns.columns]
         slot_of = {c.name: i for i, c in enumerate(self.slots)}
         self.output_slots = [slot_of.get(c.name) for c in columns.columns]
+        self.not_null_slots = [slot_of.get(c.name) for c in columns.columns if not c.nullable]
         self._plans: dict[tuple[str, ...], tuple[str | None, ...]] = {}
 
     def plan(self, keys: tuple[str, ...]) -> tuple[str | None, ...]:
@@ -407,6 +408,13 @@ class _Layout:
             array, bad = convert(list(map(itemgetter(key), objects)))
             arrays.append(array)
             rejected.update(bad)
+        for slot in self.not_null_slots:
+            # No value for a NOT NULL column: the per-record path makes the record a dead letter.
+            array = None if slot is None else arrays[slot]
+            if array is None:
+                rejected.update(range(len(objects)))
+            elif array.null_count:
+                rejected.update(_true_indices(array.is_null()))
         if rejected:
             keep = pa.array([i not in rejected for i in range(len(objects))], pa.bool_())
             arrays = [None if a is None else a.filter(keep) for a in arrays]

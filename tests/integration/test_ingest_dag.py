@@ -257,3 +257,35 @@ def test_ingestion_resumes_at_a_migrated_kcl_checkpoint(
     # Exactly what the KCL application had not processed, and the checkpoint at the shard's tip.
     assert query(aws_connections, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID") == [(i,) for i in range(25, 40)]
     assert checkpoints(aws_connections, app) == shard_tips(kinesis, stream)
+
+
+def test_values_the_copy_would_refuse_are_kept_aside_and_the_rest_loads(
+    emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    stream, app = unique("strict"), unique("strict-app")
+    table = "STRICT_" + app.split("-")[-1].upper()
+    kinesis = create_stream(emulators, stream, shards=1)
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0) NOT NULL, NAME VARCHAR NOT NULL, V VARIANT")
+    put_json(kinesis, stream, [{"id": i, "name": f"n{i}", "v": {"i": i}} for i in range(5)])
+    refused = {
+        b'{"id": 5, "v": {"i": 5}}': "NAME",  # no value for a NOT NULL column
+        b'{"id": 6, "name": null}': "NAME",
+        b'{"id": 7, "name": "n7", "v": {"ratio": NaN}}': "V",  # Python reads NaN; Snowflake's JSON does not
+        b'{"id": 8, "name": "n8", "v": [1e400]}': "V",
+    }
+    put_raw(kinesis, stream, list(refused))
+    put_json(kinesis, stream, [{"id": 9, "name": "n9"}])
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
+        "destination": {"database": "analytics", "schema": "raw", "table": table},
+        "batch": {"schedule": None},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    proc = run_dag(f"kinesis_snowflake_{connector['connector_id']}_ingest", dag_env, dag_file=dag_file)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    fqn = f"ANALYTICS.RAW.{table}"
+    assert query(emulators, f"SELECT ID FROM {fqn} ORDER BY ID") == [(i,) for i in [0, 1, 2, 3, 4, 9]]
+    failures = query(emulators, f"SELECT RECORD_CONTENT_BASE64, ERROR_COLUMN FROM {fqn}_PARSE_FAILURES")
+    assert {base64.b64decode(f[0]): f[1] for f in failures} == refused

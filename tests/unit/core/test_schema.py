@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -117,6 +118,23 @@ def test_bad_value_error_names_the_column() -> None:
     with pytest.raises(ColumnValueError, match=r"^column Name: expected a scalar") as info:
         mapping.map_record({"name": {"first": "Ada"}})
     assert info.value.column == "Name"
+
+
+def test_a_not_null_column_without_a_value_names_the_column() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)", nullable=False), TableColumn("NOTE", "VARCHAR")])
+    assert mapping.map_record({"id": 1}) == {"ID": 1}
+    for record in ({"note": "no id"}, {"ID": None, "note": "null id"}):
+        with pytest.raises(ColumnValueError, match=r"^column ID: no value for a NOT NULL column") as info:
+            mapping.map_record(record)
+        assert info.value.column == "ID"
+
+
+@pytest.mark.parametrize("payload", ['{"v": NaN}', '{"v": [1, Infinity]}', '{"v": {"x": -1e400}}'])
+def test_semi_structured_values_snowflake_cannot_parse_are_refused(payload: str) -> None:
+    # Python's json reads these; Snowflake's PARSE_JSON would fail the batch's COPY on them.
+    mapping = ColumnMap([TableColumn("V", "VARIANT")])
+    with pytest.raises(ColumnValueError, match=r"^column V: value holds NaN or an infinite number"):
+        mapping.map_record(json.loads(payload))
 
 
 def test_missing_keys_are_left_out_of_the_row() -> None:

@@ -264,6 +264,35 @@ def test_columns_that_differ_only_by_case_resolve_as_the_column_map_does() -> No
     assert_same(_records([b'{"id": 1, "name": "n"}', b'{"Id": "2"}', b'{"ID": "x"}']), columns)
 
 
+def test_records_leaving_a_not_null_column_empty_are_dead_letters() -> None:
+    columns = ColumnMap(
+        [
+            TableColumn("ID", "NUMBER(38,0)", numeric_precision=38, nullable=False),
+            TableColumn("NAME", "VARCHAR", nullable=False),
+            TableColumn("NOTE", "VARCHAR"),
+        ]
+    )
+    payloads = [
+        b'{"id": 1, "name": "a"}',
+        b'{"id": 2}',  # no NAME
+        b'{"id": 3, "name": null, "note": "x"}',  # NAME null
+        b'{"name": "d", "note": "no id"}',
+        b'{"id": "x", "name": "e"}',  # a bad value names its column first
+        b'{"ID": 6, "NAME": "f"}',
+    ]
+    batch = assert_same(_records(payloads), columns)
+    assert batch.rows.column("ID").to_pylist() == [1, 6]
+    assert [(d.column, d.error) for d in batch.dead_letters] == [
+        ("NAME", "column NAME: no value for a NOT NULL column (the key is missing or null)"),
+        ("NAME", "column NAME: no value for a NOT NULL column (the key is missing or null)"),
+        ("ID", "column ID: no value for a NOT NULL column (the key is missing or null)"),
+        ("ID", "column ID: expected a whole number for NUMBER, got 'x'"),
+    ]
+    # A NOT NULL column that no key can reach (shadowed by another spelling) takes no row at all.
+    shadowed = ColumnMap([TableColumn("id", "VARCHAR", nullable=False), TableColumn("ID", "NUMBER(38,0)")])
+    assert assert_same(_records([b'{"id": 1}', b'{"ID": 2}']), shadowed).rows.num_rows == 0
+
+
 def test_columns_with_the_same_name_twice() -> None:
     columns = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("ID", "NUMBER(38,0)")])
     batch = assert_same(_records([b'{"id": 1}', b'{"id": "x"}']), columns)
