@@ -111,12 +111,15 @@ def _moto_shard_end(stream_name: str) -> bool:
 
 def _dynamodb_update_item(original: Any) -> Any:
     """``{"operation": "DynamoDB.UpdateItem", "contains": "...", "action": "kill", "pid": N}``: when an
-    UpdateItem whose body contains the text arrives, SIGKILL process N (and its children) first."""
+    UpdateItem whose body contains the text arrives, SIGKILL process N (and its children) first;
+    with ``"error": "Code"`` instead of an action, fail that UpdateItem with that AWS error."""
 
     def update_item(self: Any) -> Any:
         body = self.body if isinstance(self.body, str) else str(self.body)
         fault = FAULTS.fire(lambda f: f["operation"] == "DynamoDB.UpdateItem" and f.get("contains", "") in body)
         if fault is not None:
+            if "error" in fault:
+                raise JsonRESTError(fault["error"], f"injected {fault['error']} for UpdateItem")
             kill_process(int(fault["pid"]))
             raise JsonRESTError("InternalServerError", "the caller was killed while writing")
         return original(self)

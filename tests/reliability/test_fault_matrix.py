@@ -38,6 +38,8 @@ class Case:
     name: str
     snowflake: list[dict[str, Any]] = field(default_factory=list)
     kill_worker_in_checkpoint: bool = False
+    # Faults of the moto server (Kinesis and DynamoDB calls), as tests/emulators/kinesis_extensions.py reads them.
+    aws: list[dict[str, Any]] = field(default_factory=list)
     # Rows the table must hold right after the fault, before any retry (None: not checked).
     rows_after_fault: int | None = None
 
@@ -57,6 +59,11 @@ CASES = [
          snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}]),
     Case("SIGKILL the Airflow worker during the DynamoDB checkpoint", kill_worker_in_checkpoint=True),
     Case("COPY INTO fails", snowflake=[{"match": r"^\s*COPY INTO", "when": "before", "action": "error"}]),
+    Case("COMMIT fails", snowflake=[{"match": r"^\s*COMMIT", "when": "before", "action": "error"}], rows_after_fault=0),
+    Case("The DynamoDB checkpoint write fails (after COMMIT)",
+         aws=[{"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number",
+               "error": "AccessDeniedException"}],
+         rows_after_fault=RECORDS),
     Case("Snowflake unreachable for 8 s mid-batch (HTTP 503)",
          snowflake=[{"match": r"^\s*PUT ", "when": "before", "action": "outage", "seconds": 8}]),
     # The fakesnow process dies (os._exit) and is started again 5 s later on the same data: the
@@ -138,6 +145,7 @@ def test_every_record_exactly_once_after_the_fault(
     server_before = emulators.snowflake_server_state() if case.restarts_snowflake else None
     # Only this case's Spark job is killed, whatever else runs on the machine.
     emulators.inject_snowflake_faults([{**fault, "application": app} for fault in case.snowflake])
+    emulators.inject_kinesis_faults(case.aws)
     try:
         log = tmp_path / "run1.log"
         with log.open("w") as out:
@@ -164,16 +172,19 @@ def test_every_record_exactly_once_after_the_fault(
     if case.rows_after_fault is not None:
         assert query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(case.rows_after_fault,)]
 
-    if case.kill_worker_in_checkpoint:
-        time.sleep(LEASE_SECONDS + 1)  # the dead worker's leases expire
+    if case.kill_worker_in_checkpoint or case.aws:
+        time.sleep(LEASE_SECONDS + 1)  # leases the failed worker may still hold expire
     runs = 1
+    retry_failure = None
     while runs < 4 and not (
         query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(RECORDS,)]
         and checkpoints(emulators, app) == shard_tips(kinesis, name)
     ):
         retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
         runs += 1
-        assert retry.returncode == 0, (retry.stdout + retry.stderr)[-4000:]
+        if retry.returncode != 0:
+            retry_failure = (retry.stdout + retry.stderr)[-4000:]
+            break
 
     ids = [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table}")]
     outcome = Outcome(
@@ -185,7 +196,8 @@ def test_every_record_exactly_once_after_the_fault(
         lost=len(set(range(RECORDS)) - set(ids)),
         duplicated=len(ids) - len(set(ids)),
     )
-    outcomes.append(outcome)
+    outcomes.append(outcome)  # before any assertion: a failed case is printed in the matrix too
+    assert retry_failure is None, f"retry {runs} failed:\n{retry_failure}"
     assert (outcome.lost, outcome.duplicated) == (0, 0), json.dumps(outcome.__dict__)
     assert sorted(ids) == list(range(RECORDS))
     assert checkpoints(emulators, app) == shard_tips(kinesis, name)
