@@ -35,6 +35,17 @@ def write_connector(dags_dir: Path, connector: dict[str, Any]) -> Path:
     return dag_file
 
 
+def connector_dag(dags_dir: Path, stream: str, app: str, table: str) -> tuple[Path, str]:
+    """A connector file reading ``stream`` into ANALYTICS.RAW.``table`` on demand; its DAG file and ingest DAG id."""
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
+        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
+        "batch": {"schedule": None},
+    }
+    return write_connector(dags_dir, connector), f"kinesis_snowflake_{connector['connector_id']}_ingest"
+
+
 def shard_tips(kinesis: Any, stream: str) -> dict[str, str]:
     """The sequence number of the last record in every shard, read back from Kinesis."""
     tips: dict[str, str] = {}
@@ -179,14 +190,7 @@ def test_checkpoint_lost_after_the_snowflake_commit_is_recovered_without_reloadi
     table = "CRASH_" + app.split("-")[-1].upper()
     kinesis = create_stream(emulators, stream, shards=2)
     create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
-    connector = {
-        "connector_id": app.replace("-", "_"),
-        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
-        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-        "batch": {"schedule": None},
-    }
-    dag_file = write_connector(tmp_path / "dags", connector)
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
+    dag_file, dag_id = connector_dag(tmp_path / "dags", stream, app, table)
     fqn = f"ANALYTICS.RAW.{table}"
 
     put_json(kinesis, stream, [{"id": i} for i in range(50)])
@@ -243,14 +247,7 @@ def test_ingestion_resumes_at_a_migrated_kcl_checkpoint(
     )
     MigrateLegacyCheckpointsOperator(task_id="migrate", application_name=app, stream_name=stream).execute(context={})
 
-    connector = {
-        "connector_id": app.replace("-", "_"),
-        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
-        "destination": {"database": "analytics", "schema": "raw", "table": table},
-        "batch": {"schedule": None},
-    }
-    dag_file = write_connector(tmp_path / "dags", connector)
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
+    dag_file, dag_id = connector_dag(tmp_path / "dags", stream, app, table)
     proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run.log")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
@@ -275,14 +272,8 @@ def test_values_the_copy_would_refuse_are_kept_aside_and_the_rest_loads(
     }
     put_raw(kinesis, stream, list(refused))
     put_json(kinesis, stream, [{"id": 9, "name": "n9"}])
-    connector = {
-        "connector_id": app.replace("-", "_"),
-        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
-        "destination": {"database": "analytics", "schema": "raw", "table": table},
-        "batch": {"schedule": None},
-    }
-    dag_file = write_connector(tmp_path / "dags", connector)
-    proc = run_dag(f"kinesis_snowflake_{connector['connector_id']}_ingest", dag_env, dag_file=dag_file)
+    dag_file, dag_id = connector_dag(tmp_path / "dags", stream, app, table)
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
     fqn = f"ANALYTICS.RAW.{table}"
