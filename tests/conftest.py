@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -101,11 +100,23 @@ def query(emulators: Emulators, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+# The user property a fault-matrix case records its outcome under; outcomes are gathered from the
+# test reports, which pytest-xdist workers send back to the main process.
+FAULT_MATRIX_PROPERTY = "fault_matrix_outcome"
+_FAULT_MATRIX: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _FAULT_MATRIX.extend(value for name, value in report.user_properties if name == FAULT_MATRIX_PROPERTY)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the fault matrix of tests/reliability when it ran."""
-    matrix = sys.modules.get("tests.reliability.test_fault_matrix")
-    rows = getattr(matrix, "OUTCOMES", None)
-    if matrix is not None and rows:
+    if _FAULT_MATRIX:
+        from tests.reliability import test_fault_matrix as matrix
+
         terminalreporter.section("fault matrix")
+        rows = sorted((matrix.outcome_from_property(v) for v in _FAULT_MATRIX), key=lambda r: r.case)
         for line in matrix.matrix_lines(rows):
             terminalreporter.write_line(line)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import create_stream, create_table, put_json, query, unique
+from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.integration.test_ingest_dag import checkpoints, shard_tips, write_connector
@@ -96,13 +96,22 @@ def stream(emulators: Emulators) -> Iterator[tuple[str, Any]]:
     yield name, kinesis
 
 
-# Read by pytest_terminal_summary in tests/conftest.py, which prints the matrix after the run.
-OUTCOMES: list[Outcome] = []
+@pytest.fixture
+def outcomes(record_property: Any) -> Any:
+    """Record one case's outcome on its test report.
+
+    The outcome travels with the report, so the matrix printed by ``pytest_terminal_summary``
+    (tests/conftest.py) holds every case even when the cases ran in several pytest-xdist workers.
+    """
+
+    def add(outcome: Outcome) -> None:
+        record_property(FAULT_MATRIX_PROPERTY, json.dumps(outcome.__dict__))
+
+    return add
 
 
-@pytest.fixture(scope="module")
-def outcomes() -> list[Outcome]:
-    return OUTCOMES
+def outcome_from_property(value: str) -> Outcome:
+    return Outcome(**json.loads(value))
 
 
 def matrix_lines(rows: list[Outcome]) -> list[str]:
@@ -125,7 +134,7 @@ def test_every_record_exactly_once_after_the_fault(
     emulators: Emulators,
     dag_env: dict[str, str],
     stream: tuple[str, Any],
-    outcomes: list[Outcome],
+    outcomes: Any,
     tmp_path: Path,
 ) -> None:
     name, kinesis = stream
@@ -196,7 +205,7 @@ def test_every_record_exactly_once_after_the_fault(
         lost=len(set(range(RECORDS)) - set(ids)),
         duplicated=len(ids) - len(set(ids)),
     )
-    outcomes.append(outcome)  # before any assertion: a failed case is printed in the matrix too
+    outcomes(outcome)  # before any assertion: a failed case is printed in the matrix too
     assert retry_failure is None, f"retry {runs} failed:\n{retry_failure}"
     assert (outcome.lost, outcome.duplicated) == (0, 0), json.dumps(outcome.__dict__)
     assert sorted(ids) == list(range(RECORDS))
