@@ -243,8 +243,9 @@ class CheckIamPermissionsOperator(BaseOperator):
     def _cannot_run(self, reason: str, fix: str) -> NoReturn:
         """The check could not run: skip with a warning (``best_effort``) or fail saying how to go on."""
         if self.check_mode == BEST_EFFORT:
-            self.log.warning("Skipping the IAM permission check: %s", reason)
-            raise AirflowSkipException(reason)
+            message = f"{reason}\nTo have it checked: {fix}."
+            self.log.warning("Skipping the IAM permission check: %s", message)
+            raise AirflowSkipException(message)
         raise AirflowFailException(
             f"{reason}\nThe IAM permission check could not run, and check_mode is 'required'. To go on: {fix}; "
             "or set check_mode='best_effort' (in the connector file: source.iam_check: best_effort) to check "
