@@ -191,6 +191,16 @@ class SourceConfig(_Strict):
         data["iam_check"] = IamCheckMode.BEST_EFFORT if skip else IamCheckMode.REQUIRED
         return data
 
+    @field_validator("iam_check", mode="before")
+    @classmethod
+    def _iam_check_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` as false.
+        if value is False:
+            return IamCheckMode.OFF
+        if value is True:
+            raise ValueError("must be required, best_effort or off, not true")
+        return value
+
     @property
     def skip_iam_check_if_denied(self) -> bool:
         """Deprecated: ``iam_check`` is not ``required``."""

@@ -317,7 +317,7 @@ def _json_access_denied(original: Any) -> Any:
 def _federation_token(original: Any) -> Any:
     def issue(self: TokenResponse) -> ActionResult:
         result = original(self)
-        body = dict(result.result)  # type: ignore[call-overload]
+        body = dict(result.result)
         key = "ASIAFED" + uuid.uuid4().hex[:13].upper()
         body["Credentials"] = {**body["Credentials"], "AccessKeyId": key}
         _federated[key] = (self.current_account, self.partition, self._get_param("Name"))
