@@ -1,7 +1,8 @@
 """Command line: ``python -m airflow_kinesis_snowflake policy dags/connectors/orders.yaml``.
 
 ``policy`` prints the least-privilege IAM policy for one connector file, for an AWS administrator
-to attach to the connector's user or role.
+to attach to the connector's user or role. ``dag-file`` writes the small DAG file that builds one
+connector file's DAGs, so that each connector is a DAG file of its own in Airflow.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
 from airflow_kinesis_snowflake.core.iam import (
@@ -52,7 +54,36 @@ def _parser() -> argparse.ArgumentParser:
         help="after a reset to a new application name: also grant the lease-table permissions on NAME's table "
         "(ingestion reads the connector file's table, then the one it was superseded by)",
     )
+    dag_file = commands.add_parser(
+        "dag-file",
+        help="write the DAG file of a connector file",
+        description="Write kinesis_snowflake_<name>.py, the DAG file that builds the DAGs of one connector file, "
+        "into the DAGs folder (by default the connector file's directory's parent, e.g. dags/).",
+    )
+    dag_file.add_argument("config", metavar="CONNECTOR_YAML", help="a connector file, e.g. dags/connectors/orders.yaml")
+    dag_file.add_argument("--dag-folder", default=None, help="the DAGs folder (default: the connectors' parent)")
+    dag_file.add_argument("--force", action="store_true", help="overwrite an existing DAG file")
     return parser
+
+
+def _dag_file(args: argparse.Namespace) -> int:
+    from airflow_kinesis_snowflake.dags import dag_file_name, render_dag_file
+
+    connector = Path(args.config)
+    folder = Path(args.dag_folder) if args.dag_folder else connector.resolve().parent.parent
+    target = folder / dag_file_name(connector)
+    try:
+        load_connector_config(connector)
+        source = render_dag_file(connector, folder)
+    except (ConnectorConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if target.exists() and not args.force:
+        print(f"error: {target} exists; --force overwrites it", file=sys.stderr)
+        return 1
+    target.write_text(source, encoding="utf-8")
+    print(target)
+    return 0
 
 
 def _policy(args: argparse.Namespace) -> int:
@@ -85,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "policy":
         return _policy(args)
+    if args.command == "dag-file":
+        return _dag_file(args)
     return 2  # argparse rejects unknown commands before this
 
 

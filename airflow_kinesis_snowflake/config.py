@@ -7,6 +7,7 @@ it recognises them. Every mistake is reported with the file, the field and what 
 from __future__ import annotations
 
 import re
+import warnings
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -55,6 +56,58 @@ APPLICATION_NAME_PATTERN = rf"^[A-Za-z0-9_.\-]{{3,{APPLICATION_NAME_MAX}}}$"
 # resolves them, and quote them.
 _KINESIS_STREAM_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+# Longer than any AWS region code; the region is part of task ids, which Airflow limits to 250.
+_AWS_REGION_MAX = 32
+
+# The connector id is a tag of every DAG of the connector, and Airflow refuses tags longer than
+# airflow.sdk.definitions.dag.TAG_MAX_LEN (100); it also names the DAGs (kinesis_snowflake_<id>_provision
+# is 128 characters at most, well within Airflow's 250 for ids).
+CONNECTOR_ID_MAX = 100
+_CONNECTOR_ID = re.compile(rf"^[A-Za-z0-9_\-]{{1,{CONNECTOR_ID_MAX}}}$")
+CONNECTOR_ID_RULE = (
+    f"must be 1-{CONNECTOR_ID_MAX} letters, digits, '_' or '-': it names the connector's DAGs and is one of "
+    f"their tags, which Airflow limits to {CONNECTOR_ID_MAX} characters"
+)
+# Airflow connection ids (airflow.models.connection.RE_SANITIZE_CONN_ID); the AWS one is part of the
+# clean-up DAG's task ids, which Airflow limits to 250 characters.
+CONNECTION_ID_MAX = 200
+_CONNECTION_ID = re.compile(rf"^[\w#!()\-.:/\\]{{1,{CONNECTION_ID_MAX}}}$")
+
+# Schedules as Airflow 3 reads a DAG's ``schedule`` string: these two are timetables of their own,
+# anything else is a cron expression or one of Airflow's cron presets.
+SCHEDULE_TIMETABLES = ("@once", "@continuous")
+CRON_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+SCHEDULE_RULE = (
+    "use a cron expression such as '*/5 * * * *' (minute hour day-of-month month day-of-week), one of "
+    f"{', '.join(CRON_PRESETS + SCHEDULE_TIMETABLES)}, or null for manual runs only"
+)
+
+# Bounds of the retry delay: Airflow's own default cap on a task's retry delay
+# ([core] max_task_retry_delay) is a day; beyond Python's timedelta the DAG cannot even be built.
+RETRY_DELAY_MAX_SECONDS = 86_400
+LEASE_DURATION_MAX_SECONDS = 86_400
+
+
+def validate_schedule(value: str | None) -> str | None:
+    """Return ``value`` if Airflow 3 accepts it as a DAG's ``schedule``; :class:`ValueError` if not.
+
+    The expression is parsed by Airflow's own cron timetable (croniter underneath), as the DAG
+    processor would parse it, so that a mistake is reported here with its file and field.
+    """
+    if value is None or value in SCHEDULE_TIMETABLES:
+        return value
+    from airflow.sdk import CronTriggerTimetable
+    from airflow.sdk.exceptions import AirflowTimetableInvalid
+
+    try:
+        CronTriggerTimetable(value, timezone="UTC").validate()
+    except AirflowTimetableInvalid as err:
+        raise ValueError(f"is not a schedule Airflow accepts ({err}); {SCHEDULE_RULE}") from None
+    return value
+
+
+class ConnectorConfigDeprecationWarning(FutureWarning):
+    """A connector file uses a field that still works but is going away; the message says what replaces it."""
 
 
 def validate_application_name(value: str) -> str:
@@ -71,6 +124,25 @@ class ConnectorConfigError(ValueError):
 class ConsumerType(StrEnum):
     SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
     ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
+
+
+class IamCheckMode(StrEnum):
+    """What the provisioning DAG's IAM permission check does (``source.iam_check``).
+
+    ``required``: the check must run; provisioning fails when a permission is missing, and also
+    when the check cannot run (a principal IAM cannot simulate, such as the account root user or a
+    federated user; ``iam:SimulatePrincipalPolicy`` denied; an endpoint without that API), saying why.
+    ``best_effort``: a missing permission fails provisioning as well, but a check that cannot run
+    is skipped with a warning saying why. ``off``: no check.
+    """
+
+    REQUIRED = "required"
+    BEST_EFFORT = "best_effort"
+    OFF = "off"
+
+
+# Deprecated form of source.iam_check: true is best_effort, false is required.
+DEPRECATED_IAM_ALIAS = "skip_iam_check_if_denied"
 
 
 class _Strict(BaseModel):
@@ -94,9 +166,45 @@ class SourceConfig(_Strict):
     max_records_per_call: int = Field(default=10000, ge=1, le=10000)
     # A KCL 2.x/3.x lease table already under application_name is migrated by the provisioning DAG.
     migrate_legacy_checkpoints: bool = False
-    # The provisioning DAG checks IAM with SimulatePrincipalPolicy; a principal that may not call it
-    # fails the check unless this is true (the check is then skipped with a warning).
-    skip_iam_check_if_denied: bool = False
+    # The provisioning DAG's IAM permission check (SimulatePrincipalPolicy): see IamCheckMode.
+    # The deprecated `skip_iam_check_if_denied: true` means best_effort, `false` required.
+    iam_check: IamCheckMode = IamCheckMode.REQUIRED
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_iam_alias(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or DEPRECATED_IAM_ALIAS not in data:
+            return data
+        data = dict(data)
+        skip = data.pop(DEPRECATED_IAM_ALIAS)
+        if "iam_check" in data:
+            raise ValueError(
+                f"source.{DEPRECATED_IAM_ALIAS} is the deprecated form of source.iam_check; "
+                f"remove {DEPRECATED_IAM_ALIAS} and keep iam_check"
+            )
+        if not isinstance(skip, bool):
+            raise ValueError(
+                f"source.{DEPRECATED_IAM_ALIAS} must be true or false (got {skip!r}); "
+                f"it is deprecated: write source.iam_check: {IamCheckMode.BEST_EFFORT.value} or "
+                f"{IamCheckMode.REQUIRED.value} instead"
+            )
+        data["iam_check"] = IamCheckMode.BEST_EFFORT if skip else IamCheckMode.REQUIRED
+        return data
+
+    @field_validator("iam_check", mode="before")
+    @classmethod
+    def _iam_check_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` as false.
+        if value is False:
+            return IamCheckMode.OFF
+        if value is True:
+            raise ValueError("must be required, best_effort or off, not true")
+        return value
+
+    @property
+    def skip_iam_check_if_denied(self) -> bool:
+        """Deprecated: ``iam_check`` is not ``required``."""
+        return self.iam_check is not IamCheckMode.REQUIRED
 
     @field_validator("stream_name")
     @classmethod
@@ -108,7 +216,7 @@ class SourceConfig(_Strict):
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if not _AWS_REGION.match(value):
+        if len(value) > _AWS_REGION_MAX or not _AWS_REGION.match(value):
             raise ValueError("must be an AWS region code such as 'us-east-1'")
         return value
 
@@ -327,32 +435,59 @@ class SnowflakeConfig(_Strict):
 
 
 class BatchConfig(_Strict):
-    """How much one micro-batch reads."""
+    """How much one micro-batch reads, and when.
+
+    :param schedule: the ingest DAG's schedule, as Airflow reads it: a cron expression, a cron
+        preset (``@hourly``...), ``@once``, ``@continuous``, or null (manual runs only).
+    :param retry_delay_seconds: between task retries, at most a day (Airflow's default
+        ``[core] max_task_retry_delay``).
+    """
 
     schedule: str | None = "*/5 * * * *"
     max_records_per_shard: int = Field(default=100_000, ge=1, le=10_000_000)
-    max_shards_per_batch: int | None = Field(default=None, ge=1)
+    max_shards_per_batch: int | None = Field(default=None, ge=1, le=100_000)
     # Failover time: a worker that stopped renewing its leases loses them to others after this long.
-    lease_duration_seconds: int = Field(default=300, ge=5, le=86_400)
+    lease_duration_seconds: int = Field(default=300, ge=5, le=LEASE_DURATION_MAX_SECONDS)
     retries: int = Field(default=2, ge=0, le=20)
-    retry_delay_seconds: int = Field(default=30, ge=0)
+    retry_delay_seconds: int = Field(default=30, ge=0, le=RETRY_DELAY_MAX_SECONDS)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        return validate_schedule(value)
 
 
 class ConnectionsConfig(_Strict):
+    """Airflow connection ids."""
+
     aws: str = "aws_default"
     snowflake: str = "snowflake_default"
     spark: str = "spark_default"
+
+    @field_validator("aws", "snowflake", "spark")
+    @classmethod
+    def _connection_id(cls, value: str) -> str:
+        if not _CONNECTION_ID.match(value):
+            raise ValueError(f"must be an Airflow connection id: 1-{CONNECTION_ID_MAX} letters, digits or _#!()-.:/\\")
+        return value
 
 
 class ConnectorConfig(_Strict):
     """Everything one connector needs: source stream, destination table, batching, connections."""
 
-    connector_id: str = Field(pattern=r"^[A-Za-z0-9_\-]{1,200}$")
+    connector_id: str
     source: SourceConfig
     destination: DestinationConfig
     batch: BatchConfig = BatchConfig()
     connections: ConnectionsConfig = ConnectionsConfig()
     snowflake: SnowflakeConfig | None = None
+
+    @field_validator("connector_id")
+    @classmethod
+    def _connector_id(cls, value: str) -> str:
+        if not _CONNECTOR_ID.match(value):
+            raise ValueError(CONNECTOR_ID_RULE)
+        return value
 
     @model_validator(mode="after")
     def _cluster_by_columns(self) -> ConnectorConfig:
@@ -414,14 +549,27 @@ def _describe(error: dict[str, Any]) -> str:
 
 
 def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorConfig:
-    """Validate a mapping as a connector config; raise :class:`ConnectorConfigError` naming fields."""
+    """Validate a mapping as a connector config; raise :class:`ConnectorConfigError` naming fields.
+
+    A deprecated field that still works is reported with a :class:`ConnectorConfigDeprecationWarning`
+    naming ``source`` and what to write instead.
+    """
     if not isinstance(data, dict):
         raise ConnectorConfigError(f"{source}: expected a mapping at the top level")
     try:
-        return ConnectorConfig.model_validate(data)
+        config = ConnectorConfig.model_validate(data)
     except ValidationError as err:
         lines = "\n".join(f"  - {_describe(e)}" for e in err.errors())  # type: ignore[arg-type]
         raise ConnectorConfigError(f"{source}: invalid connector configuration\n{lines}") from None
+    section = data.get("source")
+    if isinstance(section, dict) and DEPRECATED_IAM_ALIAS in section:
+        warnings.warn(
+            f"{source}: source.{DEPRECATED_IAM_ALIAS} is deprecated; write "
+            f"source.iam_check: {config.source.iam_check.value} instead",
+            ConnectorConfigDeprecationWarning,
+            stacklevel=2,
+        )
+    return config
 
 
 def load_connector_config(path: str | Path) -> ConnectorConfig:
@@ -436,16 +584,33 @@ def load_connector_config(path: str | Path) -> ConnectorConfig:
     return parse_connector_config(data, source=str(path))
 
 
+def connector_files(directory: str | Path) -> list[Path]:
+    """The connector files of a directory: ``*.yaml`` and ``*.yml``, in name order."""
+    return sorted(Path(directory).glob("*.y*ml"))
+
+
 def load_connector_configs(directory: str | Path) -> list[ConnectorConfig]:
-    """Load every ``*.yaml``/``*.yml`` in a directory; connector ids must be unique."""
+    """Load every ``*.yaml``/``*.yml`` in a directory; connector ids must be unique.
+
+    Every file is read: the :class:`ConnectorConfigError` names each invalid file, not only the
+    first. Of two files with the same ``connector_id``, the second in name order is the invalid one.
+    """
     configs: list[ConnectorConfig] = []
+    errors: list[str] = []
     seen: dict[str, Path] = {}
-    for path in sorted(Path(directory).glob("*.y*ml")):
-        config = load_connector_config(path)
+    for path in connector_files(directory):
+        try:
+            config = load_connector_config(path)
+        except ConnectorConfigError as err:
+            errors.append(str(err))
+            continue
         if config.connector_id in seen:
-            raise ConnectorConfigError(
+            errors.append(
                 f"{path}: connector_id {config.connector_id!r} is already used by {seen[config.connector_id]}"
             )
+            continue
         seen[config.connector_id] = path
         configs.append(config)
+    if errors:
+        raise ConnectorConfigError("\n".join(errors))
     return configs

@@ -1,24 +1,33 @@
 """DAG factory: one connector YAML file becomes its DAGs.
 
-Use it from a file in the DAGs folder::
+Give each connector file a small DAG file of its own, and the directory one for clean-up::
 
-    from airflow_kinesis_snowflake.dags import build_connector_dags
+    # dags/kinesis_snowflake_orders.py (python -m airflow_kinesis_snowflake dag-file dags/connectors/orders.yaml)
+    globals().update(build_connector_file_dags(Path(__file__).parent / "connectors" / "orders.yaml"))
 
-    globals().update(build_connector_dags("connectors"))
+    # dags/kinesis_snowflake_connectors.py
+    globals().update(build_cleanup_dags(Path(__file__).parent / "connectors"))
+
+Airflow records import errors per Python file, and a file with an import error has all its DAGs
+marked stale: with a DAG file per connector, a mistake in one connector file is an import error
+of that connector's DAG file, naming the connector file, the field and the allowed values, and every
+other connector's DAGs keep loading and running. The clean-up DAG is only built when every
+connector file of its directory is valid, since it must know every application name in use.
+``build_connector_dags`` builds everything from one Python file instead: simpler, but then one
+invalid connector file is an import error of that file, and no connector's DAGs load.
 
 Each connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
 micro-batches), ``kinesis_snowflake_<id>_reset`` and ``kinesis_snowflake_<id>_restore`` (manual,
 with a trigger form; dry run unless told otherwise). Each directory of connector files also gets
 one ``kinesis_snowflake_cleanup`` (daily report of orphaned lease tables, migration copies and
-fan-out consumers; deletes only when triggered to). A mistake in a connector file fails the DAG
-file at parse time with the file, the field and the allowed values, so it shows up as an import
-error in the Airflow UI.
+fan-out consumers; deletes only when triggered to).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -31,7 +40,11 @@ from airflow.task.trigger_rule import TriggerRule
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_PATTERN,
     ConnectorConfig,
+    ConnectorConfigError,
     ConsumerType,
+    IamCheckMode,
+    connector_files,
+    load_connector_config,
     load_connector_configs,
 )
 from airflow_kinesis_snowflake.core.cleanup import DEFAULT_RETENTION_SECONDS
@@ -97,9 +110,10 @@ def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
 
 
 def build_provision_dag(config: ConnectorConfig) -> DAG:
-    """check_iam >> [migrate] >> create_lease_table >> [register consumer] >> provision >> verify.
+    """[check_iam] >> [migrate] >> create_lease_table >> [register consumer] >> provision >> verify.
 
-    Manually triggered; every step is idempotent, so running it again changes nothing.
+    Manually triggered; every step is idempotent, so running it again changes nothing. The IAM
+    check runs in the connector's ``source.iam_check`` mode, and not at all when it is ``off``.
     """
     src, conns = config.source, config.connections
     with DAG(
@@ -109,18 +123,20 @@ def build_provision_dag(config: ConnectorConfig) -> DAG:
         max_active_runs=1,
         **_dag_args(config),
     ) as dag:
-        steps: list[Any] = [
-            CheckIamPermissionsOperator(
-                task_id="check_iam_permissions",
-                stream_name=src.stream_name,
-                application_name=src.application_name,
-                consumer_type=src.consumer_type.value,
-                region_name=src.region,
-                aws_conn_id=conns.aws,
-                include_migration_table=src.migrate_legacy_checkpoints,
-                skip_if_simulation_denied=src.skip_iam_check_if_denied,
+        steps: list[Any] = []
+        if src.iam_check is not IamCheckMode.OFF:
+            steps.append(
+                CheckIamPermissionsOperator(
+                    task_id="check_iam_permissions",
+                    stream_name=src.stream_name,
+                    application_name=src.application_name,
+                    consumer_type=src.consumer_type.value,
+                    region_name=src.region,
+                    aws_conn_id=conns.aws,
+                    include_migration_table=src.migrate_legacy_checkpoints,
+                    check_mode=src.iam_check.value,
+                )
             )
-        ]
         if src.migrate_legacy_checkpoints:
             steps.append(
                 MigrateLegacyCheckpointsOperator(
@@ -146,7 +162,7 @@ def build_provision_dag(config: ConnectorConfig) -> DAG:
         steps.append(ProvisionSnowflakeObjectsOperator.from_connector_config(config, task_id="provision_snowflake"))
         steps.append(VerifySnowflakeObjectsOperator.from_connector_config(config, task_id="verify_snowflake"))
         for upstream, downstream in itertools.pairwise(steps):
-            # A skipped IAM check (principal may not simulate, and the connector allows it) is no failure.
+            # A skipped IAM check (it could not run, and the connector's mode is best_effort) is no failure.
             downstream.trigger_rule = TriggerRule.NONE_FAILED
             upstream >> downstream
     return dag
@@ -213,11 +229,12 @@ def _dry_run_param() -> Param:
 
 
 def _lease_wait_param(config: ConnectorConfig) -> Param:
+    default = config.batch.lease_duration_seconds + 60
     return Param(
-        config.batch.lease_duration_seconds + 60,
+        default,
         type="integer",
         minimum=0,
-        maximum=86_400,
+        maximum=max(86_400, default),
         title="Wait for running batches (seconds)",
         description="How long to wait for running ingest batches to release their leases before giving up. "
         "The default is the connector's lease duration plus a minute, so a batch that died has expired by then.",
@@ -422,10 +439,76 @@ def build_cleanup_dag(
     return dag
 
 
+def _connector_dags(config: ConnectorConfig, *, backup_dir: str | None) -> dict[str, DAG]:
+    return {
+        dag.dag_id: dag
+        for dag in (
+            build_provision_dag(config),
+            build_ingest_dag(config),
+            build_reset_dag(config, backup_dir=backup_dir),
+            build_restore_dag(config, backup_dir=backup_dir),
+        )
+    }
+
+
+def build_connector_file_dags(path: str | Path, *, backup_dir: str | None = None) -> dict[str, DAG]:
+    """The provision, ingest, reset and restore DAGs of one connector file.
+
+    Call it from a DAG file of that connector alone (``python -m airflow_kinesis_snowflake dag-file``
+    writes one), so that a mistake in this connector file is an import error of that DAG file only.
+
+    :param path: the connector YAML file.
+    :param backup_dir: where reset and restore write checkpoint backups (see :func:`build_connector_dags`).
+    :raises ConnectorConfigError: naming the file, each invalid field and what is allowed; also when
+        a connector file of the same directory, earlier in name order, has the same ``connector_id``.
+    """
+    path = Path(path)
+    config = load_connector_config(path)
+    for other in connector_files(path.parent):
+        if other.name >= path.name:
+            break
+        try:
+            other_id = load_connector_config(other).connector_id
+        except ConnectorConfigError:
+            continue  # reported by its own DAG file
+        if other_id == config.connector_id:
+            raise ConnectorConfigError(f"{path}: connector_id {config.connector_id!r} is already used by {other}")
+    return _connector_dags(config, backup_dir=backup_dir)
+
+
+def build_cleanup_dags(
+    directory: str | Path, *, backup_dir: str | None = None, cleanup_dag_id: str = CLEANUP_DAG_ID
+) -> dict[str, DAG]:
+    """The clean-up DAG of a directory of connector files (none when it holds no connector file).
+
+    :param directory: the directory of connector files.
+    :param backup_dir: where clean-up writes checkpoint backups (see :func:`build_connector_dags`).
+    :param cleanup_dag_id: the clean-up DAG's id; give each directory its own.
+    :raises ConnectorConfigError: when any connector file of the directory is invalid, naming each:
+        clean-up must know the application name of every connector, or it would take a lease
+        table in use for an orphan.
+    """
+    try:
+        configs = load_connector_configs(directory)
+    except ConnectorConfigError as err:
+        raise ConnectorConfigError(
+            f"{cleanup_dag_id} is not built until every connector file in {directory} is valid: clean-up must "
+            f"know every connector's application name, so as never to delete a lease table in use.\n{err}"
+        ) from None
+    if not configs:
+        return {}
+    cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
+    return {cleanup.dag_id: cleanup}
+
+
 def build_connector_dags(
     directory: str | Path, *, backup_dir: str | None = None, cleanup_dag_id: str = CLEANUP_DAG_ID
 ) -> dict[str, DAG]:
     """Every DAG of every connector file in ``directory``, and one clean-up DAG for all of them.
+
+    Everything comes from one Python file: when any connector file is invalid, this raises (naming
+    each invalid file) and no connector's DAGs load. Prefer a DAG file per connector
+    (:func:`build_connector_file_dags`) and :func:`build_cleanup_dags`.
 
     :param backup_dir: where reset, restore and clean-up write checkpoint backups: a directory path
         or an ``ObjectStoragePath`` URL (default ``$AIRFLOW_HOME/kinesis_snowflake_backups``).
@@ -435,17 +518,42 @@ def build_connector_dags(
     dags: dict[str, DAG] = {}
     configs = load_connector_configs(directory)
     for config in configs:
-        for dag in (
-            build_provision_dag(config),
-            build_ingest_dag(config),
-            build_reset_dag(config, backup_dir=backup_dir),
-            build_restore_dag(config, backup_dir=backup_dir),
-        ):
-            dags[dag.dag_id] = dag
+        dags.update(_connector_dags(config, backup_dir=backup_dir))
     if configs:
         cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
         dags[cleanup.dag_id] = cleanup
     return dags
+
+
+DAG_FILE_TEMPLATE = '''"""DAGs of the Kinesis -> Snowflake connector in {relative}.
+
+One DAG file per connector file: a mistake in {name} is an import error of this file only, and
+the other connectors' DAGs keep running. Written by
+`python -m airflow_kinesis_snowflake dag-file`; see airflow_kinesis_snowflake.dags.
+"""
+
+from pathlib import Path
+
+from airflow_kinesis_snowflake.dags import build_connector_file_dags
+
+globals().update(build_connector_file_dags(Path(__file__).parent{parts}))
+'''
+
+
+def dag_file_name(connector_file: str | Path) -> str:
+    """The name of a connector file's DAG file: ``kinesis_snowflake_<file stem>.py``."""
+    return f"kinesis_snowflake_{_slug(Path(connector_file).stem)}.py"
+
+
+def render_dag_file(connector_file: str | Path, dag_folder: str | Path) -> str:
+    """The source of the DAG file, in ``dag_folder``, that builds the DAGs of ``connector_file``.
+
+    :raises ValueError: if ``connector_file`` is not inside ``dag_folder``.
+    """
+    connector_file, dag_folder = Path(connector_file).resolve(), Path(dag_folder).resolve()
+    relative = connector_file.relative_to(dag_folder)
+    parts = "".join(f" / {json.dumps(part)}" for part in relative.parts)
+    return DAG_FILE_TEMPLATE.format(relative=relative.as_posix(), name=relative.name, parts=parts)
 
 
 _RESET_DOC = """

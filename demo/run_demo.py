@@ -27,6 +27,7 @@ from tests.emulators import local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, run_dag  # noqa: E402
 
 CONNECTOR = REPO / "dags" / "connectors" / "orders.yaml"
+DAG_FILE = REPO / "dags" / "kinesis_snowflake_orders.py"
 STATUSES = ["NEW", "PAID", "SHIPPED", "DELIVERED"]
 T0 = time.monotonic()
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
@@ -117,7 +118,7 @@ def main() -> int:
 
         provision = f"kinesis_snowflake_{config.connector_id}_provision"
         step(f"dag.test() of {provision}: check IAM >> lease table >> Snowflake objects >> verify")
-        proc = run_dag(provision, env, log_path=work / "dag-provision.log")
+        proc = run_dag(provision, env, dag_file=DAG_FILE, log_path=work / "dag-provision.log")
         if proc.returncode != 0:
             print((proc.stdout + proc.stderr)[-6000:])
             step(f"Provisioning failed; full log in {work / 'dag-provision.log'}")
@@ -131,7 +132,7 @@ def main() -> int:
                 put_orders(kinesis, stream, first, count)
             step(f"Run {run}: dag.test() of {dag_id} (create_lease_table >> ingest via spark-submit)")
             log = work / f"dag-run-{run}.log"
-            proc = run_dag(dag_id, env, log_path=log)
+            proc = run_dag(dag_id, env, dag_file=DAG_FILE, log_path=log)
             if proc.returncode != 0:
                 print((proc.stdout + proc.stderr)[-6000:])
                 step(f"Run {run} failed; full log in {log}")

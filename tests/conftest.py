@@ -19,7 +19,7 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from tests.emulators import Emulators, local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
-from tests.emulators.iam import IamMoto, enforcing_moto  # noqa: E402
+from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +33,13 @@ def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulators]:
 def iam_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
     """A second moto server, enforcing IAM, with an administrator's key."""
     with enforcing_moto(tmp_path_factory.mktemp("moto-iam")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def moto_without_simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
+    """A moto server as the stock image runs it: no SimulatePrincipalPolicy, no IAM enforcement."""
+    with stock_moto(tmp_path_factory.mktemp("moto-stock")) as running:
         yield running
 
 

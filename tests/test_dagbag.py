@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.exceptions import ParamValidationError
 
+from airflow_kinesis_snowflake.__main__ import main
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
+from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator
+from tests.emulators.airflow_env import airflow_home_env, migrate
 from tests.emulators.servers import REPO_ROOT
 
 DAGS = REPO_ROOT / "dags"
@@ -69,19 +76,148 @@ def test_fan_out_and_migration_add_their_steps(tmp_path: Path) -> None:
     assert check.include_migration_table is True  # type: ignore[union-attr]
 
 
-def test_a_bad_connector_file_is_an_import_error_naming_file_and_field(tmp_path: Path) -> None:
+def dag_folder(tmp_path: Path, connectors: dict[str, str]) -> Path:
+    """A DAGs folder as a user lays it out: connectors/<name>.yaml, a DAG file for each, the directory's file."""
+    (tmp_path / "connectors").mkdir(parents=True)
     shutil.copy(DAGS / "kinesis_snowflake_connectors.py", tmp_path)
-    (tmp_path / "connectors").mkdir()
-    text = (DAGS / "connectors" / "orders.yaml").read_text()
-    (tmp_path / "connectors" / "orders.yaml").write_text(
-        text.replace("initial_position: TRIM_HORIZON", "initial_position: EARLIEST")
+    for name, text in connectors.items():
+        connector = tmp_path / "connectors" / f"{name}.yaml"
+        connector.write_text(text)
+        assert main(["dag-file", str(connector)]) == 0
+    return tmp_path
+
+
+def payments(text: str) -> str:
+    return (
+        text.replace("connector_id: orders", "connector_id: payments")
+        .replace("stream_name: orders", "stream_name: payments")
+        .replace("application_name: orders-to-snowflake", "application_name: payments-to-snowflake")
+        .replace("table: ORDERS", "table: PAYMENTS")
     )
-    bag = DagBag(dag_folder=str(tmp_path))
-    assert len(bag.import_errors) == 1
-    (message,) = bag.import_errors.values()
-    assert "orders.yaml" in message
+
+
+def test_a_bad_connector_file_is_an_import_error_naming_file_and_field(tmp_path: Path) -> None:
+    folder = dag_folder(tmp_path, {"orders": (DAGS / "connectors" / "orders.yaml").read_text()})
+    connector = folder / "connectors" / "orders.yaml"
+    connector.write_text(connector.read_text().replace("initial_position: TRIM_HORIZON", "initial_position: EARLIEST"))
+
+    bag = DagBag(dag_folder=str(folder))
+
+    message = bag.import_errors[str(folder / "kinesis_snowflake_orders.py")]
+    assert f"{connector}: invalid connector configuration" in message
     assert "source.initial_position" in message
     assert "TRIM_HORIZON" in message and "AT_TIMESTAMP" in message
+
+
+def test_one_broken_connector_file_leaves_the_others_loading(tmp_path: Path) -> None:
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    folder = dag_folder(tmp_path, {"orders": orders, "payments": payments(orders)})
+    broken = folder / "connectors" / "payments.yaml"
+    # A typo made after the connector was set up: a cron expression with four fields.
+    broken.write_text(broken.read_text().replace('schedule: "*/5 * * * *"', 'schedule: "*/5 * * *"'))
+
+    bag = DagBag(dag_folder=str(folder))
+
+    # The healthy connector's DAGs load, and come from its own DAG file.
+    assert set(bag.dags) == {
+        "kinesis_snowflake_orders_provision",
+        "kinesis_snowflake_orders_ingest",
+        "kinesis_snowflake_orders_reset",
+        "kinesis_snowflake_orders_restore",
+    }
+    assert {dag.fileloc for dag in bag.dags.values()} == {str(folder / "kinesis_snowflake_orders.py")}
+    # The broken one is an import error of its own DAG file, naming the connector file, field and fix.
+    assert set(bag.import_errors) == {
+        str(folder / "kinesis_snowflake_payments.py"),
+        str(folder / "kinesis_snowflake_connectors.py"),
+    }
+    message = bag.import_errors[str(folder / "kinesis_snowflake_payments.py")]
+    assert f"{broken}: invalid connector configuration" in message
+    assert "batch.schedule: is not a schedule Airflow accepts" in message
+    assert "(got '*/5 * * *')" in message
+    assert "@hourly" in message and "@continuous" in message and "null for manual runs only" in message
+    # Clean-up waits until every connector file is valid: it must know every application name in use.
+    cleanup = bag.import_errors[str(folder / "kinesis_snowflake_connectors.py")]
+    assert "kinesis_snowflake_cleanup is not built until every connector file" in cleanup
+    assert f"{broken}: invalid connector configuration" in cleanup
+
+
+def test_two_connector_files_with_one_id_the_second_is_the_error(tmp_path: Path) -> None:
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    folder = dag_folder(tmp_path, {"orders": orders, "zz_orders_copy": orders})
+
+    bag = DagBag(dag_folder=str(folder))
+
+    assert bag.dags["kinesis_snowflake_orders_ingest"].fileloc == str(folder / "kinesis_snowflake_orders.py")
+    message = bag.import_errors[str(folder / "kinesis_snowflake_zz_orders_copy.py")]
+    assert f"connector_id 'orders' is already used by {folder / 'connectors' / 'orders.yaml'}" in message
+
+
+def test_dag_file_refuses_an_invalid_connector_and_an_existing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = dag_folder(tmp_path, {"orders": (DAGS / "connectors" / "orders.yaml").read_text()})
+    assert main(["dag-file", str(folder / "connectors" / "orders.yaml")]) == 1
+    assert "exists; --force overwrites it" in capsys.readouterr().err
+    broken = folder / "connectors" / "broken.yaml"
+    broken.write_text("connector_id: broken\n")
+    assert main(["dag-file", str(broken)]) == 1
+    assert f"{broken}: invalid connector configuration" in capsys.readouterr().err
+    assert not (folder / "kinesis_snowflake_broken.py").exists()
+
+
+def test_the_longest_connector_id_builds_its_dags(tmp_path: Path) -> None:
+    from airflow_kinesis_snowflake.config import CONNECTOR_ID_MAX
+    from airflow_kinesis_snowflake.dags import build_connector_file_dags
+
+    longest = "c" * CONNECTOR_ID_MAX
+    text = (DAGS / "connectors" / "orders.yaml").read_text().replace("connector_id: orders", f"connector_id: {longest}")
+    (tmp_path / "orders.yaml").write_text(text)
+
+    dags = build_connector_file_dags(tmp_path / "orders.yaml")
+
+    assert f"kinesis_snowflake_{longest}_provision" in dags
+    assert all(longest in dag.tags for dag in dags.values())
+
+
+@pytest.mark.parametrize(
+    ("mode", "first_task"),
+    [("required", "check_iam_permissions"), ("best_effort", "check_iam_permissions"), ("off", "create_lease_table")],
+)
+def test_iam_check_mode_reaches_the_provision_dag(tmp_path: Path, mode: str, first_task: str) -> None:
+    from airflow_kinesis_snowflake.config import load_connector_config
+    from airflow_kinesis_snowflake.dags import build_provision_dag
+
+    text = (DAGS / "connectors" / "orders.yaml").read_text().replace("iam_check: best_effort", f"iam_check: {mode}")
+    (tmp_path / "orders.yaml").write_text(text)
+    dag = build_provision_dag(load_connector_config(tmp_path / "orders.yaml"))
+
+    (root,) = [task for task in dag.tasks if not task.upstream_task_ids]
+    assert root.task_id == first_task
+    if mode != "off":
+        assert isinstance(root, CheckIamPermissionsOperator)
+        assert root.check_mode == mode
+    else:
+        assert "check_iam_permissions" not in dag.task_dict
+
+
+def test_a_day_long_lease_gets_a_reset_form_that_validates(tmp_path: Path) -> None:
+    from airflow_kinesis_snowflake.config import LEASE_DURATION_MAX_SECONDS
+    from airflow_kinesis_snowflake.dags import build_connector_file_dags
+
+    text = (DAGS / "connectors" / "orders.yaml").read_text()
+    text = text.replace(
+        "  max_records_per_shard: 100000",
+        f"  max_records_per_shard: 100000\n  lease_duration_seconds: {LEASE_DURATION_MAX_SECONDS}",
+    )
+    (tmp_path / "orders.yaml").write_text(text)
+
+    dags = build_connector_file_dags(tmp_path / "orders.yaml")
+
+    for dag_id in ("kinesis_snowflake_orders_reset", "kinesis_snowflake_orders_restore"):
+        params = copy.deepcopy(dags[dag_id].params)
+        params.update({"backup": "/tmp/backup.json"} if "restore" in dag_id else {})
+        assert params.validate()["lease_wait_timeout_seconds"] == LEASE_DURATION_MAX_SECONDS + 60
 
 
 def test_maintenance_dags_are_manual_dry_runs_with_a_validated_form() -> None:
@@ -162,3 +298,53 @@ def test_one_cleanup_dag_per_directory_with_a_task_per_connection_and_region(tmp
     assert set(cleanup.task_dict) == {"cleanup_aws_default_eu_west_1", "cleanup_aws_default_us_east_1"}
     assert {"kinesis_snowflake_orders_eu_reset", "kinesis_snowflake_orders_eu_restore"} <= set(dags)
     assert build_connector_dags(tmp_path / "empty-dir-does-not-exist") == {}
+
+
+_DB_STATE = """
+import json
+from sqlalchemy import select
+from airflow.models.dag import DagModel
+from airflow.models.errors import ParseImportError
+from airflow.utils.session import create_session
+
+with create_session() as session:
+    dags = {d.dag_id: [d.is_stale, d.has_import_errors] for d in session.scalars(select(DagModel))}
+    errors = {e.filename: e.stacktrace for e in session.scalars(select(ParseImportError))}
+print(json.dumps({"dags": dags, "errors": errors}))
+"""
+
+
+def test_the_healthy_connectors_stay_active_in_the_metadata_database(tmp_path: Path) -> None:
+    """What the DAG processor records (``airflow dags reserialize`` writes it the same way).
+
+    Airflow marks every DAG of a Python file with an import error stale, and stale DAGs are not
+    scheduled: only a DAG file per connector keeps the healthy connectors running.
+    """
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    folder = dag_folder(tmp_path / "dags", {"orders": orders, "payments": payments(orders)})
+    env = airflow_home_env(tmp_path / "airflow", {"AIRFLOW__CORE__DAGS_FOLDER": str(folder)})
+    migrate(env)
+    airflow = [str(Path(sys.executable).parent / "airflow")]
+
+    def reserialize() -> dict[str, Any]:
+        subprocess.run([*airflow, "dags", "reserialize"], env=env, check=True, capture_output=True)
+        proc = subprocess.run([sys.executable, "-c", _DB_STATE], env=env, check=True, capture_output=True, text=True)
+        state: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return state
+
+    assert reserialize()["errors"] == {}
+    broken = folder / "connectors" / "payments.yaml"
+    broken.write_text(
+        broken.read_text().replace(
+            "max_records_per_shard: 100000", "max_records_per_shard: 100000\n  retry_delay_seconds: 1.0e+15"
+        )
+    )
+
+    state = reserialize()
+
+    assert set(state["errors"]) == {"kinesis_snowflake_payments.py", "kinesis_snowflake_connectors.py"}
+    assert "batch.retry_delay_seconds" in state["errors"]["kinesis_snowflake_payments.py"]
+    # [is_stale, has_import_errors]
+    for kind in ("provision", "ingest", "reset", "restore"):
+        assert state["dags"][f"kinesis_snowflake_orders_{kind}"] == [False, False], kind
+        assert state["dags"][f"kinesis_snowflake_payments_{kind}"] == [True, True], kind

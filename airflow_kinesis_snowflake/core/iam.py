@@ -62,6 +62,22 @@ class IamPolicyError(ValueError):
     """A parameter cannot be turned into an ARN, or a caller identity into an IAM principal."""
 
 
+class UnsimulatablePrincipalError(IamPolicyError):
+    """The caller is a principal IAM's policy simulator cannot simulate (the root user, a federated user).
+
+    :param caller_arn: the STS GetCallerIdentity ARN.
+    :param kind: what the caller is, for people (see :func:`principal_kind`).
+    """
+
+    def __init__(self, caller_arn: str, kind: str) -> None:
+        super().__init__(
+            f"cannot check the permissions of {caller_arn!r} ({kind}): only IAM users, IAM roles and assumed-role "
+            "sessions can be simulated (not the root user or federated users)"
+        )
+        self.caller_arn = caller_arn
+        self.kind = kind
+
+
 @dataclass(frozen=True)
 class Requirement:
     """Actions the connector performs on some resources, and why.
@@ -404,10 +420,30 @@ def principal_arn(caller_arn: str) -> str:
         parts = resource.split("/")
         if len(parts) >= 3 and parts[1]:
             return f"arn:{partition}:iam::{account}:role/{parts[1]}"
-    raise IamPolicyError(
-        f"cannot check the permissions of {caller_arn!r}: only IAM users, IAM roles and assumed-role "
-        "sessions can be simulated (not the root user or federated users)"
-    )
+    raise UnsimulatablePrincipalError(caller_arn, principal_kind(caller_arn))
+
+
+def principal_kind(caller_arn: str) -> str:
+    """What an STS GetCallerIdentity ARN is, in words: ``an IAM user``, ``the account root user``...
+
+    Never raises: an ARN it does not know is ``a principal of unknown kind``.
+    """
+    match = _ARN.match(caller_arn)
+    if not match:
+        return f"not an IAM or STS ARN ({caller_arn!r})"
+    service, resource = match["service"], match["resource"]
+    if service == "iam" and resource == "root":
+        return "the account root user"
+    if service == "iam" and resource.startswith("user/"):
+        return "an IAM user"
+    if service == "iam" and resource.startswith("role/"):
+        return "an IAM role"
+    if service == "sts" and resource.startswith("assumed-role/"):
+        role = resource.split("/")[1] if resource.count("/") >= 2 else "?"
+        return f"an assumed-role session of role {role}"
+    if service == "sts" and resource.startswith("federated-user/"):
+        return "a federated user (GetFederationToken credentials)"
+    return f"a principal of unknown kind ({service}:{resource})"
 
 
 def partition_of(arn: str) -> str:

@@ -55,7 +55,7 @@ def run_dag(
 ) -> subprocess.CompletedProcess[str]:
     """``dag.test()`` the DAG in a child process; returns it (exit code 0 only on a successful run)."""
     migrate(env)
-    dag_file = dag_file or DAGS_FOLDER / "kinesis_snowflake_connectors.py"
+    dag_file = dag_file or DAGS_FOLDER / "kinesis_snowflake_orders.py"
     args = [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id]
     if conf:
         args += ["--conf", conf]

@@ -83,6 +83,16 @@ class IamMoto:
 
 
 @contextmanager
+def stock_moto(work_dir: Path) -> Iterator[IamMoto]:
+    """A moto server as docker-compose.yml runs the stock image: no SimulatePrincipalPolicy, no IAM enforcement."""
+    server, port = start_moto(work_dir, env={"MOTO_WITHOUT_POLICY_SIMULATOR": "1"})
+    try:
+        yield IamMoto(f"http://127.0.0.1:{port}", Key(AWS_KEY, AWS_KEY))
+    finally:
+        server.stop()
+
+
+@contextmanager
 def enforcing_moto(work_dir: Path) -> Iterator[IamMoto]:
     """Run a moto server enforcing IAM; yields it with an administrator's key."""
     server, port = start_moto(work_dir, env={"INITIAL_NO_AUTH_ACTION_COUNT": str(BOOTSTRAP_REQUESTS)})

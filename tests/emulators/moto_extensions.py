@@ -13,12 +13,22 @@
   those services do, ``AccessDeniedException`` naming the resource, not IAM's XML error. Action and
   resource patterns are matched as the simulator does (moto matches actions case-sensitively and
   knows no ``?``). CreateTable with tags also needs ``dynamodb:TagResource``, as on AWS.
+* Identities moto does not have: GetCallerIdentity with :data:`ROOT_ACCESS_KEY_ID` answers the
+  account root user (``arn:aws:iam::<account>:root``), as AWS does for a root access key; and
+  GetFederationToken issues credentials of their own, for which GetCallerIdentity answers the
+  federated user (``arn:aws:sts::<account>:federated-user/<name>``), where moto answers with fixed
+  example keys that it does not recognise afterwards.
+* ``install(policy_simulator=False)`` leaves SimulatePrincipalPolicy out, as in the stock
+  ``motoserver/moto`` image: moto then fails the request with an HTML 500 page, which botocore
+  cannot parse (``ResponseParserError``, not a ``ClientError``). The server module does that when
+  ``MOTO_WITHOUT_POLICY_SIMULATOR`` is set.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from functools import lru_cache
 from typing import Any
 
@@ -34,6 +44,8 @@ from moto.iam.responses import IamResponse
 from moto.kinesis.models import kinesis_backends
 from moto.kinesis.responses import KinesisResponse
 from moto.kinesis.utils import decompose_shard_iterator
+from moto.sts.models import STSBackend
+from moto.sts.responses import TokenResponse
 
 ALLOWED = "allowed"
 EXPLICIT_DENY = "explicitDeny"
@@ -43,6 +55,11 @@ _PRINCIPAL_ARN = re.compile(
     r"^arn:(?P<partition>[^:]+):iam::(?P<account>\d{12}):(?P<kind>user|role|group)/(?P<path>.+)$"
 )
 _installed = False
+
+# An access key of the account root user: GetCallerIdentity answers arn:aws:iam::<account>:root.
+ROOT_ACCESS_KEY_ID = "AKIAROOTEXAMPLE00001"
+# Access keys GetFederationToken issued -> (account, partition, federated user name).
+_federated: dict[str, tuple[str, str, str]] = {}
 
 
 # -- policy evaluation ------------------------------------------------------------------------
@@ -294,17 +311,53 @@ def _json_access_denied(original: Any) -> Any:
     return authorize
 
 
+# -- identities moto does not have -------------------------------------------------------------
+
+
+def _federation_token(original: Any) -> Any:
+    def issue(self: TokenResponse) -> ActionResult:
+        result = original(self)
+        body = dict(result.result)
+        key = "ASIAFED" + uuid.uuid4().hex[:13].upper()
+        body["Credentials"] = {**body["Credentials"], "AccessKeyId": key}
+        _federated[key] = (self.current_account, self.partition, self._get_param("Name"))
+        return ActionResult(body)
+
+    return issue
+
+
+def _caller_identity(original: Any) -> Any:
+    def identify(self: STSBackend, access_key_id: str, region: str) -> tuple[str, str, str]:
+        if access_key_id == ROOT_ACCESS_KEY_ID:
+            partition = "aws-cn" if region.startswith("cn-") else "aws"
+            return self.account_id, f"arn:{partition}:iam::{self.account_id}:root", self.account_id
+        if access_key_id in _federated:
+            account, partition, name = _federated[access_key_id]
+            return f"{account}:{name}", f"arn:{partition}:sts::{account}:federated-user/{name}", account
+        identity: tuple[str, str, str] = original(self, access_key_id, region)
+        return identity
+
+    return identify
+
+
 def _check_element_matches(self: IAMPolicyStatement, statement_element: str, value: str) -> bool:
     ignore_case = statement_element in ("Action", "NotAction")
     return _matches(self._statement[statement_element], value, ignore_case=ignore_case)
 
 
-def install() -> None:
-    """Patch moto's response classes; idempotent."""
+def install(*, policy_simulator: bool = True) -> None:
+    """Patch moto's response classes; idempotent.
+
+    :param policy_simulator: serve SimulatePrincipalPolicy; without it, moto fails the request as
+        the stock image does.
+    """
     global _installed
     if _installed:
         return
-    IamResponse.simulate_principal_policy = _simulate_principal_policy  # type: ignore[attr-defined]
+    if policy_simulator:
+        IamResponse.simulate_principal_policy = _simulate_principal_policy  # type: ignore[attr-defined]
+    TokenResponse.get_federation_token = _federation_token(TokenResponse.get_federation_token)  # type: ignore[method-assign]
+    STSBackend.get_caller_identity = _caller_identity(STSBackend.get_caller_identity)  # type: ignore[method-assign]
     IamResponse._determine_resource = _iam_resource(IamResponse._determine_resource)  # type: ignore[method-assign]
     KinesisResponse._determine_resource = _kinesis_resource  # type: ignore[attr-defined]
     DynamoHandler._determine_resource = _dynamodb_resource  # type: ignore[attr-defined]

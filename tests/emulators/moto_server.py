@@ -1,11 +1,13 @@
 """A moto server on loopback, with the project's extensions applied before requests arrive.
 
-Run as ``python -m tests.emulators.moto_server --port N``; it serves until terminated.
+Run as ``python -m tests.emulators.moto_server --port N``; it serves until terminated. With
+``MOTO_WITHOUT_POLICY_SIMULATOR`` set, it has no SimulatePrincipalPolicy, as the stock image.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 
@@ -20,7 +22,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    moto_extensions.install()
+    moto_extensions.install(policy_simulator=not os.environ.get("MOTO_WITHOUT_POLICY_SIMULATOR"))
     exit_with_parent()
     kinesis_extensions.install()
     fan_out.install()

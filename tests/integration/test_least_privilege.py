@@ -65,7 +65,7 @@ def connector(stream: str, app: str, table: str) -> dict[str, Any]:
             "stream_name": stream,
             "region": "us-east-1",
             "application_name": app,
-            "skip_iam_check_if_denied": True,
+            "iam_check": "best_effort",
         },
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
         "snowflake": {"columns": {"ID": "NUMBER(38,0)"}},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,14 @@ import yaml
 
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_MAX,
+    CONNECTOR_ID_MAX,
     MIGRATION_SUFFIX,
+    RETRY_DELAY_MAX_SECONDS,
     ConnectorConfig,
+    ConnectorConfigDeprecationWarning,
     ConnectorConfigError,
     ConsumerType,
+    IamCheckMode,
     load_connector_config,
     load_connector_configs,
     parse_connector_config,
@@ -738,3 +742,182 @@ def test_a_service_user_cannot_be_planned_without_its_key() -> None:
 
     with pytest.raises(ValueError, match=r"^public_key: is required to create the service user U"):
         config.provisioning_spec()
+
+
+# -- schedules, as Airflow reads them ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schedule", ["*/5 * * *", "61 * * * *", "*/5 * * * MON-FUNDAY", "@every 5m", "@reboot", "every 5 minutes", ""]
+)
+def test_a_schedule_airflow_rejects_names_file_field_and_what_is_allowed(tmp_path: Path, schedule: str) -> None:
+    message = _load_error(tmp_path, _with(_set("batch", schedule=schedule)))
+
+    assert "batch.schedule: is not a schedule Airflow accepts" in message
+    assert f"(got {schedule!r})" in message
+    for allowed in ("'*/5 * * * *'", "@hourly", "@daily", "@quarterly", "@once", "@continuous", "null"):
+        assert allowed in message
+
+
+@pytest.mark.parametrize(
+    "schedule", [None, "*/5 * * * *", "0 */2 * * 1-5", "30 6 1 * *", "@hourly", "@quarterly", "@once", "@continuous"]
+)
+def test_schedules_airflow_accepts(schedule: str | None) -> None:
+    assert parse_connector_config(_with(_set("batch", schedule=schedule))).batch.schedule == schedule
+
+
+# -- ids and numbers Airflow or Python cannot take ------------------------------------------------------
+
+
+def test_connector_id_limit_is_airflows_tag_limit(tmp_path: Path) -> None:
+    from airflow.sdk.definitions.dag import TAG_MAX_LEN
+
+    assert CONNECTOR_ID_MAX == TAG_MAX_LEN  # the id is a tag of every DAG of the connector
+    longest = "c" * CONNECTOR_ID_MAX
+    assert parse_connector_config(_with(lambda d: d.update(connector_id=longest))).connector_id == longest
+
+    message = _load_error(tmp_path, _with(lambda d: d.update(connector_id=longest + "c")))
+    assert f"connector_id: must be 1-{CONNECTOR_ID_MAX} letters, digits, '_' or '-'" in message
+    assert f"which Airflow limits to {CONNECTOR_ID_MAX} characters" in message
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            _set("batch", retry_delay_seconds=1.0e15),
+            ["batch.retry_delay_seconds", f"less than or equal to {RETRY_DELAY_MAX_SECONDS}"],
+            id="retry_delay_seconds-float-beyond-timedelta",
+        ),
+        pytest.param(
+            _set("batch", retry_delay_seconds=10**15),
+            ["batch.retry_delay_seconds", f"less than or equal to {RETRY_DELAY_MAX_SECONDS}"],
+            id="retry_delay_seconds-int-beyond-timedelta",
+        ),
+        pytest.param(
+            _set("batch", retry_delay_seconds=RETRY_DELAY_MAX_SECONDS + 1),
+            ["batch.retry_delay_seconds", f"less than or equal to {RETRY_DELAY_MAX_SECONDS}"],
+            id="retry_delay_seconds-over-a-day",
+        ),
+        pytest.param(
+            _set("batch", retry_delay_seconds=float("inf")),
+            ["batch.retry_delay_seconds", "finite number"],
+            id="retry_delay_seconds-infinite",
+        ),
+        pytest.param(
+            _set("batch", lease_duration_seconds=10**20),
+            ["batch.lease_duration_seconds", "less than or equal to 86400"],
+            id="lease_duration_seconds",
+        ),
+        pytest.param(
+            _set("batch", max_shards_per_batch=10**20),
+            ["batch.max_shards_per_batch", "less than or equal to 100000"],
+            id="max_shards_per_batch",
+        ),
+        pytest.param(
+            _set("batch", retries=10**20),
+            ["batch.retries", "less than or equal to 20"],
+            id="retries",
+        ),
+        pytest.param(
+            _set("source", region="us-" + "east" * 10 + "-1"),
+            ["source.region", "AWS region"],
+            id="region-too-long",
+        ),
+        pytest.param(
+            _set("connections", aws="my aws"),
+            ["connections.aws", "Airflow connection id", "'my aws'"],
+            id="connection-id-with-a-space",
+        ),
+        pytest.param(
+            _set("connections", spark="s" * 201),
+            ["connections.spark", "1-200"],
+            id="connection-id-too-long",
+        ),
+    ],
+)
+def test_values_airflow_or_python_cannot_take(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: list[str]
+) -> None:
+    message = _load_error(tmp_path, _with(change))
+
+    for fragment in expected:
+        assert fragment in message
+
+
+def test_the_longest_retry_delay_builds_a_timedelta() -> None:
+    config = parse_connector_config(_with(_set("batch", retry_delay_seconds=RETRY_DELAY_MAX_SECONDS)))
+
+    assert timedelta(seconds=config.batch.retry_delay_seconds) == timedelta(days=1)
+
+
+def test_every_invalid_file_of_a_directory_is_named(tmp_path: Path) -> None:
+    _write(tmp_path, _shipped_data(), name="a.yaml")
+    first = _write(tmp_path, _with(_set("source", region="mars")), name="b.yaml")
+    second = _write(tmp_path, _with(_set("batch", schedule="hourly")), name="c.yaml")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_configs(tmp_path)
+
+    message = str(info.value)
+    assert f"{first}: invalid connector configuration\n  - source.region" in message
+    assert f"{second}: invalid connector configuration\n  - batch.schedule" in message
+
+
+# -- the IAM check's mode --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", list(IamCheckMode))
+def test_iam_check_modes(mode: IamCheckMode) -> None:
+    assert parse_connector_config(_with(_set("source", iam_check=mode.value))).source.iam_check is mode
+
+
+def test_iam_check_off_unquoted_in_yaml(tmp_path: Path) -> None:
+    # YAML 1.1 reads `off` as false; the connector file means the mode.
+    text = SHIPPED.read_text(encoding="utf-8").replace("iam_check: best_effort", "iam_check: off")
+    path = tmp_path / "orders.yaml"
+    path.write_text(text, encoding="utf-8")
+
+    assert load_connector_config(path).source.iam_check is IamCheckMode.OFF
+    assert "source.iam_check: must be required, best_effort or off, not true" in _load_error(
+        tmp_path, _with(_set("source", iam_check=True))
+    )
+
+
+def test_iam_check_is_required_by_default() -> None:
+    data = _shipped_data()
+    data["source"].pop("iam_check", None)
+
+    assert parse_connector_config(data).source.iam_check is IamCheckMode.REQUIRED
+
+
+def test_unknown_iam_check_mode_lists_the_modes(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, _with(_set("source", iam_check="lenient")))
+
+    assert "source.iam_check: Input should be 'required', 'best_effort' or 'off' (got 'lenient')" in message
+
+
+@pytest.mark.parametrize(("skip", "mode"), [(True, IamCheckMode.BEST_EFFORT), (False, IamCheckMode.REQUIRED)])
+def test_skip_iam_check_if_denied_is_a_deprecated_alias(tmp_path: Path, skip: bool, mode: IamCheckMode) -> None:
+    def alias(data: dict[str, Any]) -> None:
+        data["source"].pop("iam_check", None)
+        data["source"]["skip_iam_check_if_denied"] = skip
+
+    path = _write(tmp_path, _with(alias))
+
+    with pytest.warns(ConnectorConfigDeprecationWarning) as warned:
+        config = load_connector_config(path)
+
+    assert config.source.iam_check is mode
+    assert config.source.skip_iam_check_if_denied is skip
+    (warning,) = warned
+    assert str(warning.message) == (
+        f"{path}: source.skip_iam_check_if_denied is deprecated; write source.iam_check: {mode.value} instead"
+    )
+
+
+def test_skip_iam_check_if_denied_with_iam_check_is_refused(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, _with(_set("source", iam_check="off", skip_iam_check_if_denied=True)))
+
+    assert "source.skip_iam_check_if_denied is the deprecated form of source.iam_check" in message
+    assert "remove skip_iam_check_if_denied and keep iam_check" in message

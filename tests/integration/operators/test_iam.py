@@ -8,10 +8,12 @@ caller's policies, with resources scoped to the stream, consumer or table ARN of
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from botocore.exceptions import ClientError
 
@@ -31,6 +33,7 @@ from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from tests.conftest import unique
 from tests.emulators.iam import ACCOUNT, CONN_ID, IamMoto, Key
+from tests.emulators.moto_extensions import ROOT_ACCESS_KEY_ID
 from tests.emulators.servers import REGION
 
 pytestmark = pytest.mark.integration
@@ -166,9 +169,11 @@ def test_principal_that_may_not_simulate_fails_plainly(iam_moto: IamMoto, monkey
 
     message = str(failure.value)
     assert message.startswith(f"{arn} may not call iam:SimulatePrincipalPolicy")
-    assert f"Allow iam:SimulatePrincipalPolicy on {arn}" in message
+    assert f"(principal {arn}, an IAM user)" in message
+    assert f"allow iam:SimulatePrincipalPolicy on {arn}" in message
     assert "AccessDenied" in message  # the AWS error is kept
-    assert "skip_if_simulation_denied=True" in message
+    assert "check_mode is 'required'" in message
+    assert "source.iam_check: best_effort" in message
 
 
 def test_principal_that_may_not_simulate_is_skipped_on_request(
@@ -179,11 +184,37 @@ def test_principal_that_may_not_simulate_is_skipped_on_request(
     iam_moto.connection(key, monkeypatch)
 
     with pytest.raises(AirflowSkipException) as skipped:
-        check(stream, app, skip_if_simulation_denied=True)
+        check(stream, app, check_mode="best_effort")
 
     assert str(skipped.value).startswith(f"{arn} may not call iam:SimulatePrincipalPolicy")
     warnings = [line for line in capsys.readouterr().out.splitlines() if "[warning" in line]
     assert any(f"Skipping the IAM permission check: {arn} may not call" in line for line in warnings)
+
+
+def test_deprecated_skip_if_simulation_denied_is_best_effort(
+    iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream, app = unique("orders"), unique("app")
+    arn, key = iam_moto.user(inline={"connector": connector_policy(stream, app)})
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match="check_mode='best_effort'"):
+        operator = CheckIamPermissionsOperator(
+            task_id="check_iam",
+            stream_name=stream,
+            application_name=app,
+            aws_conn_id=CONN_ID,
+            skip_if_simulation_denied=True,
+        )
+    assert operator.check_mode == "best_effort"
+    with pytest.raises(AirflowSkipException, match=f"^{arn} may not call iam:SimulatePrincipalPolicy"):
+        operator.execute(context={})
+    with pytest.raises(ValueError, match="set only check_mode"):
+        CheckIamPermissionsOperator(
+            task_id="both", stream_name=stream, application_name=app, skip_if_simulation_denied=True, check_mode="off"
+        )
+    with pytest.raises(ValueError, match="required, best_effort, off"):
+        CheckIamPermissionsOperator(task_id="bad", stream_name=stream, application_name=app, check_mode="lenient")
 
 
 def test_assumed_role_is_checked_as_its_role(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -211,6 +242,128 @@ def test_assumed_role_is_checked_as_its_role(iam_moto: IamMoto, monkeypatch: pyt
     assert result["principal_arn"] == role_arn
     assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(pairs(stream, app, **fan_out))
     assert {d["decision"] for d in result["decisions"]} == {"allowed"}
+
+
+# -- when the check cannot run: check_mode ---------------------------------------------------------
+
+
+def test_off_checks_nothing_and_calls_no_aws_api() -> None:
+    # The connection does not exist: any AWS call would fail.
+    with pytest.raises(AirflowSkipException, match="check is off"):
+        check("orders", "app", conn_id="no_such_connection", check_mode="off")
+
+
+def stock_connection(moto: IamMoto, key: Key, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The connection, with botocore retrying no more than once, so that a failed call fails at once."""
+    conn_id = moto.connection(key, monkeypatch, conn_id="aws_stock")
+    connection = json.loads(os.environ["AIRFLOW_CONN_AWS_STOCK"])
+    connection["extra"]["config_kwargs"] = {"retries": {"max_attempts": 1, "mode": "standard"}}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_STOCK", json.dumps(connection))
+    return conn_id
+
+
+def test_endpoint_without_the_simulator_fails_required_saying_why(
+    moto_without_simulator: IamMoto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arn, key = moto_without_simulator.user()
+    conn_id = stock_connection(moto_without_simulator, key, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check("orders", "app", conn_id=conn_id)
+
+    message = str(failure.value)
+    assert message.startswith(f"the IAM endpoint {moto_without_simulator.endpoint} did not answer")
+    assert f"(principal {arn}, an IAM user)" in message
+    assert "stock motoserver/moto image" in message
+    assert "ResponseParserError" in message  # botocore's error is kept
+    assert "source.iam_check: best_effort" in message and "'off'" in message
+
+
+def test_endpoint_without_the_simulator_is_skipped_in_best_effort(
+    moto_without_simulator: IamMoto, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arn, key = moto_without_simulator.user()
+    conn_id = stock_connection(moto_without_simulator, key, monkeypatch)
+
+    with pytest.raises(AirflowSkipException) as skipped:
+        check("orders", "app", conn_id=conn_id, check_mode="best_effort")
+
+    assert f"(principal {arn}, an IAM user)" in str(skipped.value)
+    assert "did not answer SimulatePrincipalPolicy as AWS does" in str(skipped.value)
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "[warning" in line]
+    assert any("Skipping the IAM permission check: the IAM endpoint" in line for line in warnings)
+
+
+def test_the_compose_stacks_default_credentials_are_skipped_in_best_effort(
+    moto_without_simulator: IamMoto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docker-compose.yml's aws_default: key "testing", for which moto answers arn:aws:sts::<account>:user/moto.
+    conn_id = stock_connection(moto_without_simulator, moto_without_simulator.admin, monkeypatch)
+
+    with pytest.raises(AirflowSkipException) as skipped:
+        check("orders", "app", conn_id=conn_id, check_mode="best_effort")
+
+    assert str(skipped.value).startswith(f"arn:aws:sts::{ACCOUNT}:user/moto is a principal of unknown kind")
+
+
+@pytest.mark.parametrize("check_mode", ["required", "best_effort"])
+def test_the_root_user_cannot_be_simulated(
+    moto_without_simulator: IamMoto, monkeypatch: pytest.MonkeyPatch, check_mode: str
+) -> None:
+    conn_id = stock_connection(moto_without_simulator, Key(ROOT_ACCESS_KEY_ID, "root-secret"), monkeypatch)
+
+    expected = AirflowFailException if check_mode == "required" else AirflowSkipException
+    with pytest.raises(expected) as outcome:
+        check("orders", "app", conn_id=conn_id, check_mode=check_mode)
+
+    message = str(outcome.value)
+    assert message.startswith(f"arn:aws:iam::{ACCOUNT}:root is the account root user, which IAM's")
+    assert "python -m airflow_kinesis_snowflake policy" in message
+    assert ("source.iam_check: best_effort" in message) is (check_mode == "required")
+
+
+def test_a_federated_user_cannot_be_simulated(moto_without_simulator: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
+    credentials = moto_without_simulator.client("sts").get_federation_token(Name="alice")["Credentials"]
+    session = Key(credentials["AccessKeyId"], credentials["SecretAccessKey"], credentials["SessionToken"])
+    conn_id = stock_connection(moto_without_simulator, session, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check("orders", "app", conn_id=conn_id)
+
+    assert str(failure.value).startswith(
+        f"arn:aws:sts::{ACCOUNT}:federated-user/alice is a federated user (GetFederationToken credentials)"
+    )
+
+
+@pytest.mark.parametrize("check_mode", ["required", "best_effort"])
+def test_a_session_of_a_role_under_a_path_cannot_be_found(
+    iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch, check_mode: str
+) -> None:
+    iam = iam_moto.client("iam")
+    role_name = unique("AWSReservedSSO_Ingest")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/admin"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    role_arn = iam.create_role(
+        RoleName=role_name, Path="/aws-reserved/sso.amazonaws.com/", AssumeRolePolicyDocument=json.dumps(trust)
+    )["Role"]["Arn"]
+    iam.put_role_policy(RoleName=role_name, PolicyName="simulate", PolicyDocument=json.dumps(allow("iam:*", "*")))
+    credentials = iam_moto.client("sts").assume_role(RoleArn=role_arn, RoleSessionName="airflow")["Credentials"]
+    iam_moto.connection(
+        Key(credentials["AccessKeyId"], credentials["SecretAccessKey"], credentials["SessionToken"]), monkeypatch
+    )
+
+    expected = AirflowFailException if check_mode == "required" else AirflowSkipException
+    with pytest.raises(expected) as outcome:
+        check("orders", "app", check_mode=check_mode)
+
+    message = str(outcome.value)
+    assert message.startswith(f"IAM has no principal arn:aws:iam::{ACCOUNT}:role/{role_name}")
+    assert f"an assumed-role session of role {role_name}" in message
+    assert "NoSuchEntity" in message
 
 
 def test_group_and_managed_policies_count(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
