@@ -87,7 +87,7 @@ def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str
         ) from None
     if not isinstance(params, dict):
         raise ValueError(
-            f"secret {secret_id!r} holds JSON {type(params).__name__}, not an object of connector arguments"
+            f"secret {secret_id!r} holds a JSON {type(params).__name__}, not an object of connector arguments"
         )
     key = params.pop("private_key", None)
     passphrase = params.pop("private_key_passphrase", None)
