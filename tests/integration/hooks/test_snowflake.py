@@ -99,7 +99,9 @@ def test_a_service_user_logs_in_with_its_key_pair_from_the_operator_and_from_the
     # The operator's own connection (the Snowflake provider's path) ...
     conn = hook.get_conn()
     try:
-        assert conn.cursor().execute("SELECT 1").fetchone() == (1,)
+        cur = conn.cursor()
+        cur.execute("SELECT 1")
+        assert cur.fetchone() == (1,)
     finally:
         conn.close()
     # ... and the Spark job's, from what the hook hands it.

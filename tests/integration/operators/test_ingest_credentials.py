@@ -15,12 +15,14 @@ import logging
 import os
 import stat
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from airflow.providers.apache.spark.hooks import spark_submit
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
@@ -121,7 +123,7 @@ def set_connections(
     snowflake["password"] = snowflake_fields["password"]
     snowflake["extra"].update(snowflake_fields.get("extra", {}))
     master, port, deploy_mode, extra = SPARK_CONNECTIONS[spark]
-    spark_conn = {"conn_type": "spark", "host": master, "extra": {"deploy-mode": deploy_mode, **extra}}
+    spark_conn: dict[str, Any] = {"conn_type": "spark", "host": master, "extra": {"deploy-mode": deploy_mode, **extra}}
     if port:
         spark_conn["port"] = port
     monkeypatch.setenv("AIRFLOW_CONN_AWS_CREDENTIALS_TEST", json.dumps(aws))
@@ -150,7 +152,7 @@ def ingest_operator(emulators: Emulators) -> SparkKinesisIngestOperator:
     )
 
 
-def render(event: dict[str, Any]) -> str:
+def render(event: Mapping[str, Any]) -> str:
     """A structlog event as its log line would read: message, arguments, every other field."""
     text = str(event.get("event", ""))
     if event.get("positional_args"):
@@ -159,8 +161,8 @@ def render(event: dict[str, Any]) -> str:
     return f"{text} {rest}"
 
 
-def context() -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="credentials", run_id="manual", try_number=1)}
+def context() -> Context:
+    return cast(Context, {"ti": SimpleNamespace(dag_id="credentials", run_id="manual", try_number=1)})
 
 
 @pytest.mark.parametrize("auth", ["password", "key pair"])

@@ -21,7 +21,9 @@ def key() -> rsa.RSAPrivateKey:
 
 
 def der(key: rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def pem(key: rsa.RSAPrivateKey, passphrase: str | None = None) -> bytes:
