@@ -122,20 +122,27 @@ class JobCredentials:
         return cls(aws=aws, snowflake=snowflake)
 
     @classmethod
-    def from_driver_identity(cls, secret_id: str, environ: Mapping[str, str] | None = None) -> JobCredentials:
+    def from_driver_identity(
+        cls, secret_id: str, region: str | None = None, environ: Mapping[str, str] | None = None
+    ) -> JobCredentials:
         """The driver's own AWS identity, and the Snowflake connection from a Secrets Manager secret.
 
         The secret is read with boto3's default credential chain (instance profile, EMR role,
-        IRSA, environment), in the region of ``AWS_DEFAULT_REGION``. No AWS credential is handed
-        to the tasks: each executor uses its own identity the same way.
+        IRSA, environment). No AWS credential is handed to the tasks: each executor uses its own
+        identity the same way.
 
         :param secret_id: name or ARN of the secret; see :func:`snowflake_params_from_secret`.
+        :param region: the secret's region when the environment names none (``AWS_DEFAULT_REGION``,
+            ``AWS_REGION``); a secret given by ARN is read in the ARN's region.
         """
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
 
         env = os.environ if environ is None else environ
-        region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION")
+        if secret_id.startswith("arn:") and len(secret_id.split(":")) > 3:
+            region = secret_id.split(":")[3] or region
+        else:
+            region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or region
         try:
             client = boto3.client("secretsmanager", region_name=region)
             secret = client.get_secret_value(SecretId=secret_id)
@@ -342,7 +349,9 @@ def run(plan: BatchPlan, result_path: Path, snowflake_secret_id: str | None = No
     from pyspark import SparkConf, SparkContext, StorageLevel
 
     credentials = (
-        JobCredentials.from_driver_identity(snowflake_secret_id) if snowflake_secret_id else JobCredentials.from_env()
+        JobCredentials.from_driver_identity(snowflake_secret_id, plan.region)
+        if snowflake_secret_id
+        else JobCredentials.from_env()
     )
     # The job only uses RDDs: a bare SparkContext starts seconds faster than a SparkSession.
     sc = SparkContext.getOrCreate(

@@ -289,6 +289,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         pipe_definition = self._pipe_definition(destination)
+        # A Spark connection whose driver could not get its credentials fails before any lease is taken.
+        KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf).check_credential_delivery()
         self._resolve_application()
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         lease_hook = LeaseTableHook(
@@ -455,8 +457,6 @@ class SparkKinesisIngestOperator(BaseOperator):
                 name=f"kinesis-to-snowflake-{self.application_name}",
                 application_args=["--plan", str(plan_path), "--result", str(result_path)],
             )
-            # Before any credential is resolved: cluster deploy mode is refused with what to set.
-            hook.check_credential_delivery()
             if hook.driver_identity:
                 # Nothing secret: the job uses its own AWS identity and reads Snowflake's from a secret.
                 env = kinesis.job_location()

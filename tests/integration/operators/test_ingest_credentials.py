@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from structlog.testing import capture_logs
 
+from airflow_kinesis_snowflake.core.leases import LeaseTable
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from tests.conftest import create_stream, create_table, put_json, unique
@@ -197,8 +198,9 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         assert not [m for m in logged if secret in m], "a secret is in the task log"
         assert not [m for m in masked if secret in m], "a secret is in the DEBUG log, unmasked"
     if deploy_mode == "cluster":
-        # Refused before spark-submit runs, saying what to configure.
+        # Refused before any lease is taken or spark-submit runs, saying what to configure.
         assert not spark_submit_record.exists()
+        assert LeaseTable(aws_connections.boto3_client("dynamodb"), operator.application_name).leases() == {}
         if extra.get("driver_identity"):
             assert "cluster deploy mode: not supported yet" in message and "Use deploy mode client" in message
         else:
