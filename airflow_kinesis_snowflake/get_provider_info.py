@@ -27,6 +27,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kinesis_snowflake.hooks.kinesis",
                     "airflow_kinesis_snowflake.hooks.snowflake",
+                    "airflow_kinesis_snowflake.hooks.spark",
                 ],
             }
         ],

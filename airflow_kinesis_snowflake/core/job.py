@@ -1,10 +1,16 @@
 """The Spark job: one task per shard range reads and stages; the driver commits once.
 
 Run through ``spark-submit`` with ``--plan`` (a :class:`BatchPlan` JSON file) and ``--result``
-(where the driver writes what was loaded). Credentials arrive as environment variables: the
-standard ``AWS_*`` ones (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON``
-with the snowflake-connector-python keyword arguments; the driver hands them to its tasks.
-Nothing secret is printed.
+(where the driver writes what was loaded). Credentials reach the driver in one of two ways, never
+as an argument or a Spark setting:
+
+* in the spark-submit process's environment (client deploy mode): the standard ``AWS_*``
+  variables (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON`` with the
+  snowflake-connector-python keyword arguments;
+* with ``--snowflake-secret-id`` (the driver's own identity): AWS through boto3's default
+  credential chain, and the Snowflake connection read from that AWS Secrets Manager secret.
+
+The driver hands them to its tasks inside the serialised task. Nothing secret is printed.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from airflow_kinesis_snowflake.core.evolution import (
     summarize,
     takes_like,
 )
+from airflow_kinesis_snowflake.core.keys import private_key_der
 from airflow_kinesis_snowflake.core.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.planning import ENHANCED_FAN_OUT, BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.positions import Checkpoint
@@ -59,6 +66,38 @@ AWS_ENV = (
     "AWS_DEFAULT_REGION",
     "AWS_ENDPOINT_URL_KINESIS",
 )
+# Where a job using its own AWS identity is (no credentials): region and endpoints only.
+AWS_LOCATION_ENV = ("AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS")
+
+
+def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str, Any]:
+    """Connector keyword arguments from the JSON object of a Secrets Manager secret.
+
+    The object holds snowflake-connector-python keyword arguments (``account``, ``user``, ``role``,
+    ``warehouse``, ``host`` ...). A key pair is given as ``private_key`` (PEM text, or base64 DER),
+    with ``private_key_passphrase`` when it is encrypted, or as ``private_key_der_base64``.
+
+    :raises ValueError: the secret is not such an object; the message never quotes the secret.
+    """
+    try:
+        params = json.loads(secret_string)
+    except ValueError:
+        raise ValueError(
+            f"secret {secret_id!r} is not JSON: it must hold a JSON object of connector arguments"
+        ) from None
+    if not isinstance(params, dict):
+        raise ValueError(
+            f"secret {secret_id!r} holds a JSON {type(params).__name__}, not an object of connector arguments"
+        )
+    key = params.pop("private_key", None)
+    passphrase = params.pop("private_key_passphrase", None)
+    if key:
+        try:
+            der = private_key_der(key, passphrase)
+        except ValueError as err:
+            raise ValueError(f"secret {secret_id!r}: {err}") from None
+        params["private_key_der_base64"] = base64.b64encode(der).decode("ascii")
+    return params
 
 
 @dataclass(frozen=True)
@@ -81,6 +120,38 @@ class JobCredentials:
         snowflake: dict[str, Any] = json.loads(raw)
         aws = {k: env[k] for k in AWS_ENV if env.get(k)}
         return cls(aws=aws, snowflake=snowflake)
+
+    @classmethod
+    def from_driver_identity(
+        cls, secret_id: str, region: str | None = None, environ: Mapping[str, str] | None = None
+    ) -> JobCredentials:
+        """The driver's own AWS identity, and the Snowflake connection from a Secrets Manager secret.
+
+        The secret is read with boto3's default credential chain (instance profile, EMR role,
+        IRSA, environment). No AWS credential is handed to the tasks: each executor uses its own
+        identity the same way.
+
+        :param secret_id: name or ARN of the secret; see :func:`snowflake_params_from_secret`.
+        :param region: the secret's region when the environment names none (``AWS_DEFAULT_REGION``,
+            ``AWS_REGION``); a secret given by ARN is read in the ARN's region.
+        """
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        env = os.environ if environ is None else environ
+        if secret_id.startswith("arn:") and len(secret_id.split(":")) > 3:
+            region = secret_id.split(":")[3] or region
+        else:
+            region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or region
+        try:
+            client = boto3.client("secretsmanager", region_name=region)
+            secret = client.get_secret_value(SecretId=secret_id)
+        except (BotoCoreError, ClientError) as err:
+            raise RuntimeError(f"the Snowflake connection could not be read from secret {secret_id!r}: {err}") from err
+        if "SecretString" not in secret:
+            raise RuntimeError(f"secret {secret_id!r} holds binary data, not a JSON object of connector arguments")
+        snowflake = snowflake_params_from_secret(secret["SecretString"], secret_id)
+        return cls(aws={k: env[k] for k in AWS_LOCATION_ENV if env.get(k)}, snowflake=snowflake)
 
     def kinesis_client(self, region: str) -> Any:
         from botocore.config import Config
@@ -274,14 +345,18 @@ def commit(
     }
 
 
-def run(plan: BatchPlan, result_path: Path) -> dict[str, Any]:
+def run(plan: BatchPlan, result_path: Path, snowflake_secret_id: str | None = None) -> dict[str, Any]:
     from pyspark import SparkConf, SparkContext, StorageLevel
 
+    credentials = (
+        JobCredentials.from_driver_identity(snowflake_secret_id, plan.region)
+        if snowflake_secret_id
+        else JobCredentials.from_env()
+    )
     # The job only uses RDDs: a bare SparkContext starts seconds faster than a SparkSession.
     sc = SparkContext.getOrCreate(
         SparkConf().setAppName(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}")
     )
-    credentials = JobCredentials.from_env()
     try:
         with credentials.snowflake_connection() as conn:
             sink = SnowflakeSink(conn, plan.destination)
@@ -341,10 +416,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Load one Kinesis micro-batch into Snowflake")
     parser.add_argument("--plan", required=True, type=Path, help="BatchPlan JSON file")
     parser.add_argument("--result", required=True, type=Path, help="where to write the batch result JSON")
+    parser.add_argument(
+        "--snowflake-secret-id",
+        help="AWS Secrets Manager secret holding the Snowflake connection; AWS credentials then come from "
+        "the default chain (the driver's own identity) instead of the environment",
+    )
     args = parser.parse_args(argv)
     plan = BatchPlan.from_json(args.plan.read_text())
     try:
-        result = run(plan, args.result)
+        result = run(plan, args.result, args.snowflake_secret_id)
     except UnknownKeyError as err:
         # A setting, not a fault: one line saying what to do, and no rows loaded.
         print(f"error: {err}", file=sys.stderr)

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+from airflow.sdk.log import mask_secret
 from botocore.config import Config
 
 from airflow_kinesis_snowflake.core.leases import LeaseTable
@@ -87,19 +88,37 @@ class KinesisStreamHook(AwsBaseHook):
             self.log.info("Fan-out consumer %s was already deregistered", consumer_arn)
 
     def job_environment(self) -> dict[str, str]:
-        """Credentials, region and endpoint for a Spark job, as standard ``AWS_*`` variables."""
+        """Credentials, region and endpoint for a Spark job, as standard ``AWS_*`` variables.
+
+        The secret key and session token are registered with Airflow's secret masker: resolved
+        from a role or a profile, they are values the connection itself never held.
+        """
         credentials = self.get_credentials()
+        mask_secret(credentials.secret_key)
+        if credentials.token:
+            mask_secret(credentials.token)
         env = {
             "AWS_ACCESS_KEY_ID": credentials.access_key,
             "AWS_SECRET_ACCESS_KEY": credentials.secret_key,
         }
         if credentials.token:
             env["AWS_SESSION_TOKEN"] = credentials.token
+        env.update(self.job_location())
+        return env
+
+    def job_location(self) -> dict[str, str]:
+        """Region and service endpoints for a Spark job (``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL_*``):
+        no credentials, for a job that uses its own AWS identity."""
+        env: dict[str, str] = {}
         if self.region_name:
             env["AWS_DEFAULT_REGION"] = self.region_name
-        endpoint = self.conn_config.get_service_endpoint_url(service_name="kinesis")
-        if endpoint:
-            env["AWS_ENDPOINT_URL_KINESIS"] = endpoint
+        for service, variable in (
+            ("kinesis", "AWS_ENDPOINT_URL_KINESIS"),
+            ("secretsmanager", "AWS_ENDPOINT_URL_SECRETS_MANAGER"),
+        ):
+            endpoint = self.conn_config.get_service_endpoint_url(service_name=service)
+            if endpoint:
+                env[variable] = endpoint
         return env
 
 

@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.snowflake.hooks.snowflake import SnowflakeHook
-from cryptography.hazmat.primitives import serialization
+from airflow.sdk.log import mask_secret
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+
+from airflow_kinesis_snowflake.core.keys import load_private_key, private_key_der
 
 ALLOWED_PROTOCOLS = ("https", "http")
+# Extras naming the passphrase of an encrypted private key (the connector's own name too).
+PASSPHRASE_EXTRAS = ("private_key_passphrase", "private_key_file_pwd")
+# Connector arguments whose values are secrets: registered with the secret masker.
+SECRET_PARAMS = (
+    "password",
+    "private_key_der_base64",
+    "private_key_passphrase",
+    "token",
+    "refresh_token",
+    "client_secret",
+    "oauth_client_secret",
+    "proxy_password",
+    "passcode",
+)
+
+
+def mask_secret_value(value: str) -> None:
+    """Register ``value`` with Airflow's secret masker, also as it appears inside a JSON string."""
+    mask_secret(value)
+    escaped = json.dumps(value)[1:-1]
+    if escaped != value:
+        mask_secret(escaped)
 
 
 class KinesisSnowflakeHook(SnowflakeHook):
@@ -21,6 +48,34 @@ class KinesisSnowflakeHook(SnowflakeHook):
     """
 
     hook_name = "Snowflake (Kinesis ingestion)"
+
+    def get_private_key(self) -> PrivateKeyTypes | None:
+        """The private key of a key-pair connection, decrypted.
+
+        As the Snowflake provider reads it (extra ``private_key_content`` or ``private_key_file``,
+        the password as its passphrase), and also with the passphrase in the extra
+        ``private_key_passphrase`` (or ``private_key_file_pwd``), which leaves the password empty.
+        """
+        extra = self.get_connection(self.get_conn_id()).extra_dejson
+        passphrase = next((extra[k] for k in PASSPHRASE_EXTRAS if extra.get(k)), None)
+        if passphrase is None:
+            return super().get_private_key()
+        content = self._get_field(extra, "private_key_content")
+        path = self._get_field(extra, "private_key_file")
+        if content and path:
+            raise ValueError(
+                "The private_key_file and private_key_content extra fields are mutually exclusive. Please remove one."
+            )
+        if not (content or path):
+            raise ValueError(
+                f"connection {self.get_conn_id()!r} has a private key passphrase but no private_key_content "
+                "or private_key_file extra"
+            )
+        key = Path(path).read_bytes() if path else content
+        try:
+            return load_private_key(key, str(passphrase))
+        except ValueError as err:
+            raise ValueError(f"connection {self.get_conn_id()!r}: {err}") from None
 
     def _get_conn_params(self) -> dict[str, Any]:
         params: dict[str, Any] = dict(super()._get_conn_params())
@@ -39,16 +94,24 @@ class KinesisSnowflakeHook(SnowflakeHook):
         return {k: v for k, v in params.items() if v not in ("", None)}
 
     def job_connection_params(self) -> dict[str, Any]:
-        """Connector keyword arguments that survive JSON, for the Spark job's environment."""
+        """Connector keyword arguments that survive JSON, for the Spark job.
+
+        A key-pair connection's private key, whichever form the Snowflake provider returns it in
+        (DER bytes, or a key object with older releases), becomes ``private_key_der_base64``:
+        unencrypted PKCS#8 DER in base64. Every secret value, that one included, is registered with
+        Airflow's secret masker before it is returned.
+        """
         params = dict(self._get_conn_params())
         key = params.pop("private_key", None)
         if key is not None:
-            params["private_key_der_base64"] = base64.b64encode(
-                key.private_bytes(
-                    encoding=serialization.Encoding.DER,
-                    format=serialization.PrivateFormat.PKCS8,
-                    encryption_algorithm=serialization.NoEncryption(),
-                )
-            ).decode("ascii")
+            try:
+                der = private_key_der(key)
+            except ValueError as err:
+                raise ValueError(f"connection {self.get_conn_id()!r}: {err}") from None
+            params["private_key_der_base64"] = base64.b64encode(der).decode("ascii")
         params.pop("application", None)
+        for name in SECRET_PARAMS:
+            value = params.get(name)
+            if isinstance(value, str) and value:
+                mask_secret_value(value)
         return params

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
@@ -39,6 +38,7 @@ from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
 from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 
 DEFAULT_APPLICATION = spark_job.__file__
@@ -82,7 +82,11 @@ class SparkKinesisIngestOperator(BaseOperator):
     started), submits the Spark job through
     :class:`~airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook`, and after the job
     committed rows and ledger in one Snowflake transaction, moves the DynamoDB checkpoints with
-    conditional writes. Credentials reach Spark as environment variables, never as arguments.
+    conditional writes. Credentials never reach a spark-submit argument, a Spark setting or a log:
+    in client deploy mode they are given to the spark-submit process as its environment; with the
+    Spark connection's ``driver_identity`` extra the job uses its own AWS identity and reads the
+    Snowflake connection from AWS Secrets Manager; cluster deploy mode is refused
+    (:class:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook`, ``docs/connections.md``).
 
     :param stream_name: the Kinesis data stream.
     :param application_name: names the lease table; ingestions sharing it share progress. After a
@@ -104,8 +108,10 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
-    :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``).
-    :param spark_conf: extra ``--conf`` settings for spark-submit.
+    :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``); its extras
+        ``driver_identity`` and ``snowflake_secret_id`` choose how the job gets its credentials.
+    :param spark_conf: extra ``--conf`` settings for spark-submit (never credentials: they are
+        visible on the command line).
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables
         are never altered.
@@ -184,7 +190,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.pipe_definition = pipe_definition
         self.schema_evolution = schema_evolution
         self.on_unknown_key = UnknownKeys(on_unknown_key)
-        self._spark_hook: SparkSubmitHook | None = None
+        self._spark_hook: KinesisJobSubmitHook | None = None
         self._last_summary: dict[str, Any] | None = None
 
     # -- planning -------------------------------------------------------------------------------
@@ -283,6 +289,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         pipe_definition = self._pipe_definition(destination)
+        # A Spark connection whose driver could not get its credentials fails before any lease is taken.
+        KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf).check_credential_delivery()
         self._resolve_application()
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         lease_hook = LeaseTableHook(
@@ -356,11 +364,10 @@ class SparkKinesisIngestOperator(BaseOperator):
                 f"through fan-out consumer {consumer_arn}" if consumer_arn else "with GetRecords",
             )
             snowflake_params = snowflake.job_connection_params()
-            env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake_params)}
             try:
                 # Renew the leases while Spark runs, so a long batch keeps its shards.
                 with keeper.keep(held):
-                    result = self._run_spark(plan, env)
+                    result = self._run_spark(plan, kinesis, snowflake_params)
             finally:
                 fresh = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
             if keeper.lost:
@@ -435,26 +442,33 @@ class SparkKinesisIngestOperator(BaseOperator):
             return table.checkpoint(lease, mark)
         return lease
 
-    def _run_spark(self, plan: BatchPlan, env: dict[str, str]) -> dict[str, Any]:
+    def _run_spark(
+        self, plan: BatchPlan, kinesis: KinesisStreamHook, snowflake_params: dict[str, Any]
+    ) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-{plan.batch_id}-"))
         try:
             plan_path = workdir / "plan.json"
             result_path = workdir / "result.json"
             plan_path.write_text(plan.to_json())
-            env = dict(env)
-            env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
-            if shutil.which("spark-submit") is None:
-                # pyspark from PyPI installs spark-submit next to the interpreter.
-                env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-            self._spark_hook = SparkSubmitHook(
+            hook = KinesisJobSubmitHook(
                 conn_id=self.spark_conn_id,
                 conf=self.spark_conf,
                 py_files=str(_package_core(workdir)),
                 name=f"kinesis-to-snowflake-{self.application_name}",
                 application_args=["--plan", str(plan_path), "--result", str(result_path)],
-                env_vars=env,
             )
-            self._spark_hook.submit(application=self.application or DEFAULT_APPLICATION)
+            if hook.driver_identity:
+                # Nothing secret: the job uses its own AWS identity and reads Snowflake's from a secret.
+                env = kinesis.job_location()
+            else:
+                env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake_params)}
+            env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+            if shutil.which("spark-submit") is None:
+                # pyspark from PyPI installs spark-submit next to the interpreter.
+                env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+            hook.job_env.update(env)
+            self._spark_hook = hook
+            hook.submit(application=self.application or DEFAULT_APPLICATION)
             if not result_path.exists():
                 raise AirflowException(f"Spark job for batch {plan.batch_id} finished without writing {result_path}")
             result: dict[str, Any] = json.loads(result_path.read_text())

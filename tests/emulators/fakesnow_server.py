@@ -16,7 +16,8 @@ or after fakesnow runs it (``when``), one ``action``:
 
 With ``--data-dir DIR`` the server keeps what Snowflake keeps across a service restart in DIR:
 every database (DuckDB files ``DIR/<DATABASE>.db``), fakesnow's own catalogue of stages, column
-types and users (``DIR/_fs_global.db``) and the staged files (``DIR/stages/``). The process
+types and users (``DIR/_fs_global.db``), the staged files (``DIR/stages/``) and the users' public
+keys (``DIR/users-auth.json``, see fakesnow_auth: key-pair logins are verified). The process
 started with ``--data-dir`` is then a supervisor: it runs the server as a child process and starts
 a new one when the child exits for a ``restart``; ``DIR/server.json`` holds the serving child's
 pid and how many restarts there were.
@@ -48,6 +49,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tests.emulators import fakesnow_extensions
+from tests.emulators.fakesnow_auth import KeyPairAuthMiddleware
 from tests.emulators.faults import FaultFile, exit_with_parent, kill_spark_jobs
 from tests.emulators.servers import FAKESNOW_STATE_FILE
 
@@ -159,6 +161,9 @@ def serve(host: str, port: int, data_dir: Path | None) -> None:
     if data_dir is not None:
         _data_dir = data_dir.resolve()
         fakesnow_server.shared_fs = persistent_fakesnow(_data_dir)
+        KeyPairAuthMiddleware.keep_users_in(_data_dir)
+    # Logins are checked as Snowflake checks them (see fakesnow_auth); faults come first.
+    fakesnow_server.app.add_middleware(KeyPairAuthMiddleware)
     fakesnow_server.app.add_middleware(FaultMiddleware)
     exit_with_parent()
     uvicorn.run(fakesnow_server.app, host=host, port=port, log_level="warning")

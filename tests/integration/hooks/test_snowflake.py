@@ -1,12 +1,21 @@
-"""KinesisSnowflakeHook reaches the fakesnow server over HTTP through the `protocol` extra."""
+"""KinesisSnowflakeHook reaches the fakesnow server over HTTP through the `protocol` extra, with a
+password or a key pair (whose JWT the emulator verifies against the user's registered public key,
+see tests/emulators/fakesnow_auth.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import uuid
 from typing import Any
 
 import pytest
+import snowflake.connector
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from snowflake.connector.errors import DatabaseError
 
+from airflow_kinesis_snowflake.core.job import JobCredentials
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from tests.emulators import Emulators
 
@@ -38,3 +47,86 @@ def test_connection_test_passes_against_the_emulator(aws_connections: Emulators)
     hook = KinesisSnowflakeHook(snowflake_conn_id="snowflake_default")
     result: Any = hook.test_connection()  # type: ignore[func-returns-value]
     assert result == (True, "Connection successfully tested")
+
+
+# -- key-pair authentication ----------------------------------------------------------------------
+
+USER_NOPS = {"nop_regexes": [r"^\s*CREATE\s+USER\s", r"^\s*ALTER\s+USER\s"]}
+
+
+def new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def public_body(key: rsa.RSAPrivateKey) -> str:
+    der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(der).decode()
+
+
+def encrypted_pem(key: rsa.RSAPrivateKey, passphrase: str) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(passphrase.encode()),
+    ).decode()
+
+
+def create_service_user(emulators: Emulators, user: str, key: rsa.RSAPrivateKey) -> None:
+    """``CREATE USER ... TYPE = SERVICE RSA_PUBLIC_KEY``: a no-op in fakesnow, the key registered for logins."""
+    conn = emulators.snowflake_connect(session_parameters=USER_NOPS)
+    try:
+        conn.cursor().execute(f"CREATE USER IF NOT EXISTS {user} TYPE = SERVICE RSA_PUBLIC_KEY = '{public_body(key)}'")
+    finally:
+        conn.close()
+
+
+def key_pair_connection(emulators: Emulators, user: str, key: rsa.RSAPrivateKey, passphrase: str) -> dict[str, Any]:
+    conn = emulators.snowflake_connection()
+    conn["login"], conn["password"] = user, ""
+    conn["extra"].update(private_key_content=encrypted_pem(key, passphrase), private_key_passphrase=passphrase)
+    return conn
+
+
+def test_a_service_user_logs_in_with_its_key_pair_from_the_operator_and_from_the_job(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, key = f"KINESIS_SVC_{uuid.uuid4().hex[:8].upper()}", new_key()
+    create_service_user(aws_connections, user, key)
+    connection = key_pair_connection(aws_connections, user, key, "svc-passphrase-1b2c")
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_KEY_PAIR", json.dumps(connection))
+    hook = KinesisSnowflakeHook(snowflake_conn_id="snowflake_key_pair")
+
+    # The operator's own connection (the Snowflake provider's path) ...
+    conn = hook.get_conn()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 1")
+        assert cur.fetchone() == (1,)
+    finally:
+        conn.close()
+    # ... and the Spark job's, from what the hook hands it.
+    params = hook.job_connection_params()
+    with JobCredentials(aws={}, snowflake=json.loads(json.dumps(params))).snowflake_connection() as job_conn:
+        assert job_conn.cursor().execute("SELECT 2").fetchone() == (2,)
+
+
+def test_the_emulator_refuses_another_key_and_a_password_for_a_service_user(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = f"KINESIS_SVC_{uuid.uuid4().hex[:8].upper()}"
+    create_service_user(aws_connections, user, new_key())
+
+    intruder = key_pair_connection(aws_connections, user, new_key(), "other-passphrase-77")
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_INTRUDER", json.dumps(intruder))
+    with pytest.raises(DatabaseError, match="JWT token is invalid"):
+        KinesisSnowflakeHook(snowflake_conn_id="snowflake_intruder").get_conn()
+
+    with pytest.raises(DatabaseError, match="Incorrect username or password"):
+        snowflake.connector.connect(
+            user=user,
+            password="any-password",
+            account="fakesnow",
+            host="127.0.0.1",
+            port=aws_connections.fakesnow_port,
+            protocol="http",
+        )
