@@ -115,7 +115,7 @@ _FAULT_MATRIX: list[str] = []
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
-        _FAULT_MATRIX.extend(value for name, value in report.user_properties if name == FAULT_MATRIX_PROPERTY)
+        _FAULT_MATRIX.extend(str(value) for name, value in report.user_properties if name == FAULT_MATRIX_PROPERTY)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
