@@ -287,6 +287,7 @@ def build_reset_dag(config: ConnectorConfig, *, backup_dir: str | None = None) -
             connector_id=config.connector_id,
             application_name=src.application_name,
             stream_name=src.stream_name,
+            destination=_destination_text(config),
             mode="{{ params.mode }}",
             new_application_name="{{ params.new_application_name or '' }}",
             initial_position="{{ params.initial_position }}",
@@ -335,6 +336,7 @@ def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None)
             connector_id=config.connector_id,
             application_name=src.application_name,
             stream_name=src.stream_name,
+            destination=_destination_text(config),
             backup="{{ params.backup }}",
             preview_only="{{ params.dry_run }}",
             confirm="{{ params.confirm }}",
@@ -344,6 +346,12 @@ def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None)
             region_name=src.region,
         )
     return dag
+
+
+def _destination_text(config: ConnectorConfig) -> str:
+    """``DATABASE.SCHEMA.TABLE``, as backups and lease-table metadata record the destination."""
+    d = config.destination
+    return f"{d.database}.{d.schema_}.{d.table}"
 
 
 def _slug(text: str) -> str:
@@ -418,6 +426,8 @@ def build_cleanup_dag(
                 backup_dir=backup_dir,
                 aws_conn_id=aws_conn_id,
                 region_name=region,
+                # The ledgers clean-up reads to tell a table in use are reached through this connection.
+                snowflake_conn_id=min(c.connections.snowflake for c in members),
             )
     return dag
 
