@@ -355,7 +355,9 @@ class SnowflakeSink:
         the transaction that loads them.
         """
         rows = self._execute(
-            f"SELECT MAX(UPDATED_AT) FROM {self.ledger} WHERE APPLICATION_NAME = %s", (application_name,)
+            f"SELECT UPDATED_AT FROM {self.ledger} WHERE APPLICATION_NAME = %s AND UPDATED_AT IS NOT NULL "
+            "ORDER BY UPDATED_AT DESC LIMIT 1",
+            (application_name,),
         )
         value = rows[0][0] if rows else None
         if value is None:
