@@ -565,11 +565,12 @@ def same_destination(left: str, right: str) -> bool:
 def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
     """Refuse a backup that is not of this connector, naming the backup's and the connector's values.
 
-    A backup that records its connector and destination must match them, its stream and, when its
-    lease table exists and names a connector, that one too. A backup that does not record them (a
-    version 1 backup, or one of a table whose metadata item predates them) is accepted only when its
-    application name is provably this connector's (see :class:`RestoreTarget`): restoring it into
-    another connector's table would take that table over and rewind it.
+    The backup's stream, and its connector and destination where it records them, must be this
+    connector's; so must the connector its lease table names now, if it exists and names one. A
+    backup that does not record its connector (a version 1 backup, or one of a table whose metadata
+    item predates it) is accepted only when its application name is provably this connector's (see
+    :class:`RestoreTarget`): restoring it into another connector's table would take that table over
+    and rewind it.
 
     :raises MaintenanceError: naming each mismatch, or what is missing and how to proceed.
     """
@@ -595,23 +596,21 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
             f"{'; '.join(mismatches)}. Nothing was changed; restore it with the restore DAG of the connector it "
             "belongs to"
         )
-    missing = [
-        name
-        for name, value in (("connector_id", backup.connector_id), ("destination", backup.destination))
-        if value is None
-    ]
-    if missing and backup.application_name not in target.applications:
+    if backup.connector_id is None and backup.application_name not in target.applications:
         known = ", ".join(target.applications)
         fill = ", ".join(
             f'"{name}": "{value}"'
-            for name, value in (("connector_id", target.connector_id), ("destination", target.destination))
-            if name in missing and value is not None
+            for name, value, recorded in (
+                ("connector_id", target.connector_id, backup.connector_id),
+                ("destination", target.destination, backup.destination),
+            )
+            if recorded is None and value is not None
         )
         raise MaintenanceError(
-            f"the backup of lease table {backup.application_name!r} does not record its {' and '.join(missing)} "
-            f"(version {backup.version}), and {backup.application_name!r} is not one of connector "
-            f"{target.connector_id}'s lease tables ({known}). Nothing was changed. If you know it is this "
-            f"connector's, add {fill or 'them'} to the backup file and trigger again"
+            f"the backup of lease table {backup.application_name!r} does not record its connector "
+            f"(version {backup.version}, or a table that did not record it), and {backup.application_name!r} is not "
+            f"one of connector {target.connector_id}'s lease tables ({known}). Nothing was changed. If you know it "
+            f"is this connector's, add {fill} to the backup file and trigger again"
         )
 
 

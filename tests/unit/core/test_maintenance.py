@@ -198,7 +198,7 @@ def test_a_backup_that_does_not_say_whose_it_is_needs_a_table_of_this_connector(
     with pytest.raises(MaintenanceError) as refused:
         check_backup_owner(unknown, ORDERS_TARGET)
     message = str(refused.value)
-    assert "does not record its connector_id and destination (version 1)" in message
+    assert "does not record its connector (version 1" in message
     assert "'clicks-app' is not one of connector orders's lease tables (orders-app)" in message
     assert '"connector_id": "orders", "destination": "ANALYTICS.RAW.ORDERS"' in message
     # The same backup of this connector's own table is restored as before.
