@@ -475,13 +475,16 @@ See docs/operations.md.
 _RESTORE_DOC = """
 Puts back every checkpoint of a backup written by a reset, a restore or clean-up, and makes its lease
 table the connector's active one again (undo of a reset). Dry run first; then *Confirm* with the current
-application name. The current state is backed up before it is replaced. See docs/operations.md.
+application name. The current state is backed up before it is replaced. A backup of another connector,
+stream or destination is refused before anything is written. See docs/operations.md.
 """
 
 _CLEANUP_DOC = """
 Lists lease tables, `<application>_migration` copies and enhanced fan-out consumers that no connector
 uses any more, each with the rule that matched. Scheduled runs only report. To delete, trigger with
 *Dry run* off and *Confirm* `DELETE`; lease tables are backed up first. Never touched: untagged tables,
-tables with a live lease, the active and configured application of any connector, unfinished migrations.
-See docs/operations.md.
+tables with a live lease, the active and configured application of any connector, unfinished migrations,
+and tables a connector of any DAG folder used within the retention (never shorter than the stream's):
+their checkpoints, ingest runs and ledger commits say so. A table whose stream or ledger cannot be read is
+kept. See docs/operations.md.
 """
