@@ -110,6 +110,7 @@ class LeaseTableFacts:
     :param last_activity: epoch seconds of the last checkpoint, heartbeat, supersession or creation.
     :param connector_id: the connector its metadata item names (None: not recorded).
     :param destination: ``DATABASE.SCHEMA.TABLE`` its metadata item names; its ledger is in that schema.
+    :param stream_arn: the ARN of the stream its metadata item records; its retention is read from there.
     :param last_ingest_at: epoch seconds of the last ingest run its metadata item records.
     :param stream_retention_seconds: the stream's retention period (DescribeStreamSummary
         ``RetentionPeriodHours``); None when it could not be read.

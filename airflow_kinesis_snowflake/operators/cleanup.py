@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.backups import write_backup, write_checkpoint_backup
 from airflow_kinesis_snowflake.core.cleanup import (
@@ -423,6 +423,8 @@ class _Evidence:
                 error = err.response.get("Error", {})
                 problem = f"DescribeStreamSummary of {key} failed: {error.get('Code', '')} {error.get('Message', '')}"
                 self._streams[key] = (None, problem.strip())
+            except BotoCoreError as err:
+                self._streams[key] = (None, f"DescribeStreamSummary of {key} failed: {err}")
         return self._streams[key]
 
     def _last_load(self, destination: str | None, application: str) -> tuple[float | None, str | None]:
