@@ -309,7 +309,7 @@ class ResetConnectorStateOperator(BaseOperator):
                 table,
                 reason=f"reset-{settings.mode.value}",
                 connector_id=self.connector_id,
-                destination=self.destination,
+                destination=optional_text(self.destination),
             )
             self.log.info(
                 "Dry run: nothing was changed. To reset, trigger again with dry_run false and confirm %r.", current
@@ -338,7 +338,7 @@ class ResetConnectorStateOperator(BaseOperator):
                 table,
                 reason=f"reset-{settings.mode.value}",
                 connector_id=self.connector_id,
-                destination=self.destination,
+                destination=optional_text(self.destination),
             )
             location = write_checkpoint_backup(backup, self.backup_dir)
             self.log.info("Backed up the %d leases and checkpoints of %s to %s", len(backup.leases), current, location)
@@ -523,8 +523,8 @@ class RestoreCheckpointsOperator(BaseOperator):
 
     Before anything is written, the backup must be this connector's: one that records another
     connector, stream or destination than this one's is refused, naming both, and so is one whose
-    lease table now names another connector. A backup that does not record its connector and
-    destination (version 1, or a table of an earlier version) is accepted only for a lease table
+    lease table now names another connector. A backup that does not record its connector
+    (version 1, or of a table of an earlier version) is accepted only for a lease table
     provably this connector's: the connector file's, or one its ``superseded_by`` chain reaches or
     that points into it.
 

@@ -311,3 +311,11 @@ def test_rules_that_delete() -> None:
         Rule.UNUSED_FAN_OUT_CONSUMER,
         Rule.NOT_ENHANCED_FAN_OUT,
     }
+
+
+def test_what_is_known_to_keep_a_table_is_said_before_what_is_unknown() -> None:
+    unknown_stream = {"stream_retention_seconds": None, "stream_problem": "AccessDeniedException"}
+    assert decide(table("old-app", last_activity=NOW - DAY, **unknown_stream)).rule is Rule.WITHIN_RETENTION
+    assert decide(table("orders-app", **unknown_stream)).rule is Rule.ACTIVE_APPLICATION
+    unreadable = {"ledger_problem": "cannot connect to Snowflake"}
+    assert decide(table("old-app", last_ingest_at=NOW - DAY, **unreadable)).rule is Rule.RECENT_INGEST_RUN
