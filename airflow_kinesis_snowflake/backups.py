@@ -13,6 +13,8 @@ import os
 
 from airflow.sdk import ObjectStoragePath
 
+from airflow_kinesis_snowflake.core.maintenance import CheckpointBackup
+
 DEFAULT_DIRECTORY_NAME = "kinesis_snowflake_backups"
 
 
@@ -32,6 +34,16 @@ def write_backup(text: str, name: str, backup_dir: str | None = None) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return str(path)
+
+
+def write_checkpoint_backup(backup: CheckpointBackup, backup_dir: str | None = None) -> str:
+    """Write a lease table's checkpoint backup (reset, restore and clean-up alike); returns where it went.
+
+    :param backup: from :func:`~airflow_kinesis_snowflake.core.maintenance.snapshot`, which records
+        whose progress it is (connector, application name, stream, destination).
+    :param backup_dir: a directory path or URL; None for :func:`default_backup_dir`.
+    """
+    return write_backup(backup.to_json(), backup.file_name, backup_dir)
 
 
 def read_backup(location: str) -> str:

@@ -304,6 +304,7 @@ def build_reset_dag(config: ConnectorConfig, *, backup_dir: str | None = None) -
             connector_id=config.connector_id,
             application_name=src.application_name,
             stream_name=src.stream_name,
+            destination=_destination_text(config),
             mode="{{ params.mode }}",
             new_application_name="{{ params.new_application_name or '' }}",
             initial_position="{{ params.initial_position }}",
@@ -352,6 +353,7 @@ def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None)
             connector_id=config.connector_id,
             application_name=src.application_name,
             stream_name=src.stream_name,
+            destination=_destination_text(config),
             backup="{{ params.backup }}",
             preview_only="{{ params.dry_run }}",
             confirm="{{ params.confirm }}",
@@ -361,6 +363,12 @@ def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None)
             region_name=src.region,
         )
     return dag
+
+
+def _destination_text(config: ConnectorConfig) -> str:
+    """``DATABASE.SCHEMA.TABLE``, as backups and lease-table metadata record the destination."""
+    d = config.destination
+    return f"{d.database}.{d.schema_}.{d.table}"
 
 
 def _slug(text: str) -> str:
@@ -435,6 +443,8 @@ def build_cleanup_dag(
                 backup_dir=backup_dir,
                 aws_conn_id=aws_conn_id,
                 region_name=region,
+                # The ledgers clean-up reads to tell a table in use are reached through this connection.
+                snowflake_conn_id=min(c.connections.snowflake for c in members),
             )
     return dag
 
@@ -573,13 +583,16 @@ See docs/operations.md.
 _RESTORE_DOC = """
 Puts back every checkpoint of a backup written by a reset, a restore or clean-up, and makes its lease
 table the connector's active one again (undo of a reset). Dry run first; then *Confirm* with the current
-application name. The current state is backed up before it is replaced. See docs/operations.md.
+application name. The current state is backed up before it is replaced. A backup of another connector,
+stream or destination is refused before anything is written. See docs/operations.md.
 """
 
 _CLEANUP_DOC = """
 Lists lease tables, `<application>_migration` copies and enhanced fan-out consumers that no connector
 uses any more, each with the rule that matched. Scheduled runs only report. To delete, trigger with
 *Dry run* off and *Confirm* `DELETE`; lease tables are backed up first. Never touched: untagged tables,
-tables with a live lease, the active and configured application of any connector, unfinished migrations.
-See docs/operations.md.
+tables with a live lease, the active and configured application of any connector, unfinished migrations,
+and tables a connector of any DAG folder used within the retention (never shorter than the stream's):
+their checkpoints, ingest runs and ledger commits say so. A table whose stream or ledger cannot be read is
+kept. See docs/operations.md.
 """

@@ -9,6 +9,13 @@ reason. The reasons to keep are checked first, and some are absolute:
 * a table a reset or restore is working on is never touched;
 * the active and the configured application of any connector are never removed (the configured
   table holds the pointer to the active one after a reset to a new name);
+* whether a table is in use is decided from the table itself and from the exactly-once ledger,
+  not from the connectors one DAG folder knows: a checkpoint, heartbeat, ingest run or ledger
+  commit within the retention keeps it, and the retention is never shorter than the stream's
+  own retention period. When that cannot be established (the stream or the ledger cannot be
+  read, the table does not say where its ledger is), the table is kept and the reason given;
+* a superseded table is kept while the table it points to is kept: some connector, perhaps in
+  another DAG folder, may start from it;
 * a ``<application>_migration`` table is removed only once the migration wrote every lease into
   the new table, never while the copy is the only place some checkpoint lives;
 * a fan-out consumer is removed only when its name is an application this provider knows.
@@ -52,6 +59,11 @@ class Rule(StrEnum):
     CONSUMER_IN_USE = "consumer-in-use"
     CONSUMER_NOT_ACTIVE = "consumer-not-active"
     UNKNOWN_CONSUMER = "unknown-consumer"
+    RECENT_INGEST_RUN = "recent-ingest-run"
+    RECENT_LOAD = "recent-load"
+    STREAM_UNKNOWN = "stream-unknown"
+    LEDGER_UNREADABLE = "ledger-unreadable"
+    POINTS_TO_LIVE_TABLE = "points-to-live-table"
 
     @property
     def deletes(self) -> bool:
@@ -96,6 +108,16 @@ class LeaseTableFacts:
     :param application_name: from its metadata item; None when it has none.
     :param live_leases: shard ids whose lease is held now.
     :param last_activity: epoch seconds of the last checkpoint, heartbeat, supersession or creation.
+    :param connector_id: the connector its metadata item names (None: not recorded).
+    :param destination: ``DATABASE.SCHEMA.TABLE`` its metadata item names; its ledger is in that schema.
+    :param stream_arn: the ARN of the stream its metadata item records; its retention is read from there.
+    :param last_ingest_at: epoch seconds of the last ingest run its metadata item records.
+    :param stream_retention_seconds: the stream's retention period (DescribeStreamSummary
+        ``RetentionPeriodHours``); None when it could not be read.
+    :param stream_problem: why the stream's retention period could not be read.
+    :param last_load_at: epoch seconds of the latest ledger commit of its application (the ledger's
+        ``UPDATED_AT``); None when the ledger has none or could not be read.
+    :param ledger_problem: why the ledger could not be read (None: it was read).
     """
 
     name: str
@@ -106,6 +128,14 @@ class LeaseTableFacts:
     live_leases: tuple[str, ...] = ()
     reset_in_progress: bool = False
     last_activity: float | None = None
+    connector_id: str | None = None
+    destination: str | None = None
+    stream_arn: str | None = None
+    last_ingest_at: float | None = None
+    stream_retention_seconds: float | None = None
+    stream_problem: str | None = None
+    last_load_at: float | None = None
+    ledger_problem: str | None = None
 
     @property
     def tagged(self) -> bool:
@@ -220,17 +250,74 @@ def decide_lease_table(
     if configured:
         points = f"; it points to the active table {facts.superseded_by!r}" if facts.superseded_by else ""
         return keep(Rule.CONFIGURED_APPLICATION, f"configured application of connector {', '.join(configured)}{points}")
+    kept = _in_use(facts, now=now, retention_seconds=retention_seconds)
+    if kept is not None:
+        return keep(*kept)
+    retention = effective_retention(facts, retention_seconds)
     idle = now - (facts.last_activity or 0.0)
-    if idle < retention_seconds:
-        return keep(
-            Rule.WITHIN_RETENTION, f"last used {_age(idle)} ago, within the retention of {_age(retention_seconds)}"
-        )
     if facts.superseded_by:
         rule, why = Rule.SUPERSEDED_LEASE_TABLE, f"superseded by {facts.superseded_by!r} (a reset)"
     else:
         rule, why = Rule.ORPHANED_LEASE_TABLE, "no configured connector uses this application"
-    detail = f"{why}; no live lease; last used {_age(idle)} ago (retention {_age(retention_seconds)})"
+    detail = f"{why}; no live lease; last used {_age(idle)} ago (retention {_age(retention)}"
+    detail += f"{_retention_source(facts, retention_seconds)}); {_ledger_text(facts, now)}"
     return Decision(LEASE_TABLE, facts.name, rule, detail, facts.application_name, facts.stream_name)
+
+
+def effective_retention(facts: LeaseTableFacts, retention_seconds: float) -> float:
+    """The retention applied to a table: the one asked for, never shorter than its stream's retention period."""
+    return max(retention_seconds, facts.stream_retention_seconds or 0.0)
+
+
+def _retention_source(facts: LeaseTableFacts, retention_seconds: float) -> str:
+    stream = facts.stream_retention_seconds
+    if stream is not None and stream > retention_seconds:
+        return (
+            f": the retention period of stream {facts.stream_name!r}, longer than the {_age(retention_seconds)} asked"
+        )
+    return ""
+
+
+def _ledger_text(facts: LeaseTableFacts, now: float) -> str:
+    if facts.last_load_at is None:
+        return f"the ledger of {facts.destination} holds no commit of this application"
+    return f"last ledger commit {_age(now - facts.last_load_at)} ago"
+
+
+def _in_use(facts: LeaseTableFacts, *, now: float, retention_seconds: float) -> tuple[Rule, str] | None:
+    """Why a table no configured connector of this folder names is still in use, or not known to be idle.
+
+    Evidence read from the table and the ledger, so that a connector in another DAG folder (or
+    another deployment) keeps its table: a checkpoint or heartbeat, an ingest run, a ledger
+    commit within the retention. The retention is never shorter than the stream's retention
+    period: a table removed earlier would be created again at its initial position and read
+    records it already loaded. Missing evidence keeps the table, naming what could not be read.
+    """
+    retention = effective_retention(facts, retention_seconds)
+    within = f"within the retention of {_age(retention)}{_retention_source(facts, retention_seconds)}"
+    idle = now - (facts.last_activity or 0.0)
+    if idle < retention:
+        return Rule.WITHIN_RETENTION, f"last checkpoint, heartbeat or supersession {_age(idle)} ago, {within}"
+    if facts.last_ingest_at is not None and now - facts.last_ingest_at < retention:
+        ran = _age(now - facts.last_ingest_at)
+        owner = f" of connector {facts.connector_id}" if facts.connector_id else ""
+        return Rule.RECENT_INGEST_RUN, f"an ingest run{owner} used it {ran} ago, {within}"
+    if facts.ledger_problem is None and facts.last_load_at is not None and now - facts.last_load_at < retention:
+        return Rule.RECENT_LOAD, (
+            f"the ledger of {facts.destination} has a commit of this application {_age(now - facts.last_load_at)} "
+            f"ago, {within}"
+        )
+    if facts.stream_retention_seconds is None:
+        problem = facts.stream_problem or "not read"
+        return Rule.STREAM_UNKNOWN, (
+            f"the retention period of stream {facts.stream_name!r} is unknown ({problem}), so clean-up cannot tell "
+            "whether the table is still needed; it is kept"
+        )
+    if facts.ledger_problem is not None:
+        return Rule.LEDGER_UNREADABLE, (
+            f"cannot tell whether records were loaded recently: {facts.ledger_problem}; it is kept"
+        )
+    return None
 
 
 def decide_migration_table(
@@ -308,6 +395,58 @@ def decide_consumer(
     return decide(table.rule, f"its lease table is kept: {table.detail}")
 
 
+def decide_lease_tables(
+    tables: Sequence[LeaseTableFacts],
+    connectors: Sequence[ConnectorUse],
+    *,
+    now: float,
+    retention_seconds: float = DEFAULT_RETENTION_SECONDS,
+    patterns: Sequence[str] = ("*",),
+) -> list[Decision]:
+    """:func:`decide_lease_table` for each table, by name, and a superseded table kept while its successor is.
+
+    After a reset to a new name, the connector file's table holds the pointer to the active one and
+    every ingest run starts there. Clean-up cannot tell from the table whether some connector file
+    (in another DAG folder, perhaps) names it, so a superseded table goes only with, or after, the
+    table it points to.
+    """
+    ordered = sorted(tables, key=lambda t: t.name)
+    decisions = {
+        t.name: decide_lease_table(t, connectors, now=now, retention_seconds=retention_seconds, patterns=patterns)
+        for t in ordered
+    }
+    by_name = {t.name: t for t in ordered}
+
+    def kept_successor(facts: LeaseTableFacts) -> Decision | None:
+        seen = {facts.name}
+        following = facts.superseded_by
+        while following is not None and following not in seen and following in by_name:
+            decision = decisions[following]
+            if not decision.delete:
+                return decision
+            seen.add(following)
+            following = by_name[following].superseded_by
+        return None
+
+    result = []
+    for facts in ordered:
+        decision = decisions[facts.name]
+        if decision.delete and facts.superseded_by:
+            successor = kept_successor(facts)
+            if successor is not None:
+                decision = Decision(
+                    LEASE_TABLE,
+                    facts.name,
+                    Rule.POINTS_TO_LIVE_TABLE,
+                    f"superseded by {facts.superseded_by!r}, and lease table {successor.resource!r} it leads to is "
+                    f"kept [{successor.rule.value}]: a connector configured with {facts.name!r} starts here",
+                    facts.application_name,
+                    facts.stream_name,
+                )
+        result.append(decision)
+    return result
+
+
 def plan_cleanup(
     *,
     tables: Sequence[LeaseTableFacts],
@@ -319,12 +458,12 @@ def plan_cleanup(
     patterns: Sequence[str] = ("*",),
 ) -> list[Decision]:
     """Every decision: consumers first (deleted before their tables), then lease and migration tables."""
-    table_decisions = [
-        decide_lease_table(t, connectors, now=now, retention_seconds=retention_seconds, patterns=patterns)
-        for t in sorted(tables, key=lambda t: t.name)
-    ]
+    ordered = sorted(tables, key=lambda t: t.name)
+    table_decisions = decide_lease_tables(
+        ordered, connectors, now=now, retention_seconds=retention_seconds, patterns=patterns
+    )
     by_application: dict[tuple[str, str], Decision] = {}
-    for t, d in zip(sorted(tables, key=lambda t: t.name), table_decisions, strict=True):
+    for t, d in zip(ordered, table_decisions, strict=True):
         if t.tagged and t.stream_name and t.application_name:
             by_application[(t.stream_name, t.application_name)] = d
     consumer_decisions = [
@@ -336,3 +475,22 @@ def plan_cleanup(
         for m in sorted(migrations, key=lambda m: m.name)
     ]
     return [*consumer_decisions, *table_decisions, *migration_decisions]
+
+
+def deletion_order(decisions: Sequence[Decision], tables: Sequence[LeaseTableFacts]) -> list[Decision]:
+    """The candidates in the order to remove them: consumers, then lease tables that point nowhere, then the
+    superseded ones, then migration copies.
+
+    A table pointing to another is removed after it, so that if the successor turns out to be in use
+    when it is checked again, the pointer to it is still there (and is kept too).
+    """
+    superseded = {t.name for t in tables if t.superseded_by}
+    kinds = {FAN_OUT_CONSUMER: 0, LEASE_TABLE: 1, MIGRATION_TABLE: 3}
+
+    def rank(decision: Decision) -> tuple[int, str]:
+        at = kinds.get(decision.kind, 4)
+        if decision.kind == LEASE_TABLE and decision.resource in superseded:
+            at = 2
+        return at, decision.resource
+
+    return sorted((d for d in decisions if d.delete), key=rank)

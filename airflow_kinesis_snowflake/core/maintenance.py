@@ -49,8 +49,18 @@ RESET_EXPIRES_AT = "reset_expires_at"
 # the bound only guards against a hand-edited loop.
 MAX_HOPS = 10
 
+# Who a lease table belongs to, in its metadata item (written by the ingestion; tables created by
+# earlier versions lack them, so every reader takes each as optional).
+CONNECTOR_ID = "connector_id"
+DESTINATION = "destination"  # "DATABASE.SCHEMA.TABLE"
+STREAM_ARN = "stream_arn"
+STREAM_CREATED_AT = "stream_created_at"
+LAST_INGEST_AT = "last_ingest_at"  # epoch seconds, every ingest run
+
 BACKUP_FORMAT = "airflow-kinesis-snowflake/checkpoints"
-BACKUP_VERSION = 1
+# 2: the connector, destination and stream ARN are recorded (1 had the connector only when a reset wrote it).
+BACKUP_VERSION = 2
+READABLE_BACKUP_VERSIONS = (1, 2)
 
 
 class ResetMode(StrEnum):
@@ -112,6 +122,11 @@ class TableMarks:
     superseded_by: str | None = None
     superseded_at: float | None = None
     reset: ResetMark | None = None
+    connector_id: str | None = None
+    destination: str | None = None
+    stream_arn: str | None = None
+    stream_created_at: str | None = None
+    last_ingest_at: float | None = None
 
     def live_reset(self, now: float) -> ResetMark | None:
         return self.reset if self.reset is not None and self.reset.is_live(now) else None
@@ -136,6 +151,7 @@ def read_marks(client: Any, table_name: str) -> TableMarks | None:
             expires_at=float(item.get(RESET_EXPIRES_AT, {}).get("N", "0")),
         )
     superseded_at = item.get(SUPERSEDED_AT, {}).get("N")
+    last_ingest_at = item.get(LAST_INGEST_AT, {}).get("N")
     return TableMarks(
         table_name=table_name,
         application_name=item["application_name"]["S"],
@@ -145,6 +161,11 @@ def read_marks(client: Any, table_name: str) -> TableMarks | None:
         superseded_by=item.get(SUPERSEDED_BY, {}).get("S"),
         superseded_at=float(superseded_at) if superseded_at is not None else None,
         reset=reset,
+        connector_id=item.get(CONNECTOR_ID, {}).get("S"),
+        destination=item.get(DESTINATION, {}).get("S"),
+        stream_arn=item.get(STREAM_ARN, {}).get("S"),
+        stream_created_at=item.get(STREAM_CREATED_AT, {}).get("S"),
+        last_ingest_at=float(last_ingest_at) if last_ingest_at is not None else None,
     )
 
 
@@ -389,9 +410,16 @@ def lease_from_dict(data: Mapping[str, Any]) -> Lease:
 
 @dataclass(frozen=True)
 class CheckpointBackup:
-    """Every lease and checkpoint of one lease table at one moment, with its generation id.
+    """Every lease and checkpoint of one lease table at one moment, with its generation id and owner.
+
+    Resets, restores and clean-up write the same document (:func:`snapshot`), so a restore can check
+    whose progress it holds before it writes anything (:func:`check_backup_owner`).
 
     :param reason: why it was taken (``reset-new_application_name``, ``before-restore``, ``cleanup``).
+    :param connector_id: the connector whose table it is; None when nothing recorded it (a table or
+        backup of an earlier version).
+    :param destination: ``DATABASE.SCHEMA.TABLE`` the connector loads; None when not recorded.
+    :param version: the document version it was read from (1: before the owner was recorded).
     """
 
     application_name: str
@@ -403,6 +431,9 @@ class CheckpointBackup:
     connector_id: str | None = None
     superseded_by: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    destination: str | None = None
+    stream_arn: str | None = None
+    version: int = BACKUP_VERSION
 
     @property
     def file_name(self) -> str:
@@ -419,6 +450,8 @@ class CheckpointBackup:
             "connector_id": self.connector_id,
             "application_name": self.application_name,
             "stream_name": self.stream_name,
+            "stream_arn": self.stream_arn,
+            "destination": self.destination,
             "generation_id": self.generation_id,
             "superseded_by": self.superseded_by,
             "created_at": self.created_at.isoformat(),
@@ -435,8 +468,11 @@ class CheckpointBackup:
         """Parse a backup document; :class:`MaintenanceError` naming what is wrong with it."""
         if not isinstance(data, Mapping) or data.get("format") != BACKUP_FORMAT:
             raise MaintenanceError(f"not a checkpoint backup: expected format {BACKUP_FORMAT!r}")
-        if data.get("version") != BACKUP_VERSION:
-            raise MaintenanceError(f"checkpoint backup version {data.get('version')!r} is not {BACKUP_VERSION}")
+        version = data.get("version")
+        if version not in READABLE_BACKUP_VERSIONS:
+            raise MaintenanceError(
+                f"checkpoint backup version {version!r} is not one of {', '.join(map(str, READABLE_BACKUP_VERSIONS))}"
+            )
         try:
             created = datetime.fromisoformat(str(data["created_at"]))
             return cls(
@@ -446,9 +482,12 @@ class CheckpointBackup:
                 created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
                 reason=str(data["reason"]),
                 leases=tuple(lease_from_dict(lease) for lease in data["leases"]),
-                connector_id=data.get("connector_id"),
+                connector_id=_optional_text(data.get("connector_id")),
                 superseded_by=data.get("superseded_by"),
                 extra=dict(data.get("extra") or {}),
+                destination=_optional_text(data.get("destination")),
+                stream_arn=_optional_text(data.get("stream_arn")),
+                version=int(version),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise MaintenanceError(f"checkpoint backup is incomplete or malformed: {err!r}") from err
@@ -462,10 +501,24 @@ class CheckpointBackup:
         return cls.from_dict(data)
 
 
+def _optional_text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
 def snapshot(
-    table: LeaseTable, *, reason: str, connector_id: str | None = None, now: datetime | None = None
+    table: LeaseTable,
+    *,
+    reason: str,
+    connector_id: str | None = None,
+    destination: str | None = None,
+    now: datetime | None = None,
 ) -> CheckpointBackup:
-    """A backup of every lease in ``table`` (strongly consistent reads)."""
+    """A backup of every lease in ``table`` (strongly consistent reads), with whose progress it is.
+
+    The one way every backup is made (reset, restore, clean-up). The connector and destination are
+    the caller's when it knows them (a reset or restore of its own connector), otherwise what the
+    table's metadata item records; None when neither says.
+    """
     marks = read_marks(table.client, table.table_name)
     if marks is None:
         raise MaintenanceError(f"lease table {table.table_name!r} does not exist or has no metadata item")
@@ -476,9 +529,103 @@ def snapshot(
         created_at=now or datetime.now(UTC),
         reason=reason,
         leases=tuple(sorted(table.leases().values(), key=lambda lease: lease.shard_id)),
-        connector_id=connector_id,
+        connector_id=connector_id or marks.connector_id,
         superseded_by=marks.superseded_by,
+        destination=destination or marks.destination,
+        stream_arn=marks.stream_arn,
     )
+
+
+# -- whose backup ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreTarget:
+    """The connector a restore runs for, and what DynamoDB says of the backup's table.
+
+    :param applications: application names that are provably this connector's: the connector
+        file's, every table on its chain of ``superseded_by`` (a missing last hop included), and
+        the backup's table when it points into that chain or names this connector.
+    :param destination: ``DATABASE.SCHEMA.TABLE`` of the connector; None when not known (not checked).
+    :param table_connector_id: the connector the backup's lease table names now, if it exists and says.
+    """
+
+    connector_id: str
+    stream_name: str
+    applications: tuple[str, ...]
+    destination: str | None = None
+    table_connector_id: str | None = None
+
+
+def same_destination(left: str, right: str) -> bool:
+    """Destinations are unquoted identifiers, resolved upper-case as Snowflake does."""
+    return left.strip().upper() == right.strip().upper()
+
+
+def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
+    """Refuse a backup that is not of this connector, naming the backup's and the connector's values.
+
+    The backup's stream, and its connector and destination where it records them, must be this
+    connector's; so must the connector its lease table names now, if it exists and names one. A
+    backup that does not record its connector (a version 1 backup, or one of a table whose metadata
+    item predates it) is accepted only when its application name is provably this connector's (see
+    :class:`RestoreTarget`): restoring it into another connector's table would take that table over
+    and rewind it.
+
+    :raises MaintenanceError: naming each mismatch, or what is missing and how to proceed.
+    """
+    mismatches = []
+    if backup.stream_name != target.stream_name:
+        mismatches.append(f"stream {backup.stream_name!r} in the backup, {target.stream_name!r} for the connector")
+    if backup.connector_id is not None and backup.connector_id != target.connector_id:
+        mismatches.append(f"connector {backup.connector_id!r} in the backup, {target.connector_id!r} for the connector")
+    if (
+        backup.destination is not None
+        and target.destination is not None
+        and not same_destination(backup.destination, target.destination)
+    ):
+        mismatches.append(f"destination {backup.destination} in the backup, {target.destination} for the connector")
+    if target.table_connector_id is not None and target.table_connector_id != target.connector_id:
+        mismatches.append(
+            f"lease table {backup.application_name!r} now belongs to connector {target.table_connector_id!r}, "
+            f"not {target.connector_id!r}"
+        )
+    if mismatches:
+        raise MaintenanceError(
+            f"the backup of lease table {backup.application_name!r} is not one of connector {target.connector_id}: "
+            f"{'; '.join(mismatches)}. Nothing was changed; restore it with the restore DAG of the connector it "
+            "belongs to"
+        )
+    if backup.connector_id is None and backup.application_name not in target.applications:
+        known = ", ".join(target.applications)
+        fill = ", ".join(
+            f'"{name}": "{value}"'
+            for name, value, recorded in (
+                ("connector_id", target.connector_id, backup.connector_id),
+                ("destination", target.destination, backup.destination),
+            )
+            if recorded is None and value is not None
+        )
+        raise MaintenanceError(
+            f"the backup of lease table {backup.application_name!r} does not record its connector "
+            f"(version {backup.version}, or a table that did not record it), and {backup.application_name!r} is not "
+            f"one of connector {target.connector_id}'s lease tables ({known}). Nothing was changed. If you know it "
+            f"is this connector's, add {fill} to the backup file and trigger again"
+        )
+
+
+def connector_applications(client: Any, configured: str) -> tuple[str, ...]:
+    """The configured application name and every table its ``superseded_by`` chain reaches.
+
+    Unlike :func:`resolve_application` a missing or looping hop ends the chain instead of raising:
+    the missing table is still this connector's (a restore is how it comes back).
+    """
+    chain = [configured]
+    marks = read_marks(client, configured)
+    while marks is not None and marks.superseded_by and marks.superseded_by not in chain and len(chain) <= MAX_HOPS:
+        chain.append(marks.superseded_by)
+        marks = read_marks(client, marks.superseded_by)
+    return tuple(chain)
 
 
 # -- restore --------------------------------------------------------------------------------------

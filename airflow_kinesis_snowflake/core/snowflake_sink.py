@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,17 @@ def quote_identifier(name: str) -> str:
     if not name or "\x00" in name:
         raise ValueError(f"invalid identifier {name!r}")
     return '"' + name.replace('"', '""') + '"'
+
+
+def destination_from_text(text: str) -> Destination:
+    """``DATABASE.SCHEMA.TABLE`` (as a lease table's metadata item records it) as a :class:`Destination`.
+
+    :raises ValueError: when it is not three non-empty dot-separated names.
+    """
+    parts = text.strip().split(".")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"destination {text!r} is not DATABASE.SCHEMA.TABLE")
+    return Destination(*(part.upper() for part in parts))
 
 
 def qualified_name(database: str, schema: str, name: str) -> str:
@@ -335,6 +347,24 @@ class SnowflakeSink:
             (application_name, generation_id),
         )
         return {r[0]: Checkpoint(str(r[1]), int(r[2])) for r in rows}
+
+    def last_ledger_update(self, application_name: str) -> datetime | None:
+        """When the ledger last moved for ``application_name``, any generation; None if it never did.
+
+        Clean-up reads it to tell a table in use from an orphan: every batch updates its rows in
+        the transaction that loads them.
+        """
+        rows = self._execute(
+            f"SELECT UPDATED_AT FROM {self.ledger} WHERE APPLICATION_NAME = %s AND UPDATED_AT IS NOT NULL "
+            "ORDER BY UPDATED_AT DESC LIMIT 1",
+            (application_name,),
+        )
+        value = rows[0][0] if rows else None
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            value = datetime.fromisoformat(str(value))
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
 
     # -- staging and loading --------------------------------------------------------------------
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from airflow_kinesis_snowflake.backups import write_backup
+from airflow_kinesis_snowflake.backups import write_backup, write_checkpoint_backup
 from airflow_kinesis_snowflake.core.cleanup import (
     DEFAULT_RETENTION_SECONDS,
     FAN_OUT_CONSUMER,
@@ -24,12 +25,15 @@ from airflow_kinesis_snowflake.core.cleanup import (
     LeaseTableFacts,
     MigrationTableFacts,
     Rule,
-    decide_lease_table,
+    decide_lease_tables,
     decide_migration_table,
+    deletion_order,
+    in_scope,
     plan_cleanup,
 )
 from airflow_kinesis_snowflake.core.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
 from airflow_kinesis_snowflake.core.maintenance import (
+    MAX_HOPS,
     MaintenanceError,
     delete_table,
     last_activity,
@@ -47,7 +51,9 @@ from airflow_kinesis_snowflake.core.migration import (
     lease_agrees,
     migration_state,
 )
+from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink, destination_from_text
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.operators.reset import as_bool, as_number, optional_text
 
 CONFIRMATION = "DELETE"
@@ -61,7 +67,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
 
     * ``orphaned-lease-table`` / ``superseded-lease-table``: a lease table tagged as this provider's
       whose application is neither active nor configured for any connector, with no live lease and
-      no heartbeat, checkpoint or supersession within ``retention_days``;
+      no heartbeat, checkpoint, ingest run, ledger commit or supersession within the retention;
     * ``leftover-migration-table``: a ``<application>_migration`` copy whose migration wrote every
       lease into the new table (never while a migration is under way);
     * ``unused-fan-out-consumer``: a consumer named after such a lease table's application;
@@ -70,9 +76,14 @@ class CleanupOrphanedTablesOperator(BaseOperator):
 
     Never touched: untagged tables, tables with a live lease or a running reset, the active and
     configured application of any connector, and consumers whose name is no application this
-    provider knows. A dry run (the default) only reports. To delete, ``confirm`` must be
-    ``DELETE``; every lease table's checkpoints and every migration copy's items are backed up
-    first, and each candidate is checked again just before it goes.
+    provider knows. Whether a table is in use is read from the table and the ledger, not only from
+    ``connectors``, so that a connector in another DAG folder keeps its table: a checkpoint,
+    heartbeat, ingest run (``last_ingest_at`` of its metadata item) or ledger commit
+    (``UPDATED_AT`` of ``KINESIS_INGEST_LEDGER`` in the schema of the destination its metadata item
+    names) within ``retention_days``, or within the stream's retention period if that is longer,
+    keeps it; so does a stream or ledger that cannot be read. A dry run (the default) only reports.
+    To delete, ``confirm`` must be ``DELETE``; every lease table's checkpoints and every migration
+    copy's items are backed up first, and each candidate is checked again just before it goes.
 
     :param connectors: the configured connectors of this AWS connection and region, as mappings
         with ``connector_id``, ``application_name``, ``stream_name`` and ``consumer_type``.
@@ -84,6 +95,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
     :param backup_dir: directory path or URL for the backups.
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
+    :param snowflake_conn_id: the Airflow Snowflake connection the ledgers are read through.
     """
 
     template_fields: Sequence[str] = (
@@ -94,6 +106,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         "backup_dir",
         "aws_conn_id",
         "region_name",
+        "snowflake_conn_id",
     )
     ui_color = "#ffc9c9"
 
@@ -108,10 +121,12 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         backup_dir: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.connectors = connectors
+        self.snowflake_conn_id = snowflake_conn_id
         self.retention_days = retention_days
         self.application_name_patterns = application_name_patterns
         self.preview_only = preview_only
@@ -142,6 +157,23 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         now = time.time()
         uses = [self._use(dynamodb, connector) for connector in self.connectors]
+        evidence = _Evidence(kinesis.conn, self.snowflake_conn_id)
+        try:
+            return self._run(dynamodb, kinesis, evidence, uses, now, preview_only, retention, patterns)
+        finally:
+            evidence.close()
+
+    def _run(
+        self,
+        dynamodb: Any,
+        kinesis: KinesisStreamHook,
+        evidence: _Evidence,
+        uses: Sequence[ConnectorUse],
+        now: float,
+        preview_only: bool,
+        retention: float,
+        patterns: Sequence[str],
+    ) -> dict[str, Any]:
         tables: list[LeaseTableFacts] = []
         migrations: list[MigrationTableFacts] = []
         for name in list_table_names(dynamodb):
@@ -149,7 +181,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             if isinstance(facts, MigrationTableFacts):
                 migrations.append(facts)
             elif facts is not None:
-                tables.append(facts)
+                tables.append(evidence.add_to(facts, patterns))
         streams = {use.stream_name for use in uses} | {t.stream_name for t in tables if t.tagged and t.stream_name}
         consumers = self._consumers(kinesis, sorted(streams))
         decisions = plan_cleanup(
@@ -189,8 +221,8 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             raise AirflowException(
                 f"confirm must be {CONFIRMATION!r} to delete (got {self.confirm!r}); nothing was deleted"
             )
-        for decision in candidates:
-            if self._delete(dynamodb, kinesis, decision, uses, retention, patterns, result["backups"]):
+        for decision in deletion_order(candidates, tables):
+            if self._delete(dynamodb, kinesis, evidence, decision, uses, retention, patterns, result["backups"]):
                 result["deleted"].append(decision.to_dict())
         self.log.info("Clean-up deleted %d of %d candidates", len(result["deleted"]), len(candidates))
         return result
@@ -236,6 +268,10 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             live_leases=tuple(sorted(shard_id for shard_id, lease in leases.items() if lease.is_held(now))),
             reset_in_progress=marks.live_reset(now) is not None,
             last_activity=last_activity(marks, leases.values(), table.workers().values()),
+            connector_id=marks.connector_id,
+            destination=marks.destination,
+            last_ingest_at=marks.last_ingest_at,
+            stream_arn=marks.stream_arn,
         )
 
     def _migration_facts(self, client: Any, name: str, tags: Mapping[str, str]) -> MigrationTableFacts:
@@ -278,6 +314,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         self,
         dynamodb: Any,
         kinesis: KinesisStreamHook,
+        evidence: _Evidence,
         decision: Decision,
         uses: Sequence[ConnectorUse],
         retention: float,
@@ -293,13 +330,27 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         now = time.time()
         facts = self._table_facts(dynamodb, decision.resource, now)
         if decision.kind == LEASE_TABLE and isinstance(facts, LeaseTableFacts):
-            again = decide_lease_table(facts, uses, now=now, retention_seconds=retention, patterns=patterns)
-            if not again.delete:
-                self.log.warning("Kept %s after all: %s", decision.resource, again.describe())
+            # With the tables it points to: a successor in use keeps it.
+            chain = [evidence.add_to(facts, patterns)]
+            while (following := chain[-1].superseded_by) and len(chain) <= MAX_HOPS:
+                successor = self._table_facts(dynamodb, following, now)
+                if not isinstance(successor, LeaseTableFacts) or any(t.name == following for t in chain):
+                    break
+                chain.append(evidence.add_to(successor, patterns))
+            decided = decide_lease_tables(chain, uses, now=now, retention_seconds=retention, patterns=patterns)
+            mine = next(d for d in decided if d.resource == decision.resource)
+            if not mine.delete:
+                self.log.warning("Kept %s after all: %s", decision.resource, mine.describe())
                 return False
             backup = snapshot(LeaseTable(dynamodb, decision.resource), reason="cleanup")
-            backups[decision.resource] = write_backup(backup.to_json(), backup.file_name, self.backup_dir)
-            self.log.info("Backed up %s to %s", decision.resource, backups[decision.resource])
+            backups[decision.resource] = write_checkpoint_backup(backup, self.backup_dir)
+            self.log.info(
+                "Backed up %s (connector %s, destination %s) to %s",
+                decision.resource,
+                backup.connector_id or "not recorded",
+                backup.destination or "not recorded",
+                backups[decision.resource],
+            )
             delete_table(dynamodb, decision.resource)
             self.log.info("Deleted lease table %s (%s)", decision.resource, decision.rule.value)
             return True
@@ -325,3 +376,86 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             return True
         self.log.warning("Kept %s after all: it changed since the plan", decision.resource)
         return False
+
+
+class _Evidence:
+    """What clean-up reads outside DynamoDB to tell a table in use: stream retention periods and ledger commits.
+
+    Each stream is described once per run; the Snowflake connection is opened on the first ledger
+    read and closed by :meth:`close`. A read that fails is recorded as the reason the table is kept.
+
+    :param kinesis: a boto3 Kinesis client.
+    :param snowflake_conn_id: the Airflow Snowflake connection the ledgers are read through.
+    """
+
+    def __init__(self, kinesis: Any, snowflake_conn_id: str) -> None:
+        self.kinesis = kinesis
+        self.snowflake_conn_id = snowflake_conn_id
+        self._streams: dict[str, tuple[float | None, str | None]] = {}
+        self._connection: Any = None
+        self._connection_problem: str | None = None
+
+    def add_to(self, facts: LeaseTableFacts, patterns: Sequence[str]) -> LeaseTableFacts:
+        """``facts`` with the stream's retention period and the ledger's last commit of its application.
+
+        Only for this provider's tables with a metadata item, in scope: nothing else is decided on them.
+        """
+        if not facts.tagged or facts.application_name is None or not in_scope(facts.application_name, patterns):
+            return facts
+        retention, stream_problem = self._stream_retention(facts.stream_name or "", facts.stream_arn)
+        last_load, ledger_problem = self._last_load(facts.destination, facts.application_name)
+        return replace(
+            facts,
+            stream_retention_seconds=retention,
+            stream_problem=stream_problem,
+            last_load_at=last_load,
+            ledger_problem=ledger_problem,
+        )
+
+    def _stream_retention(self, stream_name: str, stream_arn: str | None) -> tuple[float | None, str | None]:
+        key = stream_arn or stream_name
+        if key not in self._streams:
+            where = {"StreamARN": stream_arn} if stream_arn else {"StreamName": stream_name}
+            try:
+                summary = self.kinesis.describe_stream_summary(**where)["StreamDescriptionSummary"]
+                self._streams[key] = (float(summary["RetentionPeriodHours"]) * 3600, None)
+            except ClientError as err:
+                error = err.response.get("Error", {})
+                problem = f"DescribeStreamSummary of {key} failed: {error.get('Code', '')} {error.get('Message', '')}"
+                self._streams[key] = (None, problem.strip())
+            except BotoCoreError as err:
+                self._streams[key] = (None, f"DescribeStreamSummary of {key} failed: {err}")
+        return self._streams[key]
+
+    def _last_load(self, destination: str | None, application: str) -> tuple[float | None, str | None]:
+        if destination is None:
+            return None, (
+                "its metadata item records no destination (a table of an earlier version, not used by an ingest run "
+                "since), so its ledger cannot be found; an ingest run of its connector records it, or delete the "
+                "table by hand once you know it is unused"
+            )
+        try:
+            target = destination_from_text(destination)
+        except ValueError as err:
+            return None, str(err)
+        connection = self._connect()
+        if connection is None:
+            return None, f"cannot connect to Snowflake through {self.snowflake_conn_id!r}: {self._connection_problem}"
+        try:
+            updated = SnowflakeSink(connection, target).last_ledger_update(application)
+        except Exception as err:  # noqa: BLE001 - any failure means: not known to be idle
+            return None, f"reading the ledger {target.database}.{target.schema}.KINESIS_INGEST_LEDGER failed: {err}"
+        return (updated.timestamp() if updated is not None else None), None
+
+    def _connect(self) -> Any:
+        if self._connection is None and self._connection_problem is None:
+            try:
+                self._connection = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
+            except Exception as err:  # noqa: BLE001 - recorded as the reason tables are kept
+                self._connection_problem = f"{type(err).__name__}: {err}"
+        return self._connection
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

@@ -18,7 +18,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_kinesis_snowflake.backups import read_backup, write_backup
+from airflow_kinesis_snowflake.backups import read_backup, write_checkpoint_backup
 from airflow_kinesis_snowflake.config import validate_application_name
 from airflow_kinesis_snowflake.core.impact import (
     DEFAULT_MAX_RECORDS,
@@ -36,8 +36,11 @@ from airflow_kinesis_snowflake.core.maintenance import (
     ResetMark,
     ResetMode,
     Resolution,
+    RestoreTarget,
+    check_backup_owner,
     clear_reset_mark,
     clear_superseded,
+    connector_applications,
     delete_table,
     hold_leases,
     mark_superseded,
@@ -140,6 +143,8 @@ class ResetConnectorStateOperator(BaseOperator):
     :param connector_id: the connector, recorded in the backup.
     :param application_name: the connector's configured application name (connector file).
     :param stream_name: the Kinesis data stream.
+    :param destination: ``DATABASE.SCHEMA.TABLE`` the connector loads, recorded in the backup
+        (default: what the lease table's metadata item records).
     :param mode: ``new_application_name`` or ``delete_table``.
     :param new_application_name: the new name (mode ``new_application_name``): a DynamoDB table
         name no table has yet, 3-245 characters of letters, digits, ``_``, ``.``, ``-``.
@@ -159,6 +164,7 @@ class ResetConnectorStateOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "application_name",
         "stream_name",
+        "destination",
         "mode",
         "new_application_name",
         "initial_position",
@@ -178,6 +184,7 @@ class ResetConnectorStateOperator(BaseOperator):
         connector_id: str,
         application_name: str,
         stream_name: str,
+        destination: str | None = None,
         mode: str = ResetMode.NEW_APPLICATION_NAME.value,
         new_application_name: str | None = None,
         initial_position: str = InitialPosition.TRIM_HORIZON.value,
@@ -196,6 +203,7 @@ class ResetConnectorStateOperator(BaseOperator):
         self.connector_id = connector_id
         self.application_name = application_name
         self.stream_name = stream_name
+        self.destination = destination
         self.mode = mode
         self.new_application_name = new_application_name
         self.initial_position = initial_position
@@ -297,7 +305,12 @@ class ResetConnectorStateOperator(BaseOperator):
             shards = kinesis.list_shards(self.stream_name)
             impacts = self._estimate(kinesis, shards, table.leases(), new_start)
             self._report(settings.mode, resolution, marks.generation_id, target, None, new_start, impacts)
-            backup = snapshot(table, reason=f"reset-{settings.mode.value}", connector_id=self.connector_id)
+            backup = snapshot(
+                table,
+                reason=f"reset-{settings.mode.value}",
+                connector_id=self.connector_id,
+                destination=optional_text(self.destination),
+            )
             self.log.info(
                 "Dry run: nothing was changed. To reset, trigger again with dry_run false and confirm %r.", current
             )
@@ -321,8 +334,13 @@ class ResetConnectorStateOperator(BaseOperator):
                 marked.append(name)
             self.log.info("Marked connector %s as resetting: ingest runs skip until the reset ends", self.connector_id)
             held = hold_leases(table, owner, hold_seconds=lock, timeout_seconds=settings.lease_wait_timeout_seconds)
-            backup = snapshot(table, reason=f"reset-{settings.mode.value}", connector_id=self.connector_id)
-            location = write_backup(backup.to_json(), backup.file_name, self.backup_dir)
+            backup = snapshot(
+                table,
+                reason=f"reset-{settings.mode.value}",
+                connector_id=self.connector_id,
+                destination=optional_text(self.destination),
+            )
+            location = write_checkpoint_backup(backup, self.backup_dir)
             self.log.info("Backed up the %d leases and checkpoints of %s to %s", len(backup.leases), current, location)
             shards = kinesis.list_shards(self.stream_name)
             impacts = self._estimate(kinesis, shards, {lease.shard_id: lease for lease in backup.leases}, new_start)
@@ -503,9 +521,18 @@ class RestoreCheckpointsOperator(BaseOperator):
     and the current state is backed up first (its location is in the result), so a restore can be
     undone the same way.
 
+    Before anything is written, the backup must be this connector's: one that records another
+    connector, stream or destination than this one's is refused, naming both, and so is one whose
+    lease table now names another connector. A backup that does not record its connector
+    (version 1, or of a table of an earlier version) is accepted only for a lease table
+    provably this connector's: the connector file's, or one its ``superseded_by`` chain reaches or
+    that points into it.
+
     :param connector_id: the connector; a backup of another connector is refused.
     :param application_name: the connector's configured application name (connector file).
     :param stream_name: the Kinesis data stream; a backup of another stream is refused.
+    :param destination: ``DATABASE.SCHEMA.TABLE`` the connector loads; a backup of another
+        destination is refused (None: not checked).
     :param backup: where the backup is: the ``backup_location`` a reset, restore or clean-up returned.
     :param preview_only: only report what would change, change nothing (default; the DAG's ``dry_run``).
     :param confirm: must equal the current application name to act.
@@ -518,6 +545,7 @@ class RestoreCheckpointsOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "application_name",
         "stream_name",
+        "destination",
         "backup",
         "preview_only",
         "confirm",
@@ -535,6 +563,7 @@ class RestoreCheckpointsOperator(BaseOperator):
         application_name: str,
         stream_name: str,
         backup: str,
+        destination: str | None = None,
         preview_only: bool | str = True,
         confirm: str | None = None,
         lease_wait_timeout_seconds: float | str = 600,
@@ -547,6 +576,7 @@ class RestoreCheckpointsOperator(BaseOperator):
         self.connector_id = connector_id
         self.application_name = application_name
         self.stream_name = stream_name
+        self.destination = destination
         self.backup = backup
         self.preview_only = preview_only
         self.confirm = confirm
@@ -567,21 +597,34 @@ class RestoreCheckpointsOperator(BaseOperator):
             backup = CheckpointBackup.from_json(text)
         except MaintenanceError as err:
             raise AirflowException(f"{location}: {err}") from err
-        if backup.stream_name != self.stream_name:
-            raise AirflowException(
-                f"{location} is a backup of stream {backup.stream_name!r}, not of {self.stream_name!r}"
-            )
-        if backup.connector_id is not None and backup.connector_id != self.connector_id:
-            raise AirflowException(
-                f"{location} is a backup of connector {backup.connector_id!r}, not {self.connector_id!r}"
-            )
         return backup
+
+    def _check_owner(self, client: Any, backup: CheckpointBackup) -> None:
+        """Refuse another connector's backup before anything is written (see :func:`check_backup_owner`)."""
+        applications = list(connector_applications(client, self.application_name))
+        marks = read_marks(client, backup.application_name)
+        if marks is not None and backup.application_name not in applications:
+            # An earlier name of this connector (superseded into its chain), or a table naming it.
+            if marks.superseded_by in applications or marks.connector_id == self.connector_id:
+                applications.append(backup.application_name)
+        target = RestoreTarget(
+            connector_id=self.connector_id,
+            stream_name=self.stream_name,
+            applications=tuple(applications),
+            destination=optional_text(self.destination),
+            table_connector_id=marks.connector_id if marks is not None else None,
+        )
+        try:
+            check_backup_owner(backup, target)
+        except MaintenanceError as err:
+            raise AirflowException(f"{self.backup}: {err}") from err
 
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = as_bool(self.preview_only, "preview_only")
         timeout = as_number(self.lease_wait_timeout_seconds, "lease_wait_timeout_seconds")
         backup = self._load()
         client = DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+        self._check_owner(client, backup)
         try:
             resolution = resolve_application(client, self.application_name)
             current: str | None = resolution.active
@@ -660,8 +703,13 @@ class RestoreCheckpointsOperator(BaseOperator):
                 holding.append(
                     (current_table, hold_leases(current_table, owner, hold_seconds=lock, timeout_seconds=timeout))
                 )
-                before = snapshot(current_table, reason="before-restore", connector_id=self.connector_id)
-                result["backup_location"] = write_backup(before.to_json(), before.file_name, self.backup_dir)
+                before = snapshot(
+                    current_table,
+                    reason="before-restore",
+                    connector_id=self.connector_id,
+                    destination=optional_text(self.destination),
+                )
+                result["backup_location"] = write_checkpoint_backup(before, self.backup_dir)
                 self.log.info("Backed up the current state of %s to %s", current, result["backup_location"])
             if target != current and target_table.exists():
                 holding.append(

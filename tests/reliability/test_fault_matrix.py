@@ -4,9 +4,11 @@ Faults are injected at the emulators' boundary (tests/emulators/faults.py): the 
 kills the Spark job (SIGKILL, JVM and Python processes) when a given statement arrives, fails a
 statement, becomes unreachable, or crashes and is started again on its data (as a Snowflake
 service restart loses sessions and open transactions, not committed data); the moto server kills
-the Airflow worker in the middle of the DynamoDB checkpoint. After each fault the DAG is run again
-until it succeeds, and the table is queried: every case must end with every record exactly once
-and the checkpoints at the tips.
+the Airflow worker in the middle of the DynamoDB checkpoint. One case is not a crash but a
+neighbour: the clean-up DAG of another DAG folder, which does not know this connector, deletes
+with no retention asked for right after a batch. After each fault the DAG is run again until it
+succeeds (at least once more), and the table is queried: every case must end with every record
+exactly once and the checkpoints at the tips.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,8 @@ import pytest
 from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
+from tests.integration.test_cleanup_dag import connector as cleanup_connector
+from tests.integration.test_cleanup_dag import dag_folder
 from tests.integration.test_ingest_dag import checkpoints, shard_tips, write_connector
 
 pytestmark = pytest.mark.integration
@@ -42,6 +47,10 @@ class Case:
     aws: list[dict[str, Any]] = field(default_factory=list)
     # Rows the table must hold right after the fault, before any retry (None: not checked).
     rows_after_fault: int | None = None
+    # After a successful first run, the clean-up DAG of another DAG folder deletes what it takes for unused.
+    cleanup_elsewhere: bool = False
+    # Ingest runs at least this many times in all, whether or not the table already looks complete.
+    min_runs: int = 1
 
     @property
     def restarts_snowflake(self) -> bool:
@@ -74,6 +83,8 @@ CASES = [
     Case("Snowflake emulator stopped mid-batch and restarted (after COMMIT)",
          snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "restart", "seconds": 5}],
          rows_after_fault=RECORDS),
+    Case("Clean-up in another folder (retention 0, confirmed) after the batch",
+         cleanup_elsewhere=True, rows_after_fault=RECORDS, min_runs=2),
 ]  # fmt: skip
 
 
@@ -128,6 +139,24 @@ def matrix_lines(rows: list[Outcome]) -> list[str]:
     return lines
 
 
+def cleanup_from_another_folder(dag_env: dict[str, str], tmp_path: Path, stream: str, app: str) -> bool:
+    """Delete with the clean-up DAG of a DAG folder whose one connector reads ``stream`` under another name.
+
+    Scoped to this case's application names, with no retention asked for. True once the run decided
+    on ``app``'s lease table (whatever it decided).
+    """
+    neighbour = f"{app}-neighbour"
+    dag_id = f"cleanup_{uuid.uuid4().hex[:8]}"
+    dag_file = dag_folder(
+        tmp_path / "neighbour",
+        cleanup_connector(neighbour.replace("-", "_"), stream, neighbour, "FM_NEIGHBOUR"),
+        dag_id,
+    )
+    conf = {"dry_run": False, "confirm": "DELETE", "retention_days": 0, "application_name_patterns": [f"{app}*"]}
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "cleanup.log", conf=json.dumps(conf))
+    return proc.returncode == 0 and f"lease-table {app} [" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_record_exactly_once_after_the_fault(
     case: Case,
@@ -169,6 +198,8 @@ def test_every_record_exactly_once_after_the_fault(
                 )  # fmt: skip
             code = proc.wait(timeout=600)
         fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
+        if case.cleanup_elsewhere and code == 0:
+            fired = cleanup_from_another_folder(dag_env, tmp_path, name, app)
     finally:
         emulators.inject_snowflake_faults([])
         emulators.inject_kinesis_faults([])
@@ -185,16 +216,16 @@ def test_every_record_exactly_once_after_the_fault(
         time.sleep(LEASE_SECONDS + 1)  # leases the failed worker may still hold expire
     runs = 1
     retry_failure = None
-    while runs < 4 and not (
-        query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(RECORDS,)]
-        and checkpoints(emulators, app) == shard_tips(kinesis, name)
+    while runs < 4 and (
+        runs < case.min_runs
+        or query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") != [(RECORDS,)]
+        or checkpoints(emulators, app) != shard_tips(kinesis, name)
     ):
         retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
         runs += 1
         if retry.returncode != 0:
             retry_failure = (retry.stdout + retry.stderr)[-4000:]
             break
-
     ids = [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table}")]
     outcome = Outcome(
         case=case.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,24 @@ def test_semi_structured_columns_load_as_values_not_as_text(emulators: Emulators
     ) == [("Berlin", 13.4, "a", 1, "shard-1")]
     # A JSON string stays a string value (a VARIANT reads back as its JSON text).
     assert query(emulators, f"SELECT ADDRESS, TAGS FROM {fqn} WHERE ID = 2") == [('"just a string"', "[]")]
+
+
+def test_last_ledger_update_is_the_latest_commit_of_an_application_in_any_generation(
+    emulators: Emulators, sink: SnowflakeSink, tmp_path: Path
+) -> None:
+    app = unique("ledger-app")
+    assert sink.last_ledger_update(app) is None
+    for generation, batch in (("g1", "b1"), ("g2", "b2")):
+        stage_rows(sink, tmp_path, f"{app}/{batch}/a1", [1])
+        sink.commit_batch(
+            application_name=app, generation_id=generation, batch_id=batch, stage_dir=f"{app}/{batch}/a1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("1")}, rows=1, failures=0, columns=(),
+        )  # fmt: skip
+    for generation, stamp in (("g1", "2026-03-01 10:00:00 +00:00"), ("g2", "2026-02-01 10:00:00 +00:00")):
+        query(
+            emulators,
+            f"UPDATE {sink.ledger} SET UPDATED_AT = '{stamp}'::TIMESTAMP_TZ "
+            f"WHERE APPLICATION_NAME = '{app}' AND GENERATION_ID = '{generation}'",
+        )
+    assert sink.last_ledger_update(app) == datetime(2026, 3, 1, 10, tzinfo=UTC)
+    assert sink.last_ledger_update(unique("other-app")) is None

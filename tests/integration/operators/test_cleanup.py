@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_kinesis_snowflake.core.leases import LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable, StartPosition
 from airflow_kinesis_snowflake.core.maintenance import (
     CheckpointBackup,
     ResetMark,
@@ -21,16 +21,20 @@ from airflow_kinesis_snowflake.core.maintenance import (
     set_reset_mark,
 )
 from airflow_kinesis_snowflake.core.migration import LegacyMigration, MigrationState
+from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.shards import list_shards
+from airflow_kinesis_snowflake.core.snowflake_sink import SinkObjects, support_objects_ddl
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
-from tests.conftest import create_stream, put_json
+from tests.conftest import create_stream, put_json, query
 from tests.emulators import Emulators
 
 pytestmark = pytest.mark.integration
 
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
 OLD = datetime.now(UTC) - timedelta(days=30)
+# Where the connectors of these tables load; its schema holds their ledger.
+DESTINATION = Destination("ANALYTICS", "RAW", "CLEANUP_EVENTS")
 
 
 @dataclass
@@ -40,6 +44,7 @@ class World:
     dynamodb: Any
     kinesis: Any
     connectors: list[dict[str, str]]
+    emulators: Emulators | None = None
 
     def name(self, short: str) -> str:
         return f"{self.prefix}{short}"
@@ -52,11 +57,42 @@ class World:
         return {c["ConsumerName"] for c in self.kinesis.list_stream_consumers(StreamARN=arn)["Consumers"]}
 
 
-def lease_table(world: World, short: str, *, old: bool = True) -> LeaseTable:
-    """A lease table with one checkpointed shard; ``old`` dates every activity 30 days back."""
+def identify(world: World, name: str, **attributes: dict[str, str]) -> None:
+    """Set attributes of a lease table's metadata item, as the ingestion records who uses the table."""
+    world.dynamodb.update_item(
+        TableName=name,
+        Key={KEY_ATTRIBUTE: {"S": METADATA_KEY}},
+        UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in attributes),
+        ExpressionAttributeNames={f"#{k}": k for k in attributes},
+        ExpressionAttributeValues={f":{k}": v for k, v in attributes.items()},
+    )
+
+
+def ledger_commit(world: World, application: str, destination: Destination = DESTINATION) -> None:
+    """A row of the exactly-once ledger, committed now, as a batch of ``application`` leaves it."""
+    assert world.emulators is not None
+    query(
+        world.emulators,
+        f"INSERT INTO {SinkObjects.for_destination(destination).ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, "
+        f"SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, BATCH_ID) VALUES ('{application}', 'g', 'shardId-000000000000', "
+        "'1', 0, 'b')",
+    )
+
+
+def lease_table(world: World, short: str, *, old: bool = True, destination: str | None = None) -> LeaseTable:
+    """A lease table with one checkpointed shard; ``old`` dates every activity 30 days back.
+
+    Its metadata item names its connector and destination, as ingest runs record them.
+    """
     name = world.name(short)
     table = LeaseTable(world.dynamodb, name)
     table.create(stream_name=world.stream, application_name=name)
+    identify(
+        world,
+        name,
+        connector_id={"S": short},
+        destination={"S": destination or f"{DESTINATION.database}.{DESTINATION.schema}.{DESTINATION.table}"},
+    )
     table.sync_shards(list_shards(world.kinesis, world.stream), TRIM)
     lease = table.take(next(iter(table.leases().values())), "batch", 60)
     assert lease is not None
@@ -108,7 +144,12 @@ def world(aws_connections: Emulators) -> World:
     kinesis = create_stream(aws_connections, stream, 1)
     put_json(kinesis, stream, [{"id": 1}])
     dynamodb = aws_connections.boto3_client("dynamodb")
-    world = World(prefix, stream, dynamodb, kinesis, [])
+    for ddl in support_objects_ddl(DESTINATION):
+        if ddl.kind == "ledger":
+            query(aws_connections, f"CREATE DATABASE IF NOT EXISTS {DESTINATION.database}")
+            query(aws_connections, f"CREATE SCHEMA IF NOT EXISTS {DESTINATION.database}.{DESTINATION.schema}")
+            query(aws_connections, ddl.sql)
+    world = World(prefix, stream, dynamodb, kinesis, [], aws_connections)
     world.connectors = [
         {
             "connector_id": "a",
@@ -137,6 +178,8 @@ def world(aws_connections: Emulators) -> World:
     mark_superseded(dynamodb, world.name("dx"), by=world.name("d1"), now=OLD.timestamp())
     lease_table(world, "e", old=False)
     lease_table(world, "orphan")
+    lease_table(world, "sx")  # an earlier name of the orphan's connector, long gone
+    mark_superseded(dynamodb, world.name("sx"), by=world.name("orphan"), now=OLD.timestamp())
     lease_table(world, "recent", old=False)
     live = lease_table(world, "live")
     assert live.take(next(iter(live.leases().values())), "batch/now", 600) is not None
@@ -191,7 +234,9 @@ EXPECTED = {
     ("lease-table", "a"): "active-application",
     ("lease-table", "d0"): "configured-application",
     ("lease-table", "d1"): "active-application",
-    ("lease-table", "dx"): "superseded-lease-table",
+    # An earlier name of d: clean-up cannot tell it from a connector file's pointer to d1 in another folder.
+    ("lease-table", "dx"): "points-to-live-table",
+    ("lease-table", "sx"): "superseded-lease-table",
     ("lease-table", "e"): "active-application",
     ("lease-table", "orphan"): "orphaned-lease-table",
     ("lease-table", "recent"): "within-retention",
@@ -208,7 +253,7 @@ EXPECTED = {
     ("fan-out-consumer", "lambda-reader"): "unknown-consumer",
 }
 DELETED = {
-    ("lease-table", "dx"),
+    ("lease-table", "sx"),
     ("lease-table", "orphan"),
     ("migration-table", "kcl-done_migration"),
     ("fan-out-consumer", "a"),
@@ -222,7 +267,7 @@ def test_a_dry_run_lists_every_candidate_with_its_rule_and_deletes_nothing(world
     assert rules(result, world) == EXPECTED
     assert {(d["kind"], d["resource"].removeprefix(world.prefix)) for d in result["candidates"]} == DELETED
     assert result["deleted"] == []
-    assert all(world.exists(short) for short in ("dx", "orphan", "kcl-done_migration"))
+    assert all(world.exists(short) for short in ("sx", "orphan", "kcl-done_migration"))
     assert world.consumers() == {world.name(c) for c in ("a", "orphan", "e", "recent", "lambda-reader")}
     assert list(tmp_path.iterdir()) == []
 
@@ -236,14 +281,21 @@ def test_deleting_needs_confirmation_then_removes_only_the_candidates_after_a_ba
 
     result = cleanup(world, tmp_path, preview_only="false", confirm="DELETE")
     assert {(d["kind"], d["resource"].removeprefix(world.prefix)) for d in result["deleted"]} == DELETED
-    for short in ("dx", "orphan", "kcl-done_migration"):
+    for short in ("sx", "orphan", "kcl-done_migration"):
         assert not world.exists(short)
-    for short in ("a", "d0", "d1", "e", "recent", "live", "resetting", "untagged", "kcl-done", "kcl-copied_migration"):
+    kept = ("a", "d0", "d1", "dx", "e", "recent", "live", "resetting", "untagged", "kcl-done", "kcl-copied_migration")
+    for short in kept:
         assert world.exists(short), short
     assert world.consumers() == {world.name(c) for c in ("e", "recent", "lambda-reader")}
     # Checkpoints first: each deleted lease table's backup restores what it held.
     orphan = CheckpointBackup.from_json(Path(result["backups"][world.name("orphan")]).read_text())
     assert (orphan.application_name, orphan.reason) == (world.name("orphan"), "cleanup")
+    # Whose progress it is, as the table recorded it: a restore of another connector refuses it.
+    assert (orphan.connector_id, orphan.destination, orphan.stream_name) == (
+        "orphan",
+        "ANALYTICS.RAW.CLEANUP_EVENTS",
+        world.stream,
+    )
     assert orphan.checkpoints() == {"shardId-000000000000": {"sequence_number": "1", "sub_sequence_number": 0}}
     copy = json.loads(Path(result["backups"][world.name("kcl-done_migration")]).read_text())
     assert copy["migration_of"] == world.name("kcl-done")
@@ -269,4 +321,54 @@ def test_retention_and_patterns_come_from_the_trigger_form(world: World, tmp_pat
         region_name="us-east-1",
     ).execute(context={})
     assert rules(narrowed, world)[("lease-table", "orphan")] == "orphaned-lease-table"
-    assert rules(narrowed, world)[("lease-table", "dx")] == "out-of-scope"
+    assert rules(narrowed, world)[("lease-table", "sx")] == "out-of-scope"
+
+
+def test_tables_in_use_by_connectors_this_clean_up_does_not_know_are_kept(world: World, tmp_path: Path) -> None:
+    """No connector of this DAG folder names these tables; the tables and the ledger say they are in use."""
+    lease_table(world, "elsewhere", old=False)  # checkpointed minutes ago by another folder's connector
+    lease_table(world, "pointer")  # that connector's file names this one; a reset made "elsewhere" active
+    mark_superseded(world.dynamodb, world.name("pointer"), by=world.name("elsewhere"), now=OLD.timestamp())
+    lease_table(world, "loaded")  # its DynamoDB checkpoint writes failed, but its batches commit
+    ledger_commit(world, world.name("loaded"))
+    lease_table(world, "ran")
+    identify(world, world.name("ran"), last_ingest_at={"N": str(time.time() - 3600)})
+    lease_table(world, "no-ledger", destination="ANALYTICS.NO_SUCH_SCHEMA.EVENTS")
+    lease_table(world, "legacy")  # created before tables recorded their destination
+    world.dynamodb.update_item(
+        TableName=world.name("legacy"),
+        Key={KEY_ATTRIBUTE: {"S": METADATA_KEY}},
+        UpdateExpression="REMOVE destination, connector_id",
+    )
+    lease_table(world, "lost-stream")
+    identify(
+        world,
+        world.name("lost-stream"),
+        stream_arn={"S": f"arn:aws:kinesis:us-east-1:123456789012:stream/{world.prefix}gone"},
+    )
+
+    # Asked to keep nothing beyond its last use: the stream's own retention (24 hours) still applies.
+    result = cleanup(world, tmp_path, retention_days=0, preview_only=False, confirm="DELETE")
+    decided = rules(result, world)
+    assert {short: decided[("lease-table", short)] for short in (
+        "elsewhere", "pointer", "loaded", "ran", "no-ledger", "legacy", "lost-stream", "orphan", "sx",
+    )} == {
+        "elsewhere": "within-retention",
+        "pointer": "points-to-live-table",
+        "loaded": "recent-load",
+        "ran": "recent-ingest-run",
+        "no-ledger": "ledger-unreadable",
+        "legacy": "ledger-unreadable",
+        "lost-stream": "stream-unknown",
+        "orphan": "orphaned-lease-table",
+        "sx": "superseded-lease-table",
+    }  # fmt: skip
+    for short in ("elsewhere", "pointer", "loaded", "ran", "no-ledger", "legacy", "lost-stream"):
+        assert world.exists(short), short
+    assert not world.exists("orphan") and not world.exists("sx")
+    # Each kept table says why, in the log and the result.
+    details = {d["resource"].removeprefix(world.prefix): d["detail"] for d in result["kept"]}
+    assert f"the retention period of stream '{world.stream}'" in details["elsewhere"]
+    assert "records no destination" in details["legacy"]
+    assert "NO_SUCH_SCHEMA" in details["no-ledger"]
+    assert "ResourceNotFoundException" in details["lost-stream"]

@@ -15,6 +15,8 @@ from airflow_kinesis_snowflake.core.leases import (
     APPLICATION_TAG,
     CREATED_BY,
     CREATED_BY_TAG,
+    KEY_ATTRIBUTE,
+    METADATA_KEY,
     LeaseTable,
     StartPosition,
 )
@@ -25,6 +27,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     read_marks,
     resolve_application,
     set_reset_mark,
+    snapshot,
     table_tags,
 )
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
@@ -395,16 +398,74 @@ def test_restore_refuses_a_backup_of_another_stream_or_connector(connector: Conn
     document = json.loads(Path(done["backup_location"]).read_text())
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text(json.dumps(document | {"stream_name": "clicks"}))
-    with pytest.raises(AirflowException, match="backup of stream 'clicks'"):
+    with pytest.raises(AirflowException, match="stream 'clicks' in the backup"):
         restore(connector, tmp_path, str(elsewhere))
     elsewhere.write_text(json.dumps(document | {"connector_id": "payments"}))
-    with pytest.raises(AirflowException, match="backup of connector 'payments'"):
+    with pytest.raises(AirflowException, match="connector 'payments' in the backup, 'orders' for the connector"):
         restore(connector, tmp_path, str(elsewhere))
     elsewhere.write_text("{}")
     with pytest.raises(AirflowException, match="not a checkpoint backup"):
         restore(connector, tmp_path, str(elsewhere))
     with pytest.raises(AirflowException, match="cannot read the backup"):
         restore(connector, tmp_path, str(tmp_path / "missing.json"))
+
+
+def test_restore_refuses_another_connectors_backup_before_any_write(connector: Connector, tmp_path: Path) -> None:
+    # Connector "clicks" reads the same stream through its own lease table, from another DAG folder.
+    clicks = unique("clicks-app")
+    table = connector.table(clicks)
+    table.create(stream_name=connector.stream, application_name=clicks)
+    table.sync_shards(list_shards(connector.kinesis, connector.stream), TRIM)
+    connector.advance(clicks, 6)
+    # Its clean-up backup, from before backups recorded their owner (the table did not record it either).
+    legacy = tmp_path / "clicks-legacy.json"
+    document = snapshot(table, reason="cleanup").to_dict() | {"version": 1}
+    legacy.write_text(json.dumps({k: v for k, v in document.items() if k not in ("destination", "stream_arn")}))
+    theirs, mine = connector.items(clicks), connector.items()
+    for dry_run in (True, False):
+        with pytest.raises(AirflowException) as refused:
+            restore(connector, tmp_path, str(legacy), preview_only=dry_run, confirm=connector.app)
+        message = str(refused.value)
+        assert f"'{clicks}' is not one of connector orders's lease tables ({connector.app})" in message
+        assert "does not record its connector (version 1" in message
+    assert (connector.items(clicks), connector.items()) == (theirs, mine)
+    assert resolve_application(connector.dynamodb, connector.app).active == connector.app
+
+    # Once its table records its owner, every backup of it says so, and the refusal names both sides.
+    connector.dynamodb.update_item(
+        TableName=clicks,
+        Key={KEY_ATTRIBUTE: {"S": METADATA_KEY}},
+        UpdateExpression="SET connector_id = :c, destination = :d",
+        ExpressionAttributeValues={":c": {"S": "clicks"}, ":d": {"S": "ANALYTICS.RAW.CLICKS"}},
+    )
+    theirs = connector.items(clicks)
+    recorded = tmp_path / "clicks.json"
+    recorded.write_text(snapshot(table, reason="cleanup").to_json())
+    with pytest.raises(AirflowException) as refused:
+        restore(
+            connector,
+            tmp_path,
+            str(recorded),
+            destination="ANALYTICS.RAW.ORDERS",
+            preview_only=False,
+            confirm=connector.app,
+        )
+    message = str(refused.value)
+    assert "connector 'clicks' in the backup, 'orders' for the connector" in message
+    assert "destination ANALYTICS.RAW.CLICKS in the backup, ANALYTICS.RAW.ORDERS for the connector" in message
+    assert (connector.items(clicks), connector.items()) == (theirs, mine)
+
+
+def test_an_old_backup_of_the_connectors_own_table_is_still_restored(connector: Connector, tmp_path: Path) -> None:
+    original = connector.checkpoints()
+    done = reset(connector, tmp_path, mode="delete_table", preview_only=False, confirm=connector.app)
+    document = json.loads(Path(done["backup_location"]).read_text()) | {"version": 1, "connector_id": None}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({k: v for k, v in document.items() if k not in ("destination", "stream_arn")}))
+    restore(
+        connector, tmp_path, str(old), destination="ANALYTICS.RAW.ORDERS", preview_only=False, confirm=connector.app
+    )
+    assert connector.checkpoints() == original
 
 
 def test_backups_go_to_any_object_storage_url(connector: Connector) -> None:

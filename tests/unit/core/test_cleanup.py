@@ -18,7 +18,9 @@ from airflow_kinesis_snowflake.core.cleanup import (
     Rule,
     decide_consumer,
     decide_lease_table,
+    decide_lease_tables,
     decide_migration_table,
+    deletion_order,
     in_scope,
     plan_cleanup,
 )
@@ -37,12 +39,15 @@ CONNECTORS = (ORDERS, PAYMENTS)
 
 
 def table(name: str, **kwargs: object) -> LeaseTableFacts:
+    """An idle table: last used 30 days ago, on a stream keeping records 24 hours, no ledger commit."""
     facts = LeaseTableFacts(
         name=name,
         tags={**TAGS, APPLICATION_TAG: name},
         application_name=name,
         stream_name="orders",
         last_activity=NOW - 30 * DAY,
+        destination="ANALYTICS.RAW.ORDERS",
+        stream_retention_seconds=DAY,
     )
     return replace(facts, **kwargs)  # type: ignore[arg-type]
 
@@ -146,6 +151,70 @@ def test_a_finished_migrations_copy_is_leftover() -> None:
     assert decision.application_name == "legacy-app"
 
 
+def test_the_retention_is_never_shorter_than_the_streams() -> None:
+    # Asked for no retention at all, on a stream that keeps a week: a table used 2 days ago stays.
+    facts = table("elsewhere-app", last_activity=NOW - 2 * DAY, stream_retention_seconds=WEEK)
+    decision = decide_lease_table(facts, CONNECTORS, now=NOW, retention_seconds=0)
+    assert decision.rule is Rule.WITHIN_RETENTION and not decision.delete
+    assert "the retention period of stream 'orders'" in decision.detail and "7.0 days" in decision.detail
+    # Past the stream's retention too, it goes.
+    gone = decide_lease_table(replace(facts, last_activity=NOW - 8 * DAY), CONNECTORS, now=NOW, retention_seconds=0)
+    assert gone.rule is Rule.ORPHANED_LEASE_TABLE
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rule", "says"),
+    [
+        ({"last_ingest_at": NOW - DAY, "connector_id": "clicks"}, Rule.RECENT_INGEST_RUN, "connector clicks"),
+        ({"last_load_at": NOW - 3600}, Rule.RECENT_LOAD, "ledger of ANALYTICS.RAW.ORDERS"),
+        (
+            {"stream_retention_seconds": None, "stream_problem": "ResourceNotFoundException"},
+            Rule.STREAM_UNKNOWN,
+            "ResourceNotFoundException",
+        ),
+        (
+            {"ledger_problem": "reading the ledger ANALYTICS.RAW.KINESIS_INGEST_LEDGER failed: no such table"},
+            Rule.LEDGER_UNREADABLE,
+            "no such table",
+        ),
+    ],
+    ids=["recent-ingest-run", "recent-ledger-commit", "stream-unknown", "ledger-unreadable"],
+)
+def test_a_table_no_connector_here_names_is_kept_while_in_use_elsewhere_or_unknown(
+    kwargs: dict[str, object], rule: Rule, says: str
+) -> None:
+    # Old checkpoints, and no connector of this DAG folder names it: what the table and the ledger say decides.
+    decision = decide(table("elsewhere-app", **kwargs))
+    assert decision.rule is rule and not decision.delete
+    assert says in decision.detail
+
+
+def test_an_old_ledger_commit_does_not_keep_a_table() -> None:
+    decision = decide(table("old-app", last_load_at=NOW - 20 * DAY, last_ingest_at=NOW - 20 * DAY))
+    assert decision.rule is Rule.ORPHANED_LEASE_TABLE
+    assert "last ledger commit 20.0 days ago" in decision.detail
+
+
+def test_a_superseded_table_is_kept_while_the_table_it_points_to_is() -> None:
+    # Another folder's connector, reset to a new name: its configured table points to the active one.
+    pointer = table("clicks-app", superseded_by="clicks-v2")
+    active = table("clicks-v2", last_activity=NOW - 3600)
+    kept = decide_lease_tables([pointer, active], CONNECTORS, now=NOW, retention_seconds=WEEK)
+    assert [(d.resource, d.rule) for d in kept] == [
+        ("clicks-app", Rule.POINTS_TO_LIVE_TABLE),
+        ("clicks-v2", Rule.WITHIN_RETENTION),
+    ]
+    assert "lease table 'clicks-v2' it leads to is kept [within-retention]" in kept[0].detail
+    # Both idle: both go, the active one first so that a pointer is never left to a table in use.
+    idle = replace(active, last_activity=NOW - 30 * DAY)
+    plan = decide_lease_tables([pointer, idle], CONNECTORS, now=NOW, retention_seconds=WEEK)
+    assert [(d.resource, d.rule) for d in plan] == [
+        ("clicks-app", Rule.SUPERSEDED_LEASE_TABLE),
+        ("clicks-v2", Rule.ORPHANED_LEASE_TABLE),
+    ]
+    assert [d.resource for d in deletion_order(plan, [pointer, idle])] == ["clicks-v2", "clicks-app"]
+
+
 @pytest.mark.parametrize(
     ("facts", "rule"),
     [
@@ -242,3 +311,11 @@ def test_rules_that_delete() -> None:
         Rule.UNUSED_FAN_OUT_CONSUMER,
         Rule.NOT_ENHANCED_FAN_OUT,
     }
+
+
+def test_what_is_known_to_keep_a_table_is_said_before_what_is_unknown() -> None:
+    unknown_stream = {"stream_retention_seconds": None, "stream_problem": "AccessDeniedException"}
+    assert decide(table("old-app", last_activity=NOW - DAY, **unknown_stream)).rule is Rule.WITHIN_RETENTION
+    assert decide(table("orders-app", **unknown_stream)).rule is Rule.ACTIVE_APPLICATION
+    unreadable = {"ledger_problem": "cannot connect to Snowflake"}
+    assert decide(table("old-app", last_ingest_at=NOW - DAY, **unreadable)).rule is Rule.RECENT_INGEST_RUN

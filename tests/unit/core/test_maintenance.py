@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -20,7 +21,9 @@ from airflow_kinesis_snowflake.core.maintenance import (
     CheckpointBackup,
     MaintenanceError,
     ResetMark,
+    RestoreTarget,
     TableMarks,
+    check_backup_owner,
     last_activity,
     lease_from_dict,
     lease_to_dict,
@@ -58,6 +61,8 @@ def backup() -> CheckpointBackup:
         leases=LEASES,
         connector_id="orders",
         superseded_by=None,
+        destination="ANALYTICS.RAW.ORDERS",
+        stream_arn="arn:aws:kinesis:us-east-1:123456789012:stream/orders",
     )
 
 
@@ -107,7 +112,7 @@ def test_lease_dict_round_trip() -> None:
     ("change", "message"),
     [
         ({"format": "something-else"}, "not a checkpoint backup"),
-        ({"version": 2}, "version 2"),
+        ({"version": 3}, "version 3 is not one of 1, 2"),
         ({"leases": [{"shard_id": "s"}]}, "incomplete or malformed"),
         ({"created_at": "yesterday"}, "incomplete or malformed"),
     ],
@@ -116,6 +121,88 @@ def test_a_malformed_backup_is_refused_with_the_reason(change: dict[str, object]
     document = backup().to_dict() | change
     with pytest.raises(MaintenanceError, match=message):
         CheckpointBackup.from_dict(document)
+
+
+def test_a_backup_records_whose_progress_it_is() -> None:
+    document = json.loads(backup().to_json())
+    assert {k: document[k] for k in ("version", "connector_id", "application_name", "stream_name", "destination")} == {
+        "version": 2,
+        "connector_id": "orders",
+        "application_name": "orders-app",
+        "stream_name": "orders",
+        "destination": "ANALYTICS.RAW.ORDERS",
+    }
+    again = CheckpointBackup.from_json(backup().to_json())
+    assert (again.connector_id, again.destination, again.stream_arn, again.version) == (
+        "orders",
+        "ANALYTICS.RAW.ORDERS",
+        "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
+        2,
+    )
+
+
+def test_a_version_1_backup_is_read_with_its_owner_unknown() -> None:
+    document = backup().to_dict() | {"version": 1, "connector_id": None}
+    del document["destination"], document["stream_arn"]
+    old = CheckpointBackup.from_dict(document)
+    assert (old.version, old.connector_id, old.destination, old.application_name) == (1, None, None, "orders-app")
+
+
+ORDERS_TARGET = RestoreTarget(
+    connector_id="orders", stream_name="orders", applications=("orders-app",), destination="ANALYTICS.RAW.ORDERS"
+)
+
+
+def test_a_backup_of_this_connector_is_accepted() -> None:
+    check_backup_owner(backup(), ORDERS_TARGET)
+    # Destinations are unquoted identifiers: case does not matter.
+    check_backup_owner(backup(), replace(ORDERS_TARGET, destination="analytics.raw.orders"))
+    # Of a table clean-up removed since (not on the chain any more): its connector says whose it is.
+    check_backup_owner(replace(backup(), application_name="orders-v0"), ORDERS_TARGET)
+
+
+@pytest.mark.parametrize(
+    ("change", "target", "says"),
+    [
+        (
+            {"connector_id": "clicks"},
+            {},
+            "connector 'clicks' in the backup, 'orders' for the connector",
+        ),
+        (
+            {"destination": "ANALYTICS.RAW.CLICKS"},
+            {},
+            "destination ANALYTICS.RAW.CLICKS in the backup, ANALYTICS.RAW.ORDERS for the connector",
+        ),
+        ({"stream_name": "clicks"}, {}, "stream 'clicks' in the backup, 'orders' for the connector"),
+        (
+            {},
+            {"table_connector_id": "clicks"},
+            "lease table 'orders-app' now belongs to connector 'clicks', not 'orders'",
+        ),
+    ],
+    ids=["connector", "destination", "stream", "table-owner"],
+)
+def test_a_backup_of_another_connector_is_refused_naming_both(
+    change: dict[str, object], target: dict[str, object], says: str
+) -> None:
+    with pytest.raises(MaintenanceError, match="is not one of connector orders") as refused:
+        check_backup_owner(replace(backup(), **change), replace(ORDERS_TARGET, **target))  # type: ignore[arg-type]
+    assert says in str(refused.value)
+    assert "Nothing was changed" in str(refused.value)
+
+
+def test_a_backup_that_does_not_say_whose_it_is_needs_a_table_of_this_connector() -> None:
+    # A clean-up backup of another connector's table, written before backups recorded their owner.
+    unknown = replace(backup(), application_name="clicks-app", connector_id=None, destination=None, version=1)
+    with pytest.raises(MaintenanceError) as refused:
+        check_backup_owner(unknown, ORDERS_TARGET)
+    message = str(refused.value)
+    assert "does not record its connector (version 1" in message
+    assert "'clicks-app' is not one of connector orders's lease tables (orders-app)" in message
+    assert '"connector_id": "orders", "destination": "ANALYTICS.RAW.ORDERS"' in message
+    # The same backup of this connector's own table is restored as before.
+    check_backup_owner(replace(unknown, application_name="orders-app"), ORDERS_TARGET)
 
 
 def test_a_backup_that_is_not_json_is_refused() -> None:
