@@ -11,8 +11,8 @@ batch has for it (nulls say nothing and are skipped):
 =======================================  =================  ==========================================
 values                                   column type        note
 =======================================  =================  ==========================================
-integers (within 64 bits)                ``NUMBER(38,0)``
-floats, or integers mixed with floats    ``FLOAT``          integers beyond 64 bits too
+integers of up to 38 digits              ``NUMBER(38,0)``
+floats, or integers mixed with floats    ``FLOAT``          integers beyond 38 digits too
 ``true`` / ``false``                     ``BOOLEAN``
 ISO 8601 date-time strings               ``TIMESTAMP_TZ``   only if every string is one (below)
 other strings                            ``VARCHAR``
@@ -68,7 +68,10 @@ MAX_TRACKED_KEYS = 1000
 # Destination types this connector never alters.
 NEVER_EVOLVED = frozenset({"ICEBERG", "INTERACTIVE"})
 
-_INT64 = (-(2**63), 2**63 - 1)
+# NUMBER(38,0) holds every integer of up to 38 digits; Snowflake reads a longer one as a double.
+_NUMBER_38_0 = (-(10**38) + 1, 10**38 - 1)
+# orjson reads an integer beyond 64 bits as a float; a float of this magnitude may be one.
+_WIDE = 2.0**63
 _TIMESTAMP = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?",
     re.ASCII,
@@ -146,7 +149,7 @@ def json_type(value: Any) -> JsonType | None:
     if isinstance(value, bool):
         return JsonType.BOOLEAN
     if isinstance(value, int):
-        return JsonType.INTEGER if _INT64[0] <= value <= _INT64[1] else JsonType.FLOAT
+        return JsonType.INTEGER if _NUMBER_38_0[0] <= value <= _NUMBER_38_0[1] else JsonType.FLOAT
     if isinstance(value, float):
         return JsonType.FLOAT
     if isinstance(value, str):
@@ -246,6 +249,17 @@ def _parsed(record: KinesisRecord) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _exact(record: KinesisRecord, obj: dict[str, Any], key: str) -> Any:
+    """The value of ``key`` as :mod:`json` reads it, where orjson may have widened an integer to a float."""
+    value = obj[key]
+    if type(value) is float and not -_WIDE < value < _WIDE:
+        try:
+            return parse_payload(record.data)[key]
+        except (ParseError, RecursionError):  # orjson read it; keep what orjson read
+            return value
+    return value
+
+
 def summarize(records: Iterable[KinesisRecord], columns: ColumnMap, *, max_keys: int = MAX_TRACKED_KEYS) -> KeySummary:
     """The unknown keys of ``records`` with their values' type, and the NOT NULL columns they leave empty.
 
@@ -279,7 +293,7 @@ def summarize(records: Iterable[KinesisRecord], columns: ColumnMap, *, max_keys:
                     continue
                 stats = summary.keys[fold] = KeyStats(key)
             if stats.type is not JsonType.VARIANT:
-                stats.type = widen(stats.type, json_type(obj[key]))
+                stats.type = widen(stats.type, json_type(_exact(record, obj, key)))
         for name, filled_by in present:
             if filled_by is None or obj[filled_by] is None:
                 summary.missing.add(name)

@@ -38,6 +38,8 @@ _TEXT_TYPES = {"VARCHAR", "TEXT", "STRING", "CHAR", "CHARACTER"}
 _SEMI_STRUCTURED = {"VARIANT", "OBJECT", "ARRAY"}
 _TIMESTAMP_TYPES = {"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "DATETIME"}
 _INT64 = (-(2**63), 2**63 - 1)
+# Every integer of this many digits fits int64; NUMBER(p,0) of a wider precision is written as decimal.
+_INT64_DIGITS = 18
 # Room for NUMBER(38, s) plus a carry; the default context holds only 28 digits.
 _DECIMAL_CONTEXT = Context(prec=40)
 
@@ -59,10 +61,19 @@ class TableColumn:
 
 
 def arrow_type(column: TableColumn) -> pa.DataType:
-    """The Parquet/Arrow type a column's values are written as."""
+    """The Parquet/Arrow type a column's values are written as.
+
+    A whole-number column is written as int64 only when its declared precision fits 64 bits
+    (NUMBER(18,0) and narrower). NUMBER(38,0), the default, and its synonyms INT, INTEGER, BIGINT,
+    SMALLINT, TINYINT and BYTEINT hold 38 digits on Snowflake: they are written as decimal128(38, 0),
+    which Snowflake's Parquet COPY loads into any NUMBER column exactly.
+    """
     base = column.base_type
-    if base in _INTEGER_TYPES or (base in _NUMBER_TYPES and column.numeric_scale == 0):
+    whole = base in _INTEGER_TYPES or (base in _NUMBER_TYPES and column.numeric_scale == 0)
+    if whole and column.numeric_precision is not None and column.numeric_precision <= _INT64_DIGITS:
         return pa.int64()
+    if whole:
+        return pa.decimal128(38, 0)
     if base in _NUMBER_TYPES:
         return pa.decimal128(38, column.numeric_scale)
     if base in _FLOAT_TYPES:
@@ -119,7 +130,10 @@ def coerce(value: Any, column: TableColumn) -> Any:
             raise ValueError(f"number {value!r} has too many digits for NUMBER({column.numeric_precision},0)")
         return as_int
     if pa.types.is_decimal(target):
-        number = _number(value, base, "a number")
+        whole = column.numeric_scale == 0
+        number = _number(value, base, "a whole number" if whole else "a number")
+        if whole and number != number.to_integral_value():
+            raise ValueError(f"expected a whole number for {base}, got {value!r}")
         precision = column.numeric_precision or 38
         too_long = ValueError(f"number {value!r} has too many digits for NUMBER({precision},{column.numeric_scale})")
         # Checked before rounding (so quantize cannot overflow its context) and after (99.999 rounds

@@ -8,6 +8,10 @@
 * MATCH_BY_COLUMN_NAME of a Parquet string column into a VARIANT, OBJECT or ARRAY column: Snowflake
   loads the string as a VARIANT string; fakesnow 0.12 lets DuckDB parse it as JSON, which hides
   the need for PARSE_JSON.
+* Integer columns: Snowflake's ``NUMBER(38,0)`` (and ``NUMBER``, ``INT``, ``INTEGER``, ``BIGINT``,
+  ``SMALLINT``, ``TINYINT``, ``BYTEINT``, all synonyms of it) holds any integer of up to 38 digits;
+  fakesnow 0.12 stores such a column as a 64-bit BIGINT, which refuses 19 digits and more. A
+  column of these types is stored as DECIMAL(38,0) instead; casts are left as fakesnow has them.
 """
 
 from __future__ import annotations
@@ -15,13 +19,21 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fakesnow import copy_into
+from fakesnow import copy_into, transforms
 from fakesnow import cursor as fakesnow_cursor
 from sqlglot import exp
 
 _DOLLAR_ONE = exp.Parameter(this=exp.Literal(this="1", is_string=False))
 _original_inserts = copy_into._inserts
 _original_copy_into = copy_into.copy_into
+_original_integer_precision = transforms.integer_precision
+_NUMBER_38_0 = exp.DataType.build("DECIMAL(38, 0)")
+_SNOWFLAKE_INTEGERS = (
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.TINYINT,
+)
 # The COPY being planned, for _inserts, which is not given the connection: queries run on threads.
 _current = threading.local()
 
@@ -93,7 +105,19 @@ def _json_transform_inserts(expr: exp.Copy, params: Any, urls: list[str], parque
     ]
 
 
+def _integer_precision(expression: exp.Expr) -> exp.Expr:
+    """A column of NUMBER(38,0) or one of its synonyms holds 38 digits, as on Snowflake."""
+    if isinstance(expression, exp.DataType) and isinstance(expression.parent, exp.ColumnDef):
+        unsized_number = expression.this == exp.DataType.Type.DECIMAL and (
+            not expression.expressions or expression.expressions == transforms.transforms.NUMBER_38_0
+        )
+        if unsized_number or expression.this in _SNOWFLAKE_INTEGERS:
+            return _NUMBER_38_0.copy()
+    return _original_integer_precision(expression)
+
+
 def install() -> None:
+    transforms.integer_precision = _integer_precision
     copy_into._inserts = _json_transform_inserts
     copy_into.copy_into = _copy_into
     fakesnow_cursor.copy_into = _copy_into  # imported by name there

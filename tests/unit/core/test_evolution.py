@@ -76,7 +76,10 @@ def types(summary: KeySummary) -> dict[str, JsonType | None]:
         (0, T.INTEGER),
         (-(2**63), T.INTEGER),
         (2**63 - 1, T.INTEGER),
-        (2**63, T.FLOAT),  # beyond 64 bits: NUMBER could not be written, FLOAT can
+        (2**63, T.INTEGER),  # beyond 64 bits: NUMBER(38,0) holds 38 digits
+        (10**38 - 1, T.INTEGER),
+        (-(10**38) + 1, T.INTEGER),
+        (10**38, T.FLOAT),  # beyond 38 digits, as Snowflake reads such a number in JSON
         (1.5, T.FLOAT),
         (float("nan"), T.FLOAT),
         (True, T.BOOLEAN),  # a bool is an int in Python; not here
@@ -310,6 +313,24 @@ def test_payloads_are_read_as_build_batch_reads_them() -> None:
 
     assert types(summary) == {"ratio": T.FLOAT}
     assert [d.record for d in build_batch([nan, deep], "s", ColumnMap(COLUMNS)).dead_letters] == [deep]
+
+
+def test_a_new_key_whose_first_value_has_25_digits_gets_a_number_column_that_holds_it() -> None:
+    # orjson reads an integer beyond 64 bits as a float: the key must not become FLOAT for that.
+    big = 1234567890123456789012345
+    payloads = [
+        b'{"id": 1, "name": "a", "big": 1234567890123456789012345, "huge": 1%s}' % (b"0" * 38),
+        b'{"id": 2, "name": "b", "big": 7, "huge": 1}',
+    ]
+    batch_records = [record(p, i) for i, p in enumerate(payloads)]
+
+    changes = plan_changes(summarize(batch_records, ColumnMap(COLUMNS)), COLUMNS, evolve=True)
+
+    assert [(c.name, c.type) for c in changes.add] == [("BIG", T.INTEGER), ("HUGE", T.FLOAT)]
+    evolved = ColumnMap([*COLUMNS, TableColumn("BIG", "NUMBER", numeric_precision=38), TableColumn("HUGE", "FLOAT")])
+    batch = build_batch(batch_records, "s", evolved)
+    assert batch.dead_letters == []
+    assert batch.rows.column("BIG").to_pylist() == [big, 7]
 
 
 def test_a_flood_of_distinct_keys_is_counted_not_tracked() -> None:

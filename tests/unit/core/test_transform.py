@@ -257,6 +257,45 @@ def test_rows_keep_record_order_across_key_orders_and_fallbacks() -> None:
     assert [r["ID"] for r in batch.rows.to_pylist()] == [0, 1, 2, 3, 4, 5, 6] * 3
 
 
+def test_integers_of_up_to_38_digits_land_exactly_in_number_38_0_columns() -> None:
+    columns = ColumnMap(
+        [
+            TableColumn("ID", "NUMBER(38,0)", numeric_precision=38),
+            TableColumn("COUNT", "INTEGER"),  # a synonym of NUMBER(38,0)
+            TableColumn("WIDE", "NUMBER(20,0)", numeric_precision=20),
+            TableColumn("TOTAL", "NUMBER(38,2)", numeric_scale=2, numeric_precision=38),
+        ]
+    )
+    largest = 10**38 - 1
+    payloads = [
+        b'{"id": 12345678901234567890123456789012345678, "count": -99999999999999999999999999999999999999}',
+        b'{"id": 9223372036854775808, "count": 18446744073709551616, "wide": 99999999999999999999}',
+        b'{"id": 1, "count": 2, "wide": 3, "total": 123456789012345678901234567890123456}',
+        b'{"id": "99999999999999999999999999999999999999", "count": 1e37, "wide": -12345678901234567890}',
+        # beyond what the column holds: dead letters naming the column
+        b'{"id": 123456789012345678901234567890123456789}',
+        b'{"count": -100000000000000000000000000000000000000}',
+        b'{"wide": 100000000000000000000}',
+        b'{"total": 1234567890123456789012345678901234567}',
+        b'{"id": 1.5}',
+    ]
+    # alone (the per-record path decides each) and many at once (the bulk path's columns)
+    batch = assert_same(_records(payloads), columns)
+    assert_same(_records(payloads * 50), columns, block_records=64)
+
+    assert batch.rows.column("ID").to_pylist() == [12345678901234567890123456789012345678, 2**63, 1, largest]
+    assert batch.rows.column("COUNT").to_pylist() == [-largest, 2**64, 2, 10**37]
+    assert batch.rows.column("WIDE").to_pylist() == [None, 10**20 - 1, 3, -12345678901234567890]
+    assert batch.rows.column("TOTAL").to_pylist()[2] == Decimal("123456789012345678901234567890123456.00")
+    assert [(d.column, d.error) for d in batch.dead_letters] == [
+        ("ID", "column ID: number 123456789012345678901234567890123456789 has too many digits for NUMBER(38,0)"),
+        ("COUNT", "column COUNT: number -100000000000000000000000000000000000000 has too many digits for NUMBER(38,0)"),
+        ("WIDE", "column WIDE: number 100000000000000000000 has too many digits for NUMBER(20,0)"),
+        ("TOTAL", "column TOTAL: number 1234567890123456789012345678901234567 has too many digits for NUMBER(38,2)"),
+        ("ID", "column ID: expected a whole number for NUMBER, got 1.5"),
+    ]
+
+
 def test_columns_that_differ_only_by_case_resolve_as_the_column_map_does() -> None:
     columns = ColumnMap(
         [TableColumn("id", "VARCHAR"), TableColumn("ID", "NUMBER(38,0)"), TableColumn("Name", "VARCHAR")]
