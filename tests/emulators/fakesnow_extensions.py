@@ -8,10 +8,10 @@
 * MATCH_BY_COLUMN_NAME of a Parquet string column into a VARIANT, OBJECT or ARRAY column: Snowflake
   loads the string as a VARIANT string; fakesnow 0.12 lets DuckDB parse it as JSON, which hides
   the need for PARSE_JSON.
-* Integer columns: Snowflake's ``NUMBER(38,0)`` (and ``NUMBER``, ``INT``, ``INTEGER``, ``BIGINT``,
+* Integers: Snowflake's ``NUMBER(38,0)`` (and ``NUMBER``, ``INT``, ``INTEGER``, ``BIGINT``,
   ``SMALLINT``, ``TINYINT``, ``BYTEINT``, all synonyms of it) holds any integer of up to 38 digits;
-  fakesnow 0.12 stores such a column as a 64-bit BIGINT, which refuses 19 digits and more. A
-  column of these types is stored as DECIMAL(38,0) instead; casts are left as fakesnow has them.
+  fakesnow 0.12 makes columns and casts of these types a 64-bit BIGINT, which refuses 19 digits
+  and more. They are DECIMAL(38,0) instead (the connector still reads the values as ints).
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def _json_transform_inserts(expr: exp.Copy, params: Any, urls: list[str], parque
 
 
 def _integer_precision(expression: exp.Expr) -> exp.Expr:
-    """A column of NUMBER(38,0) or one of its synonyms holds 38 digits, as on Snowflake."""
-    if isinstance(expression, exp.DataType) and isinstance(expression.parent, exp.ColumnDef):
+    """NUMBER(38,0) and its synonyms hold 38 digits, as on Snowflake."""
+    if isinstance(expression, exp.DataType):
         unsized_number = expression.this == exp.DataType.Type.DECIMAL and (
             not expression.expressions or expression.expressions == transforms.transforms.NUMBER_38_0
         )
