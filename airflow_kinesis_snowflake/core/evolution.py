@@ -11,8 +11,8 @@ batch has for it (nulls say nothing and are skipped):
 =======================================  =================  ==========================================
 values                                   column type        note
 =======================================  =================  ==========================================
-integers (within 64 bits)                ``NUMBER(38,0)``
-floats, or integers mixed with floats    ``FLOAT``          integers beyond 64 bits too
+integers of up to 38 digits              ``NUMBER(38,0)``
+floats, or integers mixed with floats    ``FLOAT``          integers beyond 38 digits too
 ``true`` / ``false``                     ``BOOLEAN``
 ISO 8601 date-time strings               ``TIMESTAMP_TZ``   only if every string is one (below)
 other strings                            ``VARCHAR``
@@ -36,8 +36,12 @@ quotes, reserved words, non-ASCII) are upper-cased too and always written quoted
 ``"order id"`` becomes ``"ORDER ID"``; upper-casing every name makes batches that see different
 spellings of one key add the same column. A key no column can be named after is skipped, with the
 reason in the batch result: an empty key, one over Snowflake's 255 characters, one holding control
-characters or a lone surrogate, and ``KINESISMETADATA`` (the record's metadata). A batch adds at
-most ``MAX_NEW_COLUMNS``; the next batch adds more.
+characters or a lone surrogate, and ``KINESISMETADATA`` (the record's metadata).
+
+A batch adds at most ``MAX_NEW_COLUMNS`` columns (the first new keys seen); the next batch adds
+more. A record of this batch with a value for a key left without a column by the cap is not
+loaded without that value: it is a dead letter, kept whole in the parse-failure table with the
+keys and the reason (:class:`~.schema.HeldBack`), to be loaded again once the columns exist.
 
 Whether a batch evolves its table (:func:`resolve_policy`): Iceberg and interactive tables never;
 otherwise the connector's ``destination.schema_evolution`` when the connector file sets it, and the
@@ -48,7 +52,6 @@ loaded (``FAIL``).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +61,15 @@ from typing import Any
 import orjson
 
 from airflow_kinesis_snowflake.core.records import KinesisRecord, ParseError, parse_payload
-from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN, ColumnMap, TableColumn, arrow_type, coerce
+from airflow_kinesis_snowflake.core.schema import (
+    METADATA_COLUMN,
+    ColumnMap,
+    HeldBack,
+    TableColumn,
+    arrow_type,
+    coerce,
+    shown,
+)
 
 MAX_IDENTIFIER_LENGTH = 255
 # A stream whose keys are ids would otherwise add a column per record.
@@ -68,7 +79,10 @@ MAX_TRACKED_KEYS = 1000
 # Destination types this connector never alters.
 NEVER_EVOLVED = frozenset({"ICEBERG", "INTERACTIVE"})
 
-_INT64 = (-(2**63), 2**63 - 1)
+# NUMBER(38,0) holds every integer of up to 38 digits; Snowflake reads a longer one as a double.
+_NUMBER_38_0 = (-(10**38) + 1, 10**38 - 1)
+# orjson reads an integer beyond 64 bits as a float; a float of this magnitude may be one.
+_WIDE = 2.0**63
 _TIMESTAMP = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?",
     re.ASCII,
@@ -146,7 +160,7 @@ def json_type(value: Any) -> JsonType | None:
     if isinstance(value, bool):
         return JsonType.BOOLEAN
     if isinstance(value, int):
-        return JsonType.INTEGER if _INT64[0] <= value <= _INT64[1] else JsonType.FLOAT
+        return JsonType.INTEGER if _NUMBER_38_0[0] <= value <= _NUMBER_38_0[1] else JsonType.FLOAT
     if isinstance(value, float):
         return JsonType.FLOAT
     if isinstance(value, str):
@@ -179,10 +193,13 @@ def column_name(key: str) -> str:
     return key
 
 
-def shown(key: str, limit: int = 60) -> str:
-    """A key as the batch result shows it: quoted, escaped, and cut short when long."""
-    text = json.dumps(key)
-    return text if len(key) <= limit else f'{json.dumps(key[:limit])[:-1]}..." ({len(key)} characters)'
+def can_have_column(key: str) -> bool:
+    """Whether schema evolution can ever name a column after ``key`` (:func:`column_name`)."""
+    try:
+        column_name(key)
+    except ValueError:
+        return False
+    return True
 
 
 # -- what one task saw ------------------------------------------------------------------------------
@@ -246,6 +263,17 @@ def _parsed(record: KinesisRecord) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _exact(record: KinesisRecord, obj: dict[str, Any], key: str) -> Any:
+    """The value of ``key`` as :mod:`json` reads it, where orjson may have widened an integer to a float."""
+    value = obj[key]
+    if type(value) is float and not -_WIDE < value < _WIDE:
+        try:
+            return parse_payload(record.data)[key]
+        except (ParseError, RecursionError):  # orjson read it; keep what orjson read
+            return value
+    return value
+
+
 def summarize(records: Iterable[KinesisRecord], columns: ColumnMap, *, max_keys: int = MAX_TRACKED_KEYS) -> KeySummary:
     """The unknown keys of ``records`` with their values' type, and the NOT NULL columns they leave empty.
 
@@ -279,7 +307,7 @@ def summarize(records: Iterable[KinesisRecord], columns: ColumnMap, *, max_keys:
                     continue
                 stats = summary.keys[fold] = KeyStats(key)
             if stats.type is not JsonType.VARIANT:
-                stats.type = widen(stats.type, json_type(obj[key]))
+                stats.type = widen(stats.type, json_type(_exact(record, obj, key)))
         for name, filled_by in present:
             if filled_by is None or obj[filled_by] is None:
                 summary.missing.add(name)
@@ -341,35 +369,58 @@ class NewColumn:
 
 @dataclass(frozen=True)
 class SkippedKey:
-    """An unknown key that gets no column in this batch; ``type`` None: it had only nulls."""
+    """An unknown key that gets no column in this batch; ``type`` None: it had only nulls.
+
+    ``held_back``: left out by the cap on new columns; records with a value for it are kept whole.
+    """
 
     key: str
     reason: str
     type: JsonType | None
+    held_back: bool = False
 
 
 @dataclass(frozen=True)
 class SchemaChanges:
-    """What a batch does to its table before staging, and the keys whose values it will not load."""
+    """What a batch does to its table before staging, and the keys whose values it will not load.
+
+    :param held_back: set when the cap on new columns left keys without a column (skipped with
+        ``held_back`` set, or untracked): the records with a value for one are kept whole as dead
+        letters, so these keys lose nothing.
+    """
 
     add: tuple[NewColumn, ...] = ()
     drop_not_null: tuple[str, ...] = ()
     skipped: tuple[SkippedKey, ...] = ()
     untracked: int = 0
+    held_back: str | None = None
 
     @property
     def lost(self) -> tuple[SkippedKey, ...]:
-        """Skipped keys that had values (a key with only nulls loses nothing)."""
-        return tuple(s for s in self.skipped if s.type is not None)
+        """Skipped keys that had values (a key with only nulls loses nothing) and whose records load."""
+        return tuple(s for s in self.skipped if s.type is not None and not s.held_back)
+
+    @property
+    def untracked_lost(self) -> int:
+        """Untracked keys whose values would not load (none while records are held back)."""
+        return 0 if self.held_back else self.untracked
 
     def report(self, limit: int = 50) -> dict[str, Any]:
         """For the batch result: plain JSON, keys shown escaped and cut short."""
-        return {
+        report: dict[str, Any] = {
             "columns_added": [{"column": c.name, "type": c.type.sql, "key": shown(c.key)} for c in self.add],
             "not_null_dropped": list(self.drop_not_null),
             "keys_skipped": [{"key": shown(s.key), "reason": s.reason} for s in self.skipped[:limit]],
             "keys_skipped_total": len(self.skipped) + self.untracked,
         }
+        if self.held_back:
+            report["records_held_back"] = self.held_back
+        return report
+
+
+def held_back(reason: str | None) -> HeldBack | None:
+    """What :class:`~.schema.ColumnMap` needs to hold back records for ``reason`` (None: none held back)."""
+    return None if reason is None else HeldBack(reason, can_have_column)
 
 
 def plan_changes(
@@ -388,6 +439,10 @@ def plan_changes(
         return SchemaChanges(skipped=skipped, untracked=summary.untracked)
     add: list[NewColumn] = []
     left: list[SkippedKey] = []
+    capped = (
+        f"more than {max_new_columns} new columns in one batch: records with a value for it are kept whole "
+        "in the parse-failure table, and the next batch adds its column"
+    )
     for _, stats in unknown:
         try:
             name = column_name(stats.key)
@@ -397,11 +452,19 @@ def plan_changes(
         if stats.type is None:
             left.append(SkippedKey(stats.key, "only null values so far; its column comes with a value", None))
         elif len(add) >= max_new_columns:
-            left.append(SkippedKey(stats.key, f"more than {max_new_columns} new columns in one batch", stats.type))
+            left.append(SkippedKey(stats.key, capped, stats.type, held_back=True))
         else:
             add.append(NewColumn(name, stats.type, stats.key))
     drop = tuple(c.name for c in columns if not c.nullable and c.name in summary.missing)
-    return SchemaChanges(tuple(add), drop, tuple(left), summary.untracked)
+    # Keys beyond the ones tracked are over the cap too (MAX_TRACKED_KEYS >= MAX_NEW_COLUMNS).
+    held = any(s.held_back for s in left) or summary.untracked > 0
+    reason = (
+        f"schema evolution adds at most {max_new_columns} columns to a table per batch, and this batch "
+        "had more new keys; the next batch adds more"
+        if held
+        else None
+    )
+    return SchemaChanges(tuple(add), drop, tuple(left), summary.untracked, reason)
 
 
 def takes_like(column: TableColumn, kind: JsonType) -> bool:
@@ -418,13 +481,13 @@ class UnknownKeyError(RuntimeError):
 def check_unknown_keys(changes: SchemaChanges, policy: EvolutionPolicy, table: str, limit: int = 20) -> None:
     """Raise :class:`UnknownKeyError` when ``on_unknown_key`` is FAIL and some values would not load."""
     lost = changes.lost
-    if policy.on_unknown_key is not UnknownKeys.FAIL or not (lost or changes.untracked):
+    if policy.on_unknown_key is not UnknownKeys.FAIL or not (lost or changes.untracked_lost):
         return
     by_reason: dict[str, list[str]] = {}
     for skipped in lost[:limit]:
         by_reason.setdefault(skipped.reason, []).append(shown(skipped.key))
     listed = [f"{', '.join(keys)} ({reason})" for reason, keys in by_reason.items()]
-    more = max(0, len(lost) - limit) + changes.untracked
+    more = max(0, len(lost) - limit) + changes.untracked_lost
     if more:
         listed.append(f"and {more} more")
     raise UnknownKeyError(

@@ -38,6 +38,7 @@ from airflow_kinesis_snowflake.core.evolution import (
     KeySummary,
     UnknownKeyError,
     check_unknown_keys,
+    held_back,
     merge,
     plan_changes,
     resolve_policy,
@@ -209,8 +210,13 @@ def stage_range(
     columns: list[dict[str, Any]],
     stage_dir: str,
     credentials: JobCredentials,
+    held_back_reason: str | None = None,
 ) -> dict[str, Any]:
-    """Spark task: build a range's Parquet (JSON lines for a pipe) and stage it; the range's summary."""
+    """Spark task: build a range's Parquet (JSON lines for a pipe) and stage it; the range's summary.
+
+    :param held_back_reason: set when schema evolution's cap left keys without a column: records
+        with a value for such a key are then dead letters, kept whole (see :class:`~.schema.HeldBack`).
+    """
     plan = BatchPlan.from_json(plan_json)
     shard_range = ShardRange.from_dict(range_data)
     file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
@@ -225,7 +231,8 @@ def stage_range(
                 path.write_bytes(lines.lines)
                 sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
         else:
-            batch = build_batch(read.records, plan.stream_name, ColumnMap([TableColumn(**c) for c in columns]))
+            column_map = ColumnMap([TableColumn(**c) for c in columns], held_back(held_back_reason))
+            batch = build_batch(read.records, plan.stream_name, column_map)
             rows, dead_letters = batch.rows.num_rows, batch.dead_letters
             if rows:
                 path = Path(tmp) / f"{file_stem}.parquet"
@@ -284,8 +291,10 @@ def evolve_schema(
 
     Returns the columns the table has afterwards (a racing batch may have added a column first,
     perhaps with another type: values then fit that type or become dead letters) and a report for
-    the batch result. Raises :class:`~.evolution.UnknownKeyError` when values would not load and
-    ``on_unknown_key`` is FAIL; nothing is altered then.
+    the batch result; its ``records_held_back``, when present, is the ``held_back_reason`` to stage
+    the records with (the cap on new columns left keys without one). Raises
+    :class:`~.evolution.UnknownKeyError` when values would not load and ``on_unknown_key`` is FAIL;
+    nothing is altered then.
     """
     changes = plan_changes(merge(summaries), columns, evolve=policy.evolve, why_not=policy.reason)
     check_unknown_keys(changes, policy, sink.table)
@@ -395,8 +404,11 @@ def run(plan: BatchPlan, result_path: Path, snowflake_secret_id: str | None = No
                     )
                 schema.update(changes)
                 columns = [c.__dict__ for c in evolved]
+                held_back_reason = changes.get("records_held_back")
                 shard_results = reads.map(
-                    lambda pair: stage_range(pair[1], pair[0], plan_json, columns, stage_dir, credentials)
+                    lambda pair: stage_range(
+                        pair[1], pair[0], plan_json, columns, stage_dir, credentials, held_back_reason
+                    )
                 ).collect()
             finally:
                 reads.unpersist()
@@ -446,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     if schema.get("keys_skipped_total"):
         skipped = "; ".join(f"{k['key']}: {k['reason']}" for k in schema["keys_skipped"])
         print(f"keys without a column, not loaded ({schema['keys_skipped_total']}): {skipped}")
+    if schema.get("records_held_back"):
+        print(f"records kept whole in the parse-failure table: {schema['records_held_back']}")
     return 0
 
 

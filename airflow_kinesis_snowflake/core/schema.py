@@ -1,15 +1,16 @@
 """Map first-level JSON keys onto the destination table's columns and build Arrow batches.
 
 Keys match columns case-insensitively, as Snowflake resolves unquoted identifiers. Keys with no
-column are ignored. A value that does not fit its column makes the record a dead letter naming
-the column and the reason.
+column are ignored, but while schema evolution holds keys back (:class:`HeldBack`): then a record
+with a value for such a key is a dead letter, kept whole. A value that does not fit its column
+makes the record a dead letter naming the column and the reason.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Context, Decimal, InvalidOperation
@@ -38,6 +39,8 @@ _TEXT_TYPES = {"VARCHAR", "TEXT", "STRING", "CHAR", "CHARACTER"}
 _SEMI_STRUCTURED = {"VARIANT", "OBJECT", "ARRAY"}
 _TIMESTAMP_TYPES = {"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "DATETIME"}
 _INT64 = (-(2**63), 2**63 - 1)
+# Every integer of this many digits fits int64; NUMBER(p,0) of a wider precision is written as decimal.
+_INT64_DIGITS = 18
 # Room for NUMBER(38, s) plus a carry; the default context holds only 28 digits.
 _DECIMAL_CONTEXT = Context(prec=40)
 
@@ -59,10 +62,19 @@ class TableColumn:
 
 
 def arrow_type(column: TableColumn) -> pa.DataType:
-    """The Parquet/Arrow type a column's values are written as."""
+    """The Parquet/Arrow type a column's values are written as.
+
+    A whole-number column is written as int64 only when its declared precision fits 64 bits
+    (NUMBER(18,0) and narrower). NUMBER(38,0), the default, and its synonyms INT, INTEGER, BIGINT,
+    SMALLINT, TINYINT and BYTEINT hold 38 digits on Snowflake: they are written as decimal128(38, 0),
+    which Snowflake's Parquet COPY loads into any NUMBER column exactly.
+    """
     base = column.base_type
-    if base in _INTEGER_TYPES or (base in _NUMBER_TYPES and column.numeric_scale == 0):
+    whole = base in _INTEGER_TYPES or (base in _NUMBER_TYPES and column.numeric_scale == 0)
+    if whole and column.numeric_precision is not None and column.numeric_precision <= _INT64_DIGITS:
         return pa.int64()
+    if whole:
+        return pa.decimal128(38, 0)
     if base in _NUMBER_TYPES:
         return pa.decimal128(38, column.numeric_scale)
     if base in _FLOAT_TYPES:
@@ -119,7 +131,10 @@ def coerce(value: Any, column: TableColumn) -> Any:
             raise ValueError(f"number {value!r} has too many digits for NUMBER({column.numeric_precision},0)")
         return as_int
     if pa.types.is_decimal(target):
-        number = _number(value, base, "a number")
+        whole = column.numeric_scale == 0
+        number = _number(value, base, "a whole number" if whole else "a number")
+        if whole and number != number.to_integral_value():
+            raise ValueError(f"expected a whole number for {base}, got {value!r}")
         precision = column.numeric_precision or 38
         too_long = ValueError(f"number {value!r} has too many digits for NUMBER({precision},{column.numeric_scale})")
         # Checked before rounding (so quantize cannot overflow its context) and after (99.999 rounds
@@ -186,20 +201,84 @@ class ColumnValueError(ValueError):
         self.column = column
 
 
-class ColumnMap:
-    """First-level keys to table columns, case-insensitively; KINESISMETADATA is ours alone."""
+def shown(key: str, limit: int = 60) -> str:
+    """A key as messages show it: quoted, escaped, and cut short when long."""
+    text = json.dumps(key)
+    return text if len(key) <= limit else f'{json.dumps(key[:limit])[:-1]}..." ({len(key)} characters)'
 
-    def __init__(self, columns: Sequence[TableColumn]) -> None:
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Keys that have no column in this batch only because schema evolution was capped.
+
+    A record with a value for such a key is kept whole as a dead letter, not loaded without it.
+
+    :param reason: why these keys have no column yet.
+    :param can_have_column: whether a key can ever name a column; keys that cannot are ignored.
+    """
+
+    reason: str
+    can_have_column: Callable[[str], bool]
+
+
+class KeysWithoutColumnError(ValueError):
+    """A record holds values for keys that are held back (:class:`HeldBack`); no column is at fault."""
+
+    column: str | None = None
+    _LISTED = 10
+
+    def __init__(self, keys: Sequence[str], reason: str) -> None:
+        listed = ", ".join(shown(k) for k in keys[: self._LISTED])
+        more = f" and {len(keys) - self._LISTED} more" if len(keys) > self._LISTED else ""
+        word = "key" if len(keys) == 1 else "keys"
+        super().__init__(
+            f"no column for {word} {listed}{more}: {reason}. The record is kept whole here rather than "
+            "loaded without these values"
+        )
+        self.keys = tuple(keys)
+
+
+class ColumnMap:
+    """First-level keys to table columns, case-insensitively; KINESISMETADATA is ours alone.
+
+    :param held_back: while set, a record with a value for a key that has no column (and could
+        have one) is refused whole, with :class:`KeysWithoutColumnError`.
+    """
+
+    def __init__(self, columns: Sequence[TableColumn], held_back: HeldBack | None = None) -> None:
         self.columns = tuple(c for c in columns if c.name.upper() != METADATA_COLUMN)
+        self.held_back = held_back
         self._by_key = {c.name.casefold(): c for c in self.columns}
         self._not_null = tuple(c.name for c in self.columns if not c.nullable)
+
+    def keys_held_back(self, obj: Mapping[str, Any]) -> list[str]:
+        """The keys of ``obj`` with a value but no column while :attr:`held_back` is set, in document order.
+
+        Of keys differing only by case, only the first counts, as only its value would land.
+        """
+        held_back = self.held_back
+        if held_back is None:
+            return []
+        seen: set[str] = set()
+        keys: list[str] = []
+        for key, value in obj.items():
+            fold = key.casefold()
+            if fold in seen:
+                continue
+            seen.add(fold)
+            if fold not in self._by_key and value is not None and held_back.can_have_column(key):
+                keys.append(key)
+        return keys
 
     def map_record(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Column name -> Arrow value. Raises :class:`ColumnValueError` naming the column on a bad value.
 
         When two keys differ only by case, the first in the document wins. A NOT NULL column left
-        without a value is an error too.
+        without a value is an error too, and so is a value for a key held back
+        (:class:`KeysWithoutColumnError`), checked first.
         """
+        if self.held_back is not None and (held := self.keys_held_back(obj)):
+            raise KeysWithoutColumnError(held, self.held_back.reason)
         row: dict[str, Any] = {}
         for key, value in obj.items():
             column = self._by_key.get(key.casefold())

@@ -342,6 +342,20 @@ class _Layout:
         self.output_slots = [slot_of.get(c.name) for c in columns.columns]
         self.not_null_slots = [slot_of.get(c.name) for c in columns.columns if not c.nullable]
         self._plans: dict[tuple[str, ...], tuple[str | None, ...]] = {}
+        self.held_back = columns.held_back
+        self._holding: dict[tuple[str, ...], bool] = {}
+
+    def holds_back(self, keys: tuple[str, ...]) -> bool:
+        """Whether records with these keys may be held back (ColumnMap.keys_held_back): the per-record path decides."""
+        held_back = self.held_back
+        if held_back is None:
+            return False
+        holding = self._holding.get(keys)
+        if holding is None:
+            holding = self._holding[keys] = any(
+                k.casefold() not in self.by_key and held_back.can_have_column(k) for k in keys
+            )
+        return holding
 
     def plan(self, keys: tuple[str, ...]) -> tuple[str | None, ...]:
         """For each slot, the key whose value it takes: the first, in document order, that maps to it."""
@@ -389,6 +403,9 @@ class _Layout:
         # Key orders that resolve alike (unknown keys, absent optional ones) are converted together.
         by_plan: dict[tuple[str | None, ...], tuple[list[dict[str, Any]], list[int]]] = {}
         for keys, (objects, where) in groups.items():
+            if self.holds_back(keys):
+                out.per_record.extend(where)
+                continue
             merged = by_plan.setdefault(self.plan(keys), ([], []))
             merged[0].extend(objects)
             merged[1].extend(where)

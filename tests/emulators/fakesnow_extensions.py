@@ -8,20 +8,39 @@
 * MATCH_BY_COLUMN_NAME of a Parquet string column into a VARIANT, OBJECT or ARRAY column: Snowflake
   loads the string as a VARIANT string; fakesnow 0.12 lets DuckDB parse it as JSON, which hides
   the need for PARSE_JSON.
+* Integers: Snowflake's ``NUMBER(38,0)`` (and ``NUMBER``, ``INT``, ``INTEGER``, ``BIGINT``,
+  ``SMALLINT``, ``TINYINT``, ``BYTEINT``, all synonyms of it) holds any integer of up to 38 digits;
+  fakesnow 0.12 makes columns and casts of these types a 64-bit BIGINT, which refuses 19 digits
+  and more. They are DECIMAL(38,0) instead (the connector still reads the values as ints), and
+  text that is not a number is refused with Snowflake's message ("Numeric value 'one' is not
+  recognized") rather than DuckDB's for a DECIMAL.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
-from fakesnow import copy_into
+import snowflake.connector
+from fakesnow import copy_into, transforms
 from fakesnow import cursor as fakesnow_cursor
 from sqlglot import exp
 
 _DOLLAR_ONE = exp.Parameter(this=exp.Literal(this="1", is_string=False))
 _original_inserts = copy_into._inserts
 _original_copy_into = copy_into.copy_into
+_original_integer_precision = transforms.integer_precision
+_original_execute = fakesnow_cursor.FakeSnowflakeCursor.execute
+# DuckDB's words for text a DECIMAL cast refuses, and Snowflake's.
+_NOT_A_NUMBER = re.compile(r'Could not convert string "(.*?)" to DECIMAL\([0-9]+,[0-9]+\)')
+_NUMBER_38_0 = exp.DataType.build("DECIMAL(38, 0)")
+_SNOWFLAKE_INTEGERS = (
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.TINYINT,
+)
 # The COPY being planned, for _inserts, which is not given the connection: queries run on threads.
 _current = threading.local()
 
@@ -93,7 +112,29 @@ def _json_transform_inserts(expr: exp.Copy, params: Any, urls: list[str], parque
     ]
 
 
+def _integer_precision(expression: exp.Expr) -> exp.Expr:
+    """NUMBER(38,0) and its synonyms hold 38 digits, as on Snowflake."""
+    if isinstance(expression, exp.DataType):
+        unsized_number = expression.this == exp.DataType.Type.DECIMAL and (
+            not expression.expressions or expression.expressions == transforms.transforms.NUMBER_38_0
+        )
+        if unsized_number or expression.this in _SNOWFLAKE_INTEGERS:
+            return _NUMBER_38_0.copy()
+    return _original_integer_precision(expression)
+
+
+def _execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return _original_execute(self, *args, **kwargs)
+    except snowflake.connector.errors.ProgrammingError as err:
+        if err.msg:
+            err.msg = _NOT_A_NUMBER.sub(r"Numeric value '\1' is not recognized", err.msg)
+        raise
+
+
 def install() -> None:
+    transforms.integer_precision = _integer_precision
+    fakesnow_cursor.FakeSnowflakeCursor.execute = _execute  # type: ignore[method-assign]
     copy_into._inserts = _json_transform_inserts
     copy_into.copy_into = _copy_into
     fakesnow_cursor.copy_into = _copy_into  # imported by name there

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.integration
 # DAGs reading one stream with one application name (so one lease table, one progress), each with
 # its own schema evolution settings, given to the operator as its arguments.
 DAG_FILE = """
+import base64
 import json
 from datetime import UTC, datetime
 
@@ -191,3 +193,79 @@ def test_new_keys_become_typed_columns_only_with_evolution_on(
     # The key no column can be named after is reported, not loaded.
     log = (tmp_path / "on.log").read_text() + proc.stdout
     assert "(300 characters)" in log and "longer than a column name can be (255)" in log
+
+
+def test_38_digit_integers_land_exactly_and_records_over_the_new_column_cap_are_kept_whole(
+    emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    stream, app = unique("values"), unique("values-app")
+    suffix = app.split("-")[-1]
+    table = "VALUES_" + suffix.upper()
+    dag_id = f"values_{suffix}"
+    kinesis = create_stream(emulators, stream, shards=1)
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0) NOT NULL, NAME VARCHAR")
+    settings = {"dags": {dag_id: {"schema_evolution": True}}, "application": app, "stream": stream, "table": table}
+    dag_file = tmp_path / "dags" / "values_dags.py"
+    dag_file.parent.mkdir()
+    dag_file.write_text(DAG_FILE.format(settings=json.dumps(settings)))
+
+    largest = 10**38 - 1
+    serial = 1234567890123456789012345  # 25 digits, the first value of a new key
+    # 106 new keys in one batch: SERIAL and extra0 to extra98 get the 100 columns, extra99 and on wait.
+    wide = {"id": 3, "name": "wide", **{f"extra{i}": i for i in range(105)}}
+    put_json(
+        kinesis,
+        stream,
+        [
+            {"id": largest, "name": "largest", "serial": serial},
+            {"id": -largest, "name": "smallest", "serial": 7},
+            wide,
+            {"id": 4, "name": "within the cap", "extra0": 40},
+            {"id": 5, "name": "a null loses nothing", "extra0": 50, "extra104": None},
+            {"id": largest + 1, "name": "39 digits"},
+        ],
+    )
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run1.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    columns = columns_of(emulators, table)
+    assert columns["SERIAL"] == ("NUMBER", "YES")
+    assert {f"EXTRA{i}" for i in range(99)} <= set(columns)
+    assert not {f"EXTRA{i}" for i in range(99, 105)} & set(columns)
+    rows = query(emulators, f"SELECT ID, NAME, SERIAL, EXTRA0 FROM ANALYTICS.RAW.{table} ORDER BY ID")
+    assert rows == [
+        (-largest, "smallest", 7, None),
+        (4, "within the cap", None, 40),
+        (5, "a null loses nothing", None, 50),
+        (largest, "largest", serial, None),
+    ]
+    assert query(emulators, f"SELECT ID::varchar FROM ANALYTICS.RAW.{table} WHERE NAME = 'largest'") == [
+        ("99999999999999999999999999999999999999",)
+    ]
+    failures = query(
+        emulators,
+        "SELECT RECORD_CONTENT_BASE64, ERROR_MESSAGE, ERROR_COLUMN "
+        f"FROM ANALYTICS.RAW.{table}_PARSE_FAILURES ORDER BY ERROR_MESSAGE",
+    )
+    assert [(json.loads(base64.b64decode(f[0])), f[1], f[2]) for f in failures] == [
+        (
+            {"id": largest + 1, "name": "39 digits"},
+            f"column ID: number {largest + 1} has too many digits for NUMBER(38,0)",
+            "ID",
+        ),
+        (
+            wide,
+            'no column for keys "extra99", "extra100", "extra101", "extra102", "extra103", "extra104": schema '
+            "evolution adds at most 100 columns to a table per batch, and this batch had more new keys; the next "
+            "batch adds more. The record is kept whole here rather than loaded without these values",
+            None,
+        ),
+    ]
+    log = (tmp_path / "run1.log").read_text()
+    assert "records kept whole in the parse-failure table: schema evolution adds at most 100 columns" in log
+
+    # The next batch adds the columns the cap held back.
+    put_json(kinesis, stream, [{"id": 6, "name": "later", "extra104": 104}])
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run2.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert query(emulators, f"SELECT EXTRA104 FROM ANALYTICS.RAW.{table} WHERE ID = 6") == [(104,)]

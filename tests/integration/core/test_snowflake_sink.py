@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -9,10 +10,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_kinesis_snowflake.core.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.records import KinesisRecord
 from airflow_kinesis_snowflake.core.schema import ColumnMap
 from airflow_kinesis_snowflake.core.snowflake_sink import ROWS_DIR, SnowflakeSink, StaleBatchError
+from airflow_kinesis_snowflake.core.transform import build_batch
 from tests.conftest import create_table, query, unique
 from tests.emulators import Emulators
 
@@ -179,3 +183,48 @@ def test_last_ledger_update_is_the_latest_commit_of_an_application_in_any_genera
         )
     assert sink.last_ledger_update(app) == datetime(2026, 3, 1, 10, tzinfo=UTC)
     assert sink.last_ledger_update(unique("other-app")) is None
+
+
+@pytest.mark.parametrize("destination", ["TABLE", "PIPE"])
+def test_integers_of_38_digits_land_exactly(emulators: Emulators, tmp_path: Path, destination: str) -> None:
+    """Staged as Parquet DECIMAL(38,0) for a table, as the producer's JSON text for a pipe."""
+    table = unique("N").replace("-", "_").upper()
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0), N INTEGER, W NUMBER(20,0)")
+    fqn = f"ANALYTICS.RAW.{table}"
+    definition = (
+        f"COPY INTO {fqn} (ID, N, W, KINESISMETADATA) FROM (SELECT $1:id::NUMBER(38,0), $1:n::INT, $1:w, "
+        "$1:KINESISMETADATA FROM @s)"
+    )
+    largest = 10**38 - 1
+    payloads = [{"id": largest, "n": -largest, "w": 10**20 - 1}, {"id": 2**63, "n": 1, "w": None}]
+    records = [
+        KinesisRecord("shard-1", str(i), 0, "k", datetime(2026, 1, 1, tzinfo=UTC), json.dumps(p).encode())
+        for i, p in enumerate(payloads, 1)
+    ]
+    conn = emulators.snowflake_connect()
+    try:
+        sink = SnowflakeSink(
+            conn, Destination("ANALYTICS", "RAW", table), pipe_definition=definition if destination == "PIPE" else None
+        )
+        sink.ensure_support_objects()
+        staged = sink.describe_columns()
+        if destination == "PIPE":
+            path = tmp_path / "rows.json"
+            path.write_bytes(pipe_batch(records, "s").lines)
+        else:
+            batch = build_batch(records, "s", ColumnMap(staged))
+            assert batch.dead_letters == []
+            path = tmp_path / "rows.parquet"
+            pq.write_table(batch.rows, path)
+        sink.put_file(path, f"{table}/n1/{ROWS_DIR}")
+        sink.commit_batch(
+            application_name=table, generation_id="g", batch_id="n1", stage_dir=f"{table}/n1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=staged,
+        )  # fmt: skip
+    finally:
+        conn.close()
+
+    assert query(emulators, f"SELECT ID, N, W, ID::VARCHAR FROM {fqn} ORDER BY N") == [
+        (largest, -largest, 10**20 - 1, str(largest)),
+        (2**63, 1, None, str(2**63)),
+    ]

@@ -20,6 +20,7 @@ from airflow_kinesis_snowflake.core.evolution import (
     UnknownKeys,
     check_unknown_keys,
     column_name,
+    held_back,
     is_timestamp,
     json_type,
     merge,
@@ -76,7 +77,10 @@ def types(summary: KeySummary) -> dict[str, JsonType | None]:
         (0, T.INTEGER),
         (-(2**63), T.INTEGER),
         (2**63 - 1, T.INTEGER),
-        (2**63, T.FLOAT),  # beyond 64 bits: NUMBER could not be written, FLOAT can
+        (2**63, T.INTEGER),  # beyond 64 bits: NUMBER(38,0) holds 38 digits
+        (10**38 - 1, T.INTEGER),
+        (-(10**38) + 1, T.INTEGER),
+        (10**38, T.FLOAT),  # beyond 38 digits, as Snowflake reads such a number in JSON
         (1.5, T.FLOAT),
         (float("nan"), T.FLOAT),
         (True, T.BOOLEAN),  # a bool is an int in Python; not here
@@ -312,6 +316,24 @@ def test_payloads_are_read_as_build_batch_reads_them() -> None:
     assert [d.record for d in build_batch([nan, deep], "s", ColumnMap(COLUMNS)).dead_letters] == [deep]
 
 
+def test_a_new_key_whose_first_value_has_25_digits_gets_a_number_column_that_holds_it() -> None:
+    # orjson reads an integer beyond 64 bits as a float: the key must not become FLOAT for that.
+    big = 1234567890123456789012345
+    payloads = [
+        b'{"id": 1, "name": "a", "big": 1234567890123456789012345, "huge": 1%s}' % (b"0" * 38),
+        b'{"id": 2, "name": "b", "big": 7, "huge": 1}',
+    ]
+    batch_records = [record(p, i) for i, p in enumerate(payloads)]
+
+    changes = plan_changes(summarize(batch_records, ColumnMap(COLUMNS)), COLUMNS, evolve=True)
+
+    assert [(c.name, c.type) for c in changes.add] == [("BIG", T.INTEGER), ("HUGE", T.FLOAT)]
+    evolved = ColumnMap([*COLUMNS, TableColumn("BIG", "NUMBER", numeric_precision=38), TableColumn("HUGE", "FLOAT")])
+    batch = build_batch(batch_records, "s", evolved)
+    assert batch.dead_letters == []
+    assert batch.rows.column("BIG").to_pylist() == [big, 7]
+
+
 def test_a_flood_of_distinct_keys_is_counted_not_tracked() -> None:
     payloads = [{"id": i, "name": "n", f"key{i}": i} for i in range(10)]
 
@@ -471,6 +493,72 @@ def test_new_columns_per_batch_are_capped() -> None:
     assert "more than 3 new columns" in changes.skipped[0].reason
 
 
+def test_records_with_a_value_for_a_key_over_the_cap_are_kept_whole_with_the_keys_and_the_cap() -> None:
+    payloads = [
+        {"id": 1, "name": "a", "k0": 0, "k1": 1},  # every key gets a column
+        {"id": 2, "name": "b", "k0": 0, "k1": 1, "k2": 2, "k3": 3},  # k2 and k3 do not
+        {"id": 3, "name": "c", "K3": "x", "k3": "second spelling"},  # the first spelling counts
+        {"id": 4, "name": "d", "k2": None, "k3": None},  # nothing to lose
+        {"id": 5, "name": "e", "": 1, "kinesisMetadata": 2},  # keys no column can be named after
+    ]
+    batch_records = records(*payloads)
+    changes = plan_changes(summarize(batch_records, ColumnMap(COLUMNS)), COLUMNS, evolve=True, max_new_columns=2)
+
+    assert [c.name for c in changes.add] == ["K0", "K1"]
+    assert [(s.key, s.held_back) for s in changes.skipped] == [
+        ("k2", True),
+        ("k3", True),
+        ("", False),
+        ("kinesisMetadata", False),
+    ]
+    assert changes.held_back is not None and "at most 2 columns to a table per batch" in changes.held_back
+    assert changes.report()["records_held_back"] == changes.held_back
+    assert [s.key for s in changes.lost] == ["", "kinesisMetadata"]  # the held-back keys lose nothing
+
+    evolved = [*COLUMNS, TableColumn("K0", "NUMBER", numeric_precision=38), TableColumn("K1", "NUMBER")]
+    columns = ColumnMap(evolved, held_back(changes.held_back))
+    batch = build_batch(batch_records, "s", columns)
+
+    assert batch.rows.column("ID").to_pylist() == [1, 4, 5]
+    assert batch.rows.equals(build_batch_reference(batch_records, "s", columns).rows)
+    assert [(d.record, d.column) for d in batch.dead_letters] == [(batch_records[1], None), (batch_records[2], None)]
+    assert [d.error for d in batch.dead_letters] == [
+        f'no column for keys "k2", "k3": {changes.held_back}. '
+        "The record is kept whole here rather than loaded without these values",
+        f'no column for key "K3": {changes.held_back}. '
+        "The record is kept whole here rather than loaded without these values",
+    ]
+    assert [d.error for d in build_batch_reference(batch_records, "s", columns).dead_letters] == [
+        d.error for d in batch.dead_letters
+    ]
+
+
+def test_keys_beyond_those_tracked_are_held_back_too() -> None:
+    changes = plan_changes(KeySummary(untracked=3), COLUMNS, evolve=True)
+
+    assert changes.held_back is not None
+    columns = ColumnMap(COLUMNS, held_back(changes.held_back))
+    batch = build_batch(records({"id": 1, "name": "a", "never_tracked": 1}), "s", columns)
+    assert batch.rows.num_rows == 0
+    assert batch.dead_letters[0].error.startswith('no column for key "never_tracked": schema evolution adds at most')
+
+
+def test_nothing_is_held_back_below_the_cap_or_without_evolution() -> None:
+    summary = summary_of({"id": 1, "name": "n", **{f"k{i}": i for i in range(5)}})
+
+    assert plan_changes(summary, COLUMNS, evolve=True, max_new_columns=5).held_back is None
+    assert plan_changes(summary, COLUMNS, evolve=False).held_back is None
+    assert held_back(None) is None
+
+
+def test_failing_on_unknown_keys_does_not_fail_for_keys_held_back_by_the_cap() -> None:
+    # Nothing of theirs is lost, and failing would stop every later batch at the same keys.
+    policy = _policy("TABLE", UnknownKeys.FAIL)
+    capped = plan_changes(summary_of({"id": 1, "name": "a", "k0": 0, "k1": 1}), COLUMNS, evolve=True, max_new_columns=1)
+    check_unknown_keys(capped, policy, "t")
+    check_unknown_keys(plan_changes(KeySummary(untracked=3), COLUMNS, evolve=True), policy, "t")
+
+
 def test_report_is_plain_json() -> None:
     summary = summary_of({"id": 1, "qty": 1, 'we"ird': "x", "k" * 300: 1})
 
@@ -563,7 +651,8 @@ def test_failing_covers_keys_evolution_cannot_place_and_untracked_keys() -> None
     with pytest.raises(UnknownKeyError, match=r'"" \(an empty key'):
         check_unknown_keys(hostile, policy, "t")
 
-    flood = plan_changes(KeySummary(untracked=3), COLUMNS, evolve=True)
+    # (with evolution on, keys beyond those tracked are held back instead: see above)
+    flood = plan_changes(KeySummary(untracked=3), COLUMNS, evolve=False)
     with pytest.raises(UnknownKeyError, match="and 3 more"):
         check_unknown_keys(flood, policy, "t")
 

@@ -43,10 +43,16 @@ ALL_COLUMNS = [INT, DEC, FLT, BOOL, TEXT, TS, DAY, VARIANT, OBJ, ARR]
 @pytest.mark.parametrize(
     ("column", "expected"),
     [
-        (INT, pa.int64()),
-        (TableColumn("N", "NUMBER"), pa.int64()),
-        (TableColumn("N", "INTEGER"), pa.int64()),
-        (TableColumn("N", "bigint"), pa.int64()),
+        # NUMBER(38,0) and its synonyms hold 38 digits: more than int64 can
+        (INT, pa.decimal128(38, 0)),
+        (TableColumn("N", "NUMBER", numeric_precision=38), pa.decimal128(38, 0)),
+        (TableColumn("N", "NUMBER"), pa.decimal128(38, 0)),
+        (TableColumn("N", "INTEGER"), pa.decimal128(38, 0)),
+        (TableColumn("N", "bigint"), pa.decimal128(38, 0)),
+        (TableColumn("N", "NUMBER", numeric_precision=19), pa.decimal128(38, 0)),
+        # a declared precision that int64 holds
+        (TableColumn("N", "NUMBER", numeric_precision=18), pa.int64()),
+        (TableColumn("N", "NUMBER", numeric_precision=5), pa.int64()),
         (DEC, pa.decimal128(38, 2)),
         (FLT, pa.float64()),
         (TableColumn("D", "DOUBLE PRECISION"), pa.float64()),
@@ -164,13 +170,24 @@ def test_null_stays_null(column: TableColumn) -> None:
         (2**63 - 1, 2**63 - 1),
         (-(2**63), -(2**63)),
         (1e18, 10**18),
+        # beyond 64 bits, up to the 38 digits NUMBER(38,0) holds
+        (2**63, 2**63),
+        (-(2**63) - 1, -(2**63) - 1),
+        ("99999999999999999999", 10**20 - 1),
+        (1e19, 10**19),
+        (10**38 - 1, 10**38 - 1),
+        (-(10**38) + 1, -(10**38) + 1),
+        ("12345678901234567890123456789012345678", 12345678901234567890123456789012345678),
+        ("1e37", 10**37),
     ],
 )
-def test_integer_accepts_whole_numbers(value: Any, expected: int) -> None:
+def test_number_38_0_accepts_whole_numbers_of_up_to_38_digits(value: Any, expected: int) -> None:
     result = coerce(value, INT)
 
     assert result == expected
-    assert type(result) is int
+    assert isinstance(result, Decimal)
+    assert result.as_tuple().exponent == 0
+    assert pa.array([result], arrow_type(INT)).to_pylist() == [expected]
 
 
 @pytest.mark.parametrize(
@@ -184,15 +201,41 @@ def test_integer_accepts_whole_numbers(value: Any, expected: int) -> None:
         (False, "expected a whole number"),
         ({}, "expected a whole number"),
         ([1], "expected a whole number"),
-        (2**63, "out of range"),
-        (-(2**63) - 1, "out of range"),
-        ("99999999999999999999", "out of range"),
-        (1e19, "out of range"),
+        (10**38, r"too many digits for NUMBER\(38,0\)"),
+        (-(10**38), r"too many digits for NUMBER\(38,0\)"),
+        ("123456789012345678901234567890123456789", r"too many digits for NUMBER\(38,0\)"),
+        (1e38, r"too many digits for NUMBER\(38,0\)"),
     ],
 )
-def test_integer_rejects(value: Any, reason: str) -> None:
+def test_number_38_0_rejects(value: Any, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         coerce(value, INT)
+
+
+NARROW = TableColumn("QTY", "NUMBER(18,0)", numeric_precision=18)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(12, 12), ("12", 12), (1.0, 1), (10**18 - 1, 10**18 - 1)])
+def test_a_precision_int64_holds_is_written_as_int64(value: Any, expected: int) -> None:
+    result = coerce(value, NARROW)
+
+    assert arrow_type(NARROW) == pa.int64()
+    assert result == expected
+    assert type(result) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (1.5, "expected a whole number"),
+        (10**18, r"too many digits for NUMBER\(18,0\)"),
+        (2**63, "out of range"),
+        ("99999999999999999999", "out of range"),
+    ],
+)
+def test_a_precision_int64_holds_rejects(value: Any, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        coerce(value, NARROW)
 
 
 @pytest.mark.parametrize("data_type", ["INTEGER", "BIGINT", "SMALLINT", "NUMBER"])

@@ -17,8 +17,9 @@ from aws_kinesis_agg.aggregator import RecordAggregator, messages_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_kinesis_snowflake.core.evolution import can_have_column
 from airflow_kinesis_snowflake.core.records import DeadLetter, KinesisRecord, kinesis_metadata, user_records
-from airflow_kinesis_snowflake.core.schema import FAILURE_SCHEMA, METADATA_TYPE, ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.schema import FAILURE_SCHEMA, METADATA_TYPE, ColumnMap, HeldBack, TableColumn
 from airflow_kinesis_snowflake.core.transform import (
     Batch,
     build_batch,
@@ -255,6 +256,76 @@ def test_rows_keep_record_order_across_key_orders_and_fallbacks() -> None:
     ]
     batch = assert_same(_records(payloads * 3), block_records=4)
     assert [r["ID"] for r in batch.rows.to_pylist()] == [0, 1, 2, 3, 4, 5, 6] * 3
+
+
+def test_integers_of_up_to_38_digits_land_exactly_in_number_38_0_columns() -> None:
+    columns = ColumnMap(
+        [
+            TableColumn("ID", "NUMBER(38,0)", numeric_precision=38),
+            TableColumn("COUNT", "INTEGER"),  # a synonym of NUMBER(38,0)
+            TableColumn("WIDE", "NUMBER(20,0)", numeric_precision=20),
+            TableColumn("TOTAL", "NUMBER(38,2)", numeric_scale=2, numeric_precision=38),
+        ]
+    )
+    largest = 10**38 - 1
+    payloads = [
+        b'{"id": 12345678901234567890123456789012345678, "count": -99999999999999999999999999999999999999}',
+        b'{"id": 9223372036854775808, "count": 18446744073709551616, "wide": 99999999999999999999}',
+        b'{"id": 1, "count": 2, "wide": 3, "total": 123456789012345678901234567890123456}',
+        b'{"id": "99999999999999999999999999999999999999", "count": 1e37, "wide": -12345678901234567890}',
+        # beyond what the column holds: dead letters naming the column
+        b'{"id": 123456789012345678901234567890123456789}',
+        b'{"count": -100000000000000000000000000000000000000}',
+        b'{"wide": 100000000000000000000}',
+        b'{"total": 1234567890123456789012345678901234567}',
+        b'{"id": 1.5}',
+    ]
+    # alone (the per-record path decides each) and many at once (the bulk path's columns)
+    batch = assert_same(_records(payloads), columns)
+    assert_same(_records(payloads * 50), columns, block_records=64)
+
+    assert batch.rows.column("ID").to_pylist() == [12345678901234567890123456789012345678, 2**63, 1, largest]
+    assert batch.rows.column("COUNT").to_pylist() == [-largest, 2**64, 2, 10**37]
+    assert batch.rows.column("WIDE").to_pylist() == [None, 10**20 - 1, 3, -12345678901234567890]
+    assert batch.rows.column("TOTAL").to_pylist()[2] == Decimal("123456789012345678901234567890123456.00")
+    assert [(d.column, d.error) for d in batch.dead_letters] == [
+        ("ID", "column ID: number 123456789012345678901234567890123456789 has too many digits for NUMBER(38,0)"),
+        ("COUNT", "column COUNT: number -100000000000000000000000000000000000000 has too many digits for NUMBER(38,0)"),
+        ("WIDE", "column WIDE: number 100000000000000000000 has too many digits for NUMBER(20,0)"),
+        ("TOTAL", "column TOTAL: number 1234567890123456789012345678901234567 has too many digits for NUMBER(38,2)"),
+        ("ID", "column ID: expected a whole number for NUMBER, got 1.5"),
+    ]
+
+
+HOLDING_BACK = ColumnMap(COLUMNS.columns, HeldBack("the cap on new columns", can_have_column))
+
+
+def test_records_with_a_value_for_a_key_held_back_are_dead_letters_kept_whole() -> None:
+    many = {f"new{i}": i for i in range(12)}
+    payloads = [
+        b'{"id": 1, "name": "a"}',
+        b'{"id": 2, "unknown": 1}',
+        b'{"id": 3, "unknown": null, "Unknown": 5}',  # the first spelling counts: nothing to lose
+        b'{"id": 4, "": 1, "kinesisMetadata": {"x": 1}, "Stra\u00dfe": "x"}',  # no column can take these
+        b'{"extra_field": "x", "unknown": [1], "id": "not a number"}',  # held back first, whatever else
+        json.dumps({"id": 6, **many}).encode(),
+        b'{"id": 7, "name": "g"}',
+    ]
+    batch = assert_same(_records(payloads), HOLDING_BACK)
+    assert_same(_records(payloads * 20), HOLDING_BACK, block_records=7)
+
+    assert batch.rows.column("ID").to_pylist() == [1, 3, 4, 7]
+    kept = "The record is kept whole here rather than loaded without these values"
+    assert [(d.record.data, d.error, d.column) for d in batch.dead_letters] == [
+        (payloads[1], f'no column for key "unknown": the cap on new columns. {kept}', None),
+        (payloads[4], f'no column for keys "extra_field", "unknown": the cap on new columns. {kept}', None),
+        (
+            payloads[5],
+            "no column for keys " + ", ".join(f'"new{i}"' for i in range(10)) + f" and 2 more: the cap on new columns. "
+            f"{kept}",
+            None,
+        ),
+    ]
 
 
 def test_columns_that_differ_only_by_case_resolve_as_the_column_map_does() -> None:
@@ -626,9 +697,11 @@ def record_batches(draw: st.DrawFn) -> list[KinesisRecord]:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(record_batches(), st.sampled_from([1, 3, 4096]))
-def test_generated_batches_equal_the_per_record_path(records: list[KinesisRecord], block_records: int) -> None:
-    assert_same(records, block_records=block_records)
+@given(record_batches(), st.sampled_from([1, 3, 4096]), st.booleans())
+def test_generated_batches_equal_the_per_record_path(
+    records: list[KinesisRecord], block_records: int, holding_back: bool
+) -> None:
+    assert_same(records, HOLDING_BACK if holding_back else COLUMNS, block_records=block_records)
 
 
 def _payload_from(rng: random.Random) -> bytes:
