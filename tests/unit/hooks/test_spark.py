@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.exceptions import AirflowProviderDeprecationWarning
+from airflow.providers.apache.spark.hooks import spark_submit
 from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.log import redact
 
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 
@@ -24,28 +29,61 @@ def test_env_vars_are_refused_they_would_become_spark_settings(monkeypatch: pyte
 
 def test_driver_identity_needs_the_secret_that_holds_the_snowflake_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     conn_id = spark_connection(monkeypatch, "yarn", driver_identity=True)
-    with pytest.raises(ValueError, match="driver_identity needs snowflake_secret_id"):
+    with pytest.raises(ValueError, match="driver_identity needs snowflake_connection_ref"):
         KinesisJobSubmitHook(conn_id=conn_id)
 
 
-def test_driver_identity_names_the_secret_to_the_job_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
-    conn_id = spark_connection(monkeypatch, "local[2]", driver_identity="true", snowflake_secret_id="kinesis/sf")
-    hook = KinesisJobSubmitHook(conn_id=conn_id, application_args=["--plan", "p.json"])
-    command = hook._build_spark_submit_command("job.py")
-    assert command[-4:] == ["--plan", "p.json", "--snowflake-secret-id", "kinesis/sf"]
+def test_the_secret_name_is_not_masked_in_logs_and_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A short secret name, a common word: masked, it would hide that word in every log line.
+    name = f"sf{uuid.uuid4().hex[:6]}"
+    conn_id = spark_connection(monkeypatch, "local[2]", driver_identity="true", snowflake_connection_ref=name)
+
+    hook = KinesisJobSubmitHook(conn_id=conn_id)  # reads the connection, which registers its secrets
+
+    assert hook.driver_identity and hook.snowflake_connection_ref == name
+    assert redact(f"reading the Snowflake connection from secret {name}") == (
+        f"reading the Snowflake connection from secret {name}"
+    )
+    assert str(redact(RuntimeError(f"secret {name!r} holds binary data"))) == f"secret {name!r} holds binary data"
     hook.check_credential_delivery()  # client mode: nothing to refuse
 
 
+def test_snowflake_secret_id_still_works_deprecated_and_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"kinesis/snowflake-{uuid.uuid4().hex[:8]}"
+    conn_id = spark_connection(monkeypatch, "yarn", driver_identity=True, snowflake_secret_id=name)
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match="rename it 'snowflake_connection_ref'"):
+        hook = KinesisJobSubmitHook(conn_id=conn_id)
+
+    assert hook.snowflake_connection_ref == name
+    # Why it is deprecated: Airflow masks the value of any extra whose name says "secret".
+    assert redact(f"secret {name}") == "secret ***"
+
+
+@pytest.mark.parametrize("master", ["yarn", "k8s://https://k8s.example:443", "spark://spark-master:7077"])
 @pytest.mark.parametrize(
     ("extra", "conf"),
-    [({"deploy-mode": "cluster"}, None), ({}, {"spark.submit.deployMode": "cluster"})],
-    ids=["connection deploy-mode", "spark.submit.deployMode"],
+    [
+        ({"deploy-mode": "cluster"}, None),
+        ({}, {"spark.submit.deployMode": "cluster"}),
+        ({"deploy-mode": "cluster", "driver_identity": True, "snowflake_connection_ref": "kinesis/sf"}, None),
+    ],
+    ids=["connection deploy-mode", "spark.submit.deployMode", "with driver_identity"],
 )
-def test_cluster_deploy_mode_is_refused_with_what_to_configure(
-    monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], conf: dict[str, Any] | None
+def test_cluster_deploy_mode_is_refused_saying_to_use_client_mode(
+    monkeypatch: pytest.MonkeyPatch, master: str, extra: dict[str, Any], conf: dict[str, Any] | None
 ) -> None:
-    conn_id = spark_connection(monkeypatch, "yarn", **extra)
+    conn_id = spark_connection(monkeypatch, master, **extra)
+    # SparkSubmitHook refuses a k8s:// master without the Kubernetes provider, which it only uses to
+    # track a driver; nothing here reaches a cluster.
+    monkeypatch.setattr(spark_submit, "kube_client", SimpleNamespace(), raising=False)
     hook = KinesisJobSubmitHook(conn_id=conn_id, conf=conf)
     assert hook.deploy_mode == "cluster"
-    with pytest.raises(AirflowException, match=r"cluster deploy mode.*\"driver_identity\": true"):
+    with pytest.raises(AirflowException) as raised:
         hook.submit("job.py")
+    message = str(raised.value)
+    assert "cluster deploy mode, which is not supported yet" in message
+    assert "the batch plan and the job's result are files on this Airflow worker" in message
+    assert 'Use client deploy mode (the extra "deploy-mode": "client"' in message
+    # How to have a YARN or Kubernetes driver in client mode use its own identity.
+    assert '"driver_identity": true and "snowflake_connection_ref":' in message
