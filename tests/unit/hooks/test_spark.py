@@ -12,7 +12,11 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks import spark_submit
 from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import redact
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 
 
@@ -87,3 +91,60 @@ def test_cluster_deploy_mode_is_refused_saying_to_use_client_mode(
     assert 'Use client deploy mode (the extra "deploy-mode": "client"' in message
     # How to have a YARN or Kubernetes driver in client mode use its own identity.
     assert '"driver_identity": true and "snowflake_connection_ref":' in message
+
+
+def job_connections(monkeypatch: pytest.MonkeyPatch) -> tuple[KinesisStreamHook, KinesisSnowflakeHook]:
+    """An AWS connection with keys, and a Snowflake one whose key cannot be decrypted (wrong passphrase)."""
+    aws = {
+        "conn_type": "aws",
+        "login": "AKIAJOBENVTEST000001",
+        "password": "job-env-secret-key-3Xq9",
+        "extra": {"region_name": "eu-west-1", "endpoint_url": "http://127.0.0.1:4566"},
+    }
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"the-right-passphrase"),
+    ).decode()
+    snowflake = {
+        "conn_type": "snowflake",
+        "login": "KINESIS_INGEST",
+        "extra": {"account": "myorg", "private_key_content": encrypted, "private_key_passphrase": "wrong-one"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_JOB_ENV", json.dumps(aws))
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_JOB_ENV", json.dumps(snowflake))
+    return KinesisStreamHook(aws_conn_id="aws_job_env"), KinesisSnowflakeHook(snowflake_conn_id="snowflake_job_env")
+
+
+def test_with_driver_identity_the_job_is_told_where_aws_is_and_no_credential_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    conn_id = spark_connection(monkeypatch, "local[2]", driver_identity=True, snowflake_connection_ref="kinesis/sf")
+
+    env = KinesisJobSubmitHook(conn_id=conn_id).job_environment(kinesis, snowflake)
+
+    # The Snowflake key is never decrypted: its wrong passphrase goes unnoticed.
+    assert env == {
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL_KINESIS": "http://127.0.0.1:4566",
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:4566",
+    }
+
+
+def test_without_driver_identity_the_job_gets_both_connections_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    conn_id = spark_connection(monkeypatch, "local[2]")
+    hook = KinesisJobSubmitHook(conn_id=conn_id)
+
+    with pytest.raises(ValueError, match="connection 'snowflake_job_env': the private key could not be read"):
+        hook.job_environment(kinesis, snowflake)
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SNOWFLAKE_JOB_ENV",
+        json.dumps({"conn_type": "snowflake", "login": "U", "password": "pw-4f1c2e9a", "extra": {"account": "a"}}),
+    )
+    env = hook.job_environment(kinesis, snowflake)
+    assert env["AWS_ACCESS_KEY_ID"] == "AKIAJOBENVTEST000001" and env["AWS_DEFAULT_REGION"] == "eu-west-1"
+    assert json.loads(env["SNOWFLAKE_CONNECTION_JSON"])["password"] == "pw-4f1c2e9a"
