@@ -1,16 +1,19 @@
 """The Spark job: one task per shard range reads and stages; the driver commits once.
 
-Run through ``spark-submit`` with ``--plan`` (a :class:`BatchPlan` JSON file) and ``--result``
-(where the driver writes what was loaded). Credentials reach the driver in one of two ways, never
-as an argument or a Spark setting:
+Run through ``spark-submit`` in client deploy mode with ``--plan`` (a :class:`BatchPlan` JSON file)
+and ``--result`` (where the driver writes what was loaded), both on the Airflow worker. Credentials
+reach the driver in one of two ways, never as an argument or a Spark setting:
 
-* in the spark-submit process's environment (client deploy mode): the standard ``AWS_*``
-  variables (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON`` with the
+* in the spark-submit process's environment: the standard ``AWS_*`` variables
+  (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON`` with the
   snowflake-connector-python keyword arguments;
-* with ``--snowflake-secret-id`` (the driver's own identity): AWS through boto3's default
+* with ``--snowflake-connection-ref`` (the driver's own identity): AWS through boto3's default
   credential chain, and the Snowflake connection read from that AWS Secrets Manager secret.
 
-The driver hands them to its tasks inside the serialised task. Nothing secret is printed.
+The driver hands them to its tasks inside the serialised task. It prints no secret, and whatever
+it writes to stdout or stderr (which the Airflow task log shows) has every secret value it holds
+replaced by ``***`` (:func:`redacted_output`): the worker's masker does not know the values read
+from the secret.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -55,11 +59,16 @@ from airflow_kinesis_snowflake.core.readers import (
     read_shard_range,
     read_shard_range_fan_out,
 )
+from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
 from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 from airflow_kinesis_snowflake.core.transform import build_batch, failure_table
 
 SNOWFLAKE_ENV = "SNOWFLAKE_CONNECTION_JSON"
+# The job's argument naming the Secrets Manager secret with the Snowflake connection. No word
+# Airflow's masker treats as sensitive ("secret" ...) in it: the Spark provider would mask its value.
+SNOWFLAKE_CONNECTION_REF_ARG = "--snowflake-connection-ref"
+AWS_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 AWS_ENV = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -103,14 +112,30 @@ def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str
 
 @dataclass(frozen=True)
 class JobCredentials:
-    """AWS and Snowflake credentials, read from the driver's environment.
+    """AWS and Snowflake credentials of the job, as its driver got them.
+
+    From the spark-submit process's environment (:meth:`from_env`): AWS credentials, region and
+    endpoints, and the Snowflake connection. With the driver's own identity
+    (:meth:`from_driver_identity`): the Snowflake connection from an AWS Secrets Manager secret and
+    no AWS credential, only the region and endpoints; each executor then uses its own AWS identity
+    (boto3's default chain), which it must have.
 
     They travel to executors inside the serialised task, never on a command line or in a Spark
-    setting, so a standalone or YARN cluster needs no credentials of its own.
+    setting.
     """
 
     aws: dict[str, str] = field(repr=False)
     snowflake: dict[str, Any] = field(repr=False)
+    # Values to keep out of the job's output beyond those of ``aws`` and ``snowflake`` (a secret's
+    # fields in the form it held them, such as a PEM key and its passphrase).
+    extra_secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def secret_values(self) -> list[str]:
+        """Every secret value the job holds, in each form it may be printed in (:func:`secret_forms`)."""
+        values = [self.aws[k] for k in AWS_SECRET_ENV if self.aws.get(k)]
+        values += [str(self.snowflake[k]) for k in SECRET_PARAMS if self.snowflake.get(k)]
+        values += self.extra_secrets
+        return sorted({form for value in values for form in secret_forms(value)}, key=len, reverse=True)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> JobCredentials:
@@ -152,7 +177,18 @@ class JobCredentials:
         if "SecretString" not in secret:
             raise RuntimeError(f"secret {secret_id!r} holds binary data, not a JSON object of connector arguments")
         snowflake = snowflake_params_from_secret(secret["SecretString"], secret_id)
-        return cls(aws={k: env[k] for k in AWS_LOCATION_ENV if env.get(k)}, snowflake=snowflake)
+        held = json.loads(secret["SecretString"])  # an object: snowflake_params_from_secret refuses others
+        extra_secrets = tuple(str(held[k]) for k in SECRET_PARAMS if held.get(k))
+        return cls(
+            aws={k: env[k] for k in AWS_LOCATION_ENV if env.get(k)}, snowflake=snowflake, extra_secrets=extra_secrets
+        )
+
+    @classmethod
+    def for_job(cls, snowflake_connection_ref: str | None, region: str | None) -> JobCredentials:
+        """:meth:`from_driver_identity` with a secret's name or ARN, else :meth:`from_env`."""
+        if snowflake_connection_ref:
+            return cls.from_driver_identity(snowflake_connection_ref, region)
+        return cls.from_env()
 
     def kinesis_client(self, region: str) -> Any:
         from botocore.config import Config
@@ -354,14 +390,9 @@ def commit(
     }
 
 
-def run(plan: BatchPlan, result_path: Path, snowflake_secret_id: str | None = None) -> dict[str, Any]:
+def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> dict[str, Any]:
     from pyspark import SparkConf, SparkContext, StorageLevel
 
-    credentials = (
-        JobCredentials.from_driver_identity(snowflake_secret_id, plan.region)
-        if snowflake_secret_id
-        else JobCredentials.from_env()
-    )
     # The job only uses RDDs: a bare SparkContext starts seconds faster than a SparkSession.
     sc = SparkContext.getOrCreate(
         SparkConf().setAppName(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}")
@@ -429,18 +460,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", required=True, type=Path, help="BatchPlan JSON file")
     parser.add_argument("--result", required=True, type=Path, help="where to write the batch result JSON")
     parser.add_argument(
-        "--snowflake-secret-id",
-        help="AWS Secrets Manager secret holding the Snowflake connection; AWS credentials then come from "
-        "the default chain (the driver's own identity) instead of the environment",
+        SNOWFLAKE_CONNECTION_REF_ARG,
+        help="name or ARN of the AWS Secrets Manager secret holding the Snowflake connection; AWS "
+        "credentials then come from the default chain (the driver's own identity) instead of the environment",
     )
     args = parser.parse_args(argv)
     plan = BatchPlan.from_json(args.plan.read_text())
-    try:
-        result = run(plan, args.result, args.snowflake_secret_id)
-    except UnknownKeyError as err:
-        # A setting, not a fault: one line saying what to do, and no rows loaded.
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    credentials = JobCredentials.for_job(args.snowflake_connection_ref, plan.region)
+    with redacted_output(credentials.secret_values()):
+        try:
+            result = run(plan, args.result, credentials)
+        except UnknownKeyError as err:
+            # A setting, not a fault: one line saying what to do, and no rows loaded.
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except Exception:  # noqa: BLE001 - printed, then the job fails with status 1
+            # Printed here rather than by the interpreter, so that it goes through the redaction.
+            traceback.print_exc()
+            return 1
+        report(result)
+    return 0
+
+
+def report(result: dict[str, Any]) -> None:
+    """Print what a batch loaded and how its schema evolved."""
     print(
         f"batch {result['batch_id']}: {result['rows_loaded']} rows loaded, "
         f"{result['dead_letters']} dead letters, {len(result['shards'])} shards"
@@ -460,7 +503,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"keys without a column, not loaded ({schema['keys_skipped_total']}): {skipped}")
     if schema.get("records_held_back"):
         print(f"records kept whole in the parse-failure table: {schema['records_held_back']}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-from airflow.sdk.log import mask_secret
 from botocore.config import Config
 
 from airflow_kinesis_snowflake.core.leases import LeaseTable
@@ -90,13 +89,11 @@ class KinesisStreamHook(AwsBaseHook):
     def job_environment(self) -> dict[str, str]:
         """Credentials, region and endpoint for a Spark job, as standard ``AWS_*`` variables.
 
-        The secret key and session token are registered with Airflow's secret masker: resolved
+        The secret key and session token are registered with Airflow's secret masker (by
+        :meth:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook.get_credentials`): resolved
         from a role or a profile, they are values the connection itself never held.
         """
         credentials = self.get_credentials()
-        mask_secret(credentials.secret_key)
-        if credentials.token:
-            mask_secret(credentials.token)
         env = {
             "AWS_ACCESS_KEY_ID": credentials.access_key,
             "AWS_SECRET_ACCESS_KEY": credentials.secret_key,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,30 +11,18 @@ from airflow.sdk.log import mask_secret
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from airflow_kinesis_snowflake.core.keys import load_private_key, private_key_der
+from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, secret_forms
 
 ALLOWED_PROTOCOLS = ("https", "http")
 # Extras naming the passphrase of an encrypted private key (the connector's own name too).
 PASSPHRASE_EXTRAS = ("private_key_passphrase", "private_key_file_pwd")
-# Connector arguments whose values are secrets: registered with the secret masker.
-SECRET_PARAMS = (
-    "password",
-    "private_key_der_base64",
-    "private_key_passphrase",
-    "token",
-    "refresh_token",
-    "client_secret",
-    "oauth_client_secret",
-    "proxy_password",
-    "passcode",
-)
 
 
 def mask_secret_value(value: str) -> None:
-    """Register ``value`` with Airflow's secret masker, also as it appears inside a JSON string."""
-    mask_secret(value)
-    escaped = json.dumps(value)[1:-1]
-    if escaped != value:
-        mask_secret(escaped)
+    """Register ``value`` with Airflow's secret masker in every form it may be logged in: itself,
+    JSON-escaped (as in ``SNOWFLAKE_CONNECTION_JSON``), and each line of a PEM key."""
+    for form in secret_forms(value):
+        mask_secret(form)
 
 
 class KinesisSnowflakeHook(SnowflakeHook):
@@ -55,13 +42,21 @@ class KinesisSnowflakeHook(SnowflakeHook):
         As the Snowflake provider reads it (extra ``private_key_content`` or ``private_key_file``,
         the password as its passphrase), and also with the passphrase in the extra
         ``private_key_passphrase`` (or ``private_key_file_pwd``), which leaves the password empty.
+
+        The key's text is registered with Airflow's secret masker, each of its lines too: Airflow
+        registers ``private_key_content`` as a whole only, and never sees the content of
+        ``private_key_file``.
         """
         extra = self.get_connection(self.get_conn_id()).extra_dejson
+        content = self._get_field(extra, "private_key_content")
+        path = self._get_field(extra, "private_key_file")
+        file_content = Path(path).read_bytes() if path else None
+        for text in (content, file_content.decode("utf-8", "replace") if file_content else None):
+            if isinstance(text, str) and text:
+                mask_secret_value(text)
         passphrase = next((extra[k] for k in PASSPHRASE_EXTRAS if extra.get(k)), None)
         if passphrase is None:
             return super().get_private_key()
-        content = self._get_field(extra, "private_key_content")
-        path = self._get_field(extra, "private_key_file")
         if content and path:
             raise ValueError(
                 "The private_key_file and private_key_content extra fields are mutually exclusive. Please remove one."
@@ -71,7 +66,7 @@ class KinesisSnowflakeHook(SnowflakeHook):
                 f"connection {self.get_conn_id()!r} has a private key passphrase but no private_key_content "
                 "or private_key_file extra"
             )
-        key = Path(path).read_bytes() if path else content
+        key = file_content if file_content is not None else content
         try:
             return load_private_key(key, str(passphrase))
         except ValueError as err:
@@ -99,7 +94,7 @@ class KinesisSnowflakeHook(SnowflakeHook):
         A key-pair connection's private key, whichever form the Snowflake provider returns it in
         (DER bytes, or a key object with older releases), becomes ``private_key_der_base64``:
         unencrypted PKCS#8 DER in base64. Every secret value, that one included, is registered with
-        Airflow's secret masker before it is returned.
+        Airflow's secret masker before it is returned, also in its JSON-escaped form.
         """
         params = dict(self._get_conn_params())
         key = params.pop("private_key", None)
@@ -115,3 +110,10 @@ class KinesisSnowflakeHook(SnowflakeHook):
             if isinstance(value, str) and value:
                 mask_secret_value(value)
         return params
+
+    def account_and_region(self) -> tuple[str | None, str | None]:
+        """The connection's ``account`` and ``region`` extras, read without touching its credentials."""
+        extra = self.get_connection(self.get_conn_id()).extra_dejson
+        account = self.account or self._get_field(extra, "account")
+        region = self.region or self._get_field(extra, "region")
+        return account or None, region or None

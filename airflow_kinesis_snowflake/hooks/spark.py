@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
-from typing import Any
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
+
+from airflow_kinesis_snowflake.core.job import SNOWFLAKE_CONNECTION_REF_ARG, SNOWFLAKE_ENV
+
+if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
+    from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 CLIENT = "client"
 CLUSTER = "cluster"
 CONNECTIONS_DOC = "docs/connections.md"
+# Spark connection extra naming the Secrets Manager secret that holds the Snowflake connection. Its
+# name must not contain a word Airflow's secret masker treats as sensitive ("secret", "token" ...):
+# the value, a secret's name, would be masked in every log line and message that names it.
+CONNECTION_REF_EXTRA = "snowflake_connection_ref"
+DEPRECATED_CONNECTION_REF_EXTRA = "snowflake_secret_id"
 
 
 def _flag(value: Any) -> bool:
@@ -26,55 +42,54 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     The Spark provider's ``env_vars`` are turned into ``--conf spark.yarn.appMasterEnv.*`` (YARN)
     or ``spark.kubernetes.driverEnv.*`` (Kubernetes) settings, which show on the command line, in
     the Spark UI and in event logs, and are refused in standalone cluster mode. This hook never
-    uses them. How the job's driver gets its credentials depends on the deploy mode:
+    uses them: :meth:`submit_job` gives the job's credentials to the spark-submit process alone, as
+    its environment (``Popen(env=...)``). That reaches the driver only in client deploy mode, where
+    the driver is that process (``local``, ``spark://``, ``yarn`` and ``k8s://`` masters alike).
 
-    * client (``local``, ``spark://``, ``yarn``, ``k8s://`` with deploy mode client): the driver is
-      the spark-submit child process on this worker. ``job_env`` is given to that process alone,
-      as its environment (``Popen(env=...)``).
-    * cluster: the driver runs elsewhere and cannot read this worker's environment or disk.
-      Credentials are not shipped there; with the Spark connection's extra ``driver_identity``
-      the job uses the cluster's own AWS identity and reads the Snowflake connection from the
-      Secrets Manager secret named by the extra ``snowflake_secret_id``.
+    Cluster deploy mode is not supported: the driver reads the batch plan from a file on this
+    worker and writes its result there. :meth:`check_credential_delivery` refuses it.
 
     Extras read from the Spark connection, besides the provider's own:
 
-    * ``driver_identity`` (bool): the driver and executors use their own AWS identity (boto3's
-      default chain: instance profile, EMR role, IRSA); no AWS credential is sent to the job.
-    * ``snowflake_secret_id``: with ``driver_identity``, the name or ARN of the AWS Secrets Manager
-      secret holding the Snowflake connection (a JSON object of connector arguments).
+    * ``driver_identity`` (bool): the driver (on this worker, in client mode) and the executors use
+      their own AWS identity (boto3's default chain: instance profile, EMR role, IRSA); no AWS
+      credential is sent to the job, only the region and endpoints of the AWS connection.
+    * ``snowflake_connection_ref``: with ``driver_identity``, the name or ARN of the AWS Secrets
+      Manager secret holding the Snowflake connection (a JSON object of connector arguments); the
+      job reads it, so no Snowflake credential is sent either. ``snowflake_secret_id`` is its
+      deprecated name (Airflow masks that extra's value in logs, as it does any "secret" field).
 
-    With ``driver_identity``, ``--snowflake-secret-id <snowflake_secret_id>`` is added to the
+    With ``driver_identity``, ``--snowflake-connection-ref <name or ARN>`` is added to the
     application arguments (a secret's name, not a secret).
 
-    :param job_env: variables added to this worker's environment for the spark-submit process;
-        they may hold secrets, and reach nothing but that process (and a client-mode driver).
-        Kept in :attr:`job_env`, which may be filled until :meth:`submit`.
     :param kwargs: passed to ``SparkSubmitHook``; ``env_vars`` is refused.
     """
 
-    def __init__(self, *, job_env: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         if kwargs.get("env_vars"):
             raise ValueError(
                 "env_vars would reach the driver as Spark settings on the command line on YARN and "
-                "Kubernetes; pass job_env, which goes to the spark-submit process's environment only"
+                "Kubernetes; the job's credentials go to the spark-submit process's environment only "
+                "(submit_job)"
             )
         super().__init__(**kwargs)
-        self.job_env: dict[str, str] = dict(job_env or {})
         extra = self._connection_extra()
         self.driver_identity = _flag(extra.get("driver_identity", False))
-        secret_id = extra.get("snowflake_secret_id")
-        self.snowflake_secret_id: str | None = str(secret_id) if secret_id else None
-        if self.driver_identity and not self.snowflake_secret_id:
+        ref = extra.get(CONNECTION_REF_EXTRA)
+        if not ref and extra.get(DEPRECATED_CONNECTION_REF_EXTRA):
+            warnings.warn(
+                f"Spark connection {self._conn_id!r}: the extra {DEPRECATED_CONNECTION_REF_EXTRA!r} is deprecated "
+                f"and Airflow masks its value in logs; rename it {CONNECTION_REF_EXTRA!r}",
+                AirflowProviderDeprecationWarning,
+                stacklevel=2,
+            )
+            ref = extra[DEPRECATED_CONNECTION_REF_EXTRA]
+        self.snowflake_connection_ref: str | None = str(ref) if ref else None
+        if self.driver_identity and not self.snowflake_connection_ref:
             raise ValueError(
-                f"Spark connection {self._conn_id!r}: extra driver_identity needs snowflake_secret_id, the AWS "
+                f"Spark connection {self._conn_id!r}: extra driver_identity needs {CONNECTION_REF_EXTRA}, the AWS "
                 "Secrets Manager secret (name or ARN) that holds the Snowflake connection for the driver"
             )
-        if self.snowflake_secret_id and self.driver_identity:
-            self._application_args = [
-                *(self._application_args or []),
-                "--snowflake-secret-id",
-                self.snowflake_secret_id,
-            ]
 
     def _connection_extra(self) -> dict[str, Any]:
         try:
@@ -95,31 +110,74 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         return str(mode).strip().lower()
 
     def check_credential_delivery(self) -> None:
-        """Refuse, with what to configure, a submission whose driver cannot get its credentials.
+        """Refuse cluster deploy mode, which the ingestion job does not support, saying what to use.
 
         :raises AirflowException: in cluster deploy mode.
         """
         if self.deploy_mode != CLUSTER:
             return
-        where = f"Spark connection {self._conn_id!r} (master {self.master}) runs the driver in cluster deploy mode"
-        if not self.driver_identity:
-            raise AirflowException(
-                f"{where}, away from this worker, so credentials would have to travel on the spark-submit "
-                "command line or in Spark settings, which this provider never does. Give the driver and "
-                "executors their own AWS identity (instance profile, EMR role, IRSA), store the Snowflake "
-                "connection in AWS Secrets Manager, and set the Spark connection's extras "
-                '"driver_identity": true and "snowflake_secret_id": "<secret name or ARN>" '
-                f"({CONNECTIONS_DOC}); or use deploy mode client."
-            )
         raise AirflowException(
-            f"{where}: not supported yet, because the driver reads the batch plan from this worker's disk and "
-            "writes its result there. Use deploy mode client; driver_identity works there too "
-            f"({CONNECTIONS_DOC})."
+            f"Spark connection {self._conn_id!r} (master {self.master}) uses cluster deploy mode, which is not "
+            "supported yet: the batch plan and the job's result are files on this Airflow worker, which a driver "
+            'on the cluster cannot read or write. Use client deploy mode (the extra "deploy-mode": "client", '
+            "and no spark.submit.deployMode=cluster in spark_conf); with a YARN or Kubernetes master the driver "
+            "then runs on this worker and the executors on the cluster. For the driver and executors to use "
+            "their own AWS identity instead of the AWS connection's credentials, also set the extras "
+            f'"driver_identity": true and "{CONNECTION_REF_EXTRA}": "<name or ARN of the Secrets Manager secret '
+            f'holding the Snowflake connection>" ({CONNECTIONS_DOC}).'
         )
 
-    def submit(self, application: str = "", **kwargs: Any) -> str | None:
-        """Run spark-submit with ``job_env`` in its environment (see the class); cluster mode is refused."""
+    def job_environment(self, kinesis: KinesisStreamHook, snowflake: KinesisSnowflakeHook) -> dict[str, str]:
+        """The variables that tell the job where AWS is and, unless ``driver_identity``, its credentials.
+
+        With ``driver_identity``: region and endpoints only; the Snowflake connection is not read.
+        Otherwise the AWS connection's credentials as ``AWS_*`` variables and the Snowflake
+        connection as ``SNOWFLAKE_CONNECTION_JSON``, every secret in them registered with Airflow's
+        secret masker (:meth:`~.KinesisSnowflakeHook.job_connection_params`).
+
+        :param kinesis: the hook of the AWS connection the job reads Kinesis with.
+        :param snowflake: the hook of the Snowflake connection the job loads with.
+        """
+        if self.driver_identity:
+            return kinesis.job_location()
+        return {**kinesis.job_environment(), SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
+
+    def submit_job(
+        self,
+        application: str,
+        *,
+        application_args: list[str],
+        kinesis: KinesisStreamHook,
+        snowflake: KinesisSnowflakeHook,
+        name: str | None = None,
+        py_files: str | None = None,
+    ) -> None:
+        """Run spark-submit with the job's credentials in its environment (see the class).
+
+        :param application: the PySpark job file.
+        :param application_args: the job's arguments; ``--snowflake-connection-ref`` is added to them
+            with ``driver_identity``.
+        :param kinesis: see :meth:`job_environment`.
+        :param snowflake: see :meth:`job_environment`.
+        :param name: the Spark application's name; the hook's own when None.
+        :param py_files: ``--py-files`` of this submission; the hook's own when None.
+        :raises AirflowException: in cluster deploy mode, or when spark-submit fails.
+        """
         self.check_credential_delivery()
-        env = dict(kwargs.pop("env", None) or os.environ)
-        env.update(self.job_env)
-        return super().submit(application, env=env, **kwargs)
+        if self.driver_identity:
+            assert self.snowflake_connection_ref is not None  # __init__ refuses driver_identity without it
+            application_args = [*application_args, SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
+        self._application_args = application_args
+        self._name = name or self._name
+        self._py_files = py_files or self._py_files
+        env = {**os.environ, **self.job_environment(kinesis, snowflake)}
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        if shutil.which("spark-submit", path=env.get("PATH")) is None:
+            # pyspark from PyPI installs spark-submit next to the interpreter.
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        super().submit(application, env=env)
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        """Run spark-submit as ``SparkSubmitHook`` does; cluster deploy mode is refused."""
+        self.check_credential_delivery()
+        return super().submit(application, **kwargs)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -109,7 +107,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
     :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``); its extras
-        ``driver_identity`` and ``snowflake_secret_id`` choose how the job gets its credentials.
+        ``driver_identity`` and ``snowflake_connection_ref`` choose how the job gets its credentials;
+        cluster deploy mode is refused before any lease is taken.
     :param spark_conf: extra ``--conf`` settings for spark-submit (never credentials: they are
         visible on the command line).
     :param application: the PySpark job file; defaults to the packaged job.
@@ -289,8 +288,10 @@ class SparkKinesisIngestOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         pipe_definition = self._pipe_definition(destination)
-        # A Spark connection whose driver could not get its credentials fails before any lease is taken.
-        KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf).check_credential_delivery()
+        # A Spark connection the job cannot run with (cluster deploy mode) fails before any lease is taken.
+        spark = KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf)
+        spark.check_credential_delivery()
+        self._spark_hook = spark
         self._resolve_application()
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         lease_hook = LeaseTableHook(
@@ -363,11 +364,10 @@ class SparkKinesisIngestOperator(BaseOperator):
                 cutoff.isoformat(),
                 f"through fan-out consumer {consumer_arn}" if consumer_arn else "with GetRecords",
             )
-            snowflake_params = snowflake.job_connection_params()
             try:
                 # Renew the leases while Spark runs, so a long batch keeps its shards.
                 with keeper.keep(held):
-                    result = self._run_spark(plan, kinesis, snowflake_params)
+                    result = self._run_spark(plan, spark, kinesis, snowflake)
             finally:
                 fresh = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
             if keeper.lost:
@@ -378,7 +378,7 @@ class SparkKinesisIngestOperator(BaseOperator):
             summary = self._commit_checkpoints(table, fresh, result)
             self._last_summary = summary
             try:
-                self._report(context, result, summary, destination, snowflake_params)
+                self._report(context, result, summary, destination, snowflake)
             except Exception:  # the batch is committed: reporting it must not fail the task
                 self.log.warning("Could not report batch %s", summary["batch_id"], exc_info=True)
         finally:
@@ -396,7 +396,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         result: dict[str, Any],
         summary: dict[str, Any],
         destination: Destination,
-        snowflake_params: dict[str, Any],
+        snowflake: KinesisSnowflakeHook,
     ) -> None:
         """Metrics of the batch, and an event of the table's Asset when rows landed in it."""
         table = f"{destination.database}.{destination.schema}.{destination.table}"
@@ -406,14 +406,14 @@ class SparkKinesisIngestOperator(BaseOperator):
             stream_name=self.stream_name,
             table=table,
         )
-        account = snowflake_params.get("account")
+        account, region = snowflake.account_and_region()
         aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
         if not aliases or not summary["rows_loaded"]:
             return
         if not account:
             self.log.warning("The Snowflake connection names no account: no Asset event for %s", table)
             return
-        asset = table_asset(account, destination, snowflake_params.get("region"))
+        asset = table_asset(account, destination, region)
         extra = {
             "batch_id": summary["batch_id"],
             "rows_loaded": summary["rows_loaded"],
@@ -443,32 +443,25 @@ class SparkKinesisIngestOperator(BaseOperator):
         return lease
 
     def _run_spark(
-        self, plan: BatchPlan, kinesis: KinesisStreamHook, snowflake_params: dict[str, Any]
+        self,
+        plan: BatchPlan,
+        spark: KinesisJobSubmitHook,
+        kinesis: KinesisStreamHook,
+        snowflake: KinesisSnowflakeHook,
     ) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-{plan.batch_id}-"))
         try:
             plan_path = workdir / "plan.json"
             result_path = workdir / "result.json"
             plan_path.write_text(plan.to_json())
-            hook = KinesisJobSubmitHook(
-                conn_id=self.spark_conn_id,
-                conf=self.spark_conf,
-                py_files=str(_package_core(workdir)),
-                name=f"kinesis-to-snowflake-{self.application_name}",
+            spark.submit_job(
+                self.application or DEFAULT_APPLICATION,
                 application_args=["--plan", str(plan_path), "--result", str(result_path)],
+                kinesis=kinesis,
+                snowflake=snowflake,
+                name=f"kinesis-to-snowflake-{self.application_name}",
+                py_files=str(_package_core(workdir)),
             )
-            if hook.driver_identity:
-                # Nothing secret: the job uses its own AWS identity and reads Snowflake's from a secret.
-                env = kinesis.job_location()
-            else:
-                env = {**kinesis.job_environment(), spark_job.SNOWFLAKE_ENV: json.dumps(snowflake_params)}
-            env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
-            if shutil.which("spark-submit") is None:
-                # pyspark from PyPI installs spark-submit next to the interpreter.
-                env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-            hook.job_env.update(env)
-            self._spark_hook = hook
-            hook.submit(application=self.application or DEFAULT_APPLICATION)
             if not result_path.exists():
                 raise AirflowException(f"Spark job for batch {plan.batch_id} finished without writing {result_path}")
             result: dict[str, Any] = json.loads(result_path.read_text())

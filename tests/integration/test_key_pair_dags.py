@@ -182,7 +182,7 @@ def test_ingest_with_driver_identity_reads_the_key_pair_from_secrets_manager(
     spark = {
         "conn_type": "spark",
         "host": "local[2]",
-        "extra": {"driver_identity": True, "snowflake_secret_id": secret_id},
+        "extra": {"driver_identity": True, "snowflake_connection_ref": secret_id},
     }
     env = {
         **dag_env,
@@ -195,7 +195,7 @@ def test_ingest_with_driver_identity_reads_the_key_pair_from_secrets_manager(
     proc = run_dag(f"{prefix}_ingest", env, dag_file=dag_file, log_path=tmp_path / "ingest.log")
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
-    # The job was told which secret to read (the Spark provider masks the value of any "secret" argument).
+    # The job was told which secret to read, and the task log names it unmasked.
     (command,) = [line for line in output.splitlines() if "Spark-Submit cmd:" in line]
-    assert "--snowflake-secret-id" in command and "SNOWFLAKE_CONNECTION_JSON" not in output
+    assert f"--snowflake-connection-ref {secret_id}" in command and "SNOWFLAKE_CONNECTION_JSON" not in output
     assert [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID")] == list(range(10))

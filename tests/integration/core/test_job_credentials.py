@@ -7,6 +7,7 @@ against the service user's registered public key (tests/emulators/fakesnow_auth.
 from __future__ import annotations
 
 import json
+import traceback
 import uuid
 
 import pytest
@@ -14,6 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_kinesis_snowflake.core.job import JobCredentials, snowflake_params_from_secret
+from airflow_kinesis_snowflake.core.redaction import redacted_output
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION
@@ -101,3 +103,36 @@ def test_a_secret_that_is_not_an_object_of_arguments_is_refused_without_quoting_
     assert "hunter2" not in str(raised.value)
     with pytest.raises(ValueError, match="holds a JSON list"):
         snowflake_params_from_secret('["hunter2-hunter2"]', "s")
+
+
+def test_the_jobs_output_hides_every_value_read_from_the_secret(
+    own_identity: Emulators, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = rsa.generate_private_key(65537, 2048)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(PASSPHRASE.encode()),
+    ).decode()
+    password = f'pass"word\\{uuid.uuid4().hex[:8]}'
+    secret = {"account": "fakesnow", "user": "U", "password": password, "private_key": encrypted}
+    secret["private_key_passphrase"] = PASSPHRASE
+    secret_id = unique("kinesis/snowflake")
+    own_identity.boto3_client("secretsmanager").create_secret(Name=secret_id, SecretString=json.dumps(secret))
+    credentials = JobCredentials.from_driver_identity(secret_id)
+    der_base64 = credentials.snowflake["private_key_der_base64"]
+    # Values the Airflow worker never saw, so its masker cannot hide them in the task log.
+    values = [password, json.dumps(password)[1:-1], PASSPHRASE, der_base64, *encrypted.splitlines()[1:-1]]
+
+    with redacted_output(credentials.secret_values()):
+        print(f"connecting as U with {password}")
+        print(json.dumps(credentials.snowflake))
+        print(encrypted)
+        try:
+            raise RuntimeError(f"login failed with passphrase {PASSPHRASE} and key {der_base64}")
+        except RuntimeError:
+            traceback.print_exc()
+
+    out, err = capsys.readouterr()
+    assert "connecting as U with ***" in out and "RuntimeError: login failed with passphrase ***" in err
+    assert [v for v in values if v in out or v in err] == []

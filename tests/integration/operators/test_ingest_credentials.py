@@ -5,6 +5,10 @@ The operator runs for real against the moto and fakesnow servers (planning, leas
 provider's key handling) and submits through the Spark provider's SparkSubmitHook, which builds the
 real command. ``spark-submit`` itself is a stand-in on the PATH that records the command line and
 the environment it was started with, then fails as a cluster that cannot be reached does.
+
+The secrets looked for are ones the connections never held, which Airflow's masker only knows when
+this provider (or the Amazon provider) registers them: the AWS credentials of a role assumed through
+moto's STS, a Snowflake password as it reads JSON-escaped, a private key as base64 DER and PEM lines.
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperato
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from tests.conftest import create_stream, create_table, put_json, unique
 from tests.emulators import Emulators
+from tests.emulators.servers import AWS_KEY
 
 pytestmark = pytest.mark.integration
 
-AWS_SECRET_KEY = "aws-secret-key-Zx9/Qw+Er7Ty4Ui"
-AWS_SESSION_TOKEN = "aws-session-token-Fq8Wp2LmXc5Vb"
-SNOWFLAKE_PASSWORD = "snowflake-password-Hk3Jd9Gs"
+ROLE_ARN = "arn:aws:iam::123456789012:role/kinesis-to-snowflake"
+AWS_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# Quotes and a backslash: SNOWFLAKE_CONNECTION_JSON holds it escaped, a form Airflow never registers.
+SNOWFLAKE_PASSWORD = 'snowflake-"password"\\Hk3Jd9Gs'
 PASSPHRASE = "key-passphrase-Vb6Nm1Qa"
 SECRET_ID = "kinesis/snowflake-connection"
 
@@ -65,19 +71,20 @@ SPARK_CONNECTIONS: dict[str, tuple[str, int | None, str, dict[str, Any]]] = {
         "yarn",
         None,
         "client",
-        {"driver_identity": True, "snowflake_secret_id": SECRET_ID},
+        {"driver_identity": True, "snowflake_connection_ref": SECRET_ID},
     ),
     "k8s cluster, driver identity": (
         "k8s://https://k8s.example",
         443,
         "cluster",
-        {"driver_identity": True, "snowflake_secret_id": SECRET_ID},
+        {"driver_identity": True, "snowflake_connection_ref": SECRET_ID},
     ),
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def key() -> rsa.RSAPrivateKey:
+    # A key of its own per test: Airflow's masker keeps what any earlier test registered.
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
@@ -99,10 +106,9 @@ def spark_submit_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 
 
 def secrets_of(auth: str, key: rsa.RSAPrivateKey) -> tuple[dict[str, Any], list[str]]:
-    """The Snowflake connection's password/key fields, and every secret value to look for."""
-    secrets = [AWS_SECRET_KEY, AWS_SESSION_TOKEN]
+    """The Snowflake connection's password/key fields, and every Snowflake secret value to look for."""
     if auth == "password":
-        return {"password": SNOWFLAKE_PASSWORD}, [*secrets, SNOWFLAKE_PASSWORD]
+        return {"password": SNOWFLAKE_PASSWORD}, [SNOWFLAKE_PASSWORD, json.dumps(SNOWFLAKE_PASSWORD)[1:-1]]
     encrypted = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -111,15 +117,15 @@ def secrets_of(auth: str, key: rsa.RSAPrivateKey) -> tuple[dict[str, Any], list[
     der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     fields = {"password": "", "extra": {"private_key_content": encrypted, "private_key_passphrase": PASSPHRASE}}
     pem_lines = encrypted.splitlines()[1:-1]
-    return fields, [*secrets, PASSPHRASE, base64.b64encode(der).decode(), *pem_lines]
+    return fields, [PASSPHRASE, base64.b64encode(der).decode(), *pem_lines]
 
 
 def set_connections(
     emulators: Emulators, monkeypatch: pytest.MonkeyPatch, spark: str, snowflake_fields: dict[str, Any]
 ) -> None:
+    # The operator works as a role assumed through STS: its keys are not the connection's.
     aws = emulators.aws_connection()
-    aws.update(login="AKIAKINESISTEST00001", password=AWS_SECRET_KEY)
-    aws["extra"]["aws_session_token"] = AWS_SESSION_TOKEN
+    aws["extra"]["role_arn"] = ROLE_ARN
     snowflake = emulators.snowflake_connection()
     snowflake["password"] = snowflake_fields["password"]
     snowflake["extra"].update(snowflake_fields.get("extra", {}))
@@ -186,6 +192,10 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         operator.execute(context())
 
     message = str(raised.value)
+    started = json.loads(spark_submit_record.read_text()) if spark_submit_record.exists() else None
+    argv, env = (started["argv"], started["env"]) if started else ([], {})
+    shipped_aws = [env[k] for k in AWS_SECRET_ENV if env.get(k) and env[k] != os.environ.get(k)]
+    secrets += shipped_aws
     # Airflow's own loggers (operators, hooks) are structlog's; libraries log through logging.
     records = [(e.get("log_level", "info").upper(), render(e)) for e in events]
     records += [(r.levelname, r.getMessage()) for r in caplog.records]
@@ -198,32 +208,34 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         assert not [m for m in logged if secret in m], "a secret is in the task log"
         assert not [m for m in masked if secret in m], "a secret is in the DEBUG log, unmasked"
     if deploy_mode == "cluster":
-        # Refused before any lease is taken or spark-submit runs, saying what to configure.
-        assert not spark_submit_record.exists()
+        # Refused before any lease is taken or spark-submit runs, saying to use client mode.
+        assert started is None
         assert LeaseTable(aws_connections.boto3_client("dynamodb"), operator.application_name).leases() == {}
-        if extra.get("driver_identity"):
-            assert "cluster deploy mode: not supported yet" in message and "Use deploy mode client" in message
-        else:
-            assert '"driver_identity": true and "snowflake_secret_id"' in message
+        assert "cluster deploy mode, which is not supported yet" in message and "Use client deploy mode" in message
         return
 
-    started = json.loads(spark_submit_record.read_text())
-    argv, env = started["argv"], started["env"]
+    assert started is not None
     command = " ".join(argv)
     for secret in secrets:
         assert secret not in command, f"a secret is on the spark-submit command line: {command}"
     settings = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
     assert not any(s.startswith(("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.")) for s in settings)
-    assert any("Spark-Submit cmd:" in m for m in logged), [m for m in logged if "Spark" in m]
+    (command_line,) = [str(redact(m)) for m in logged if "Spark-Submit cmd:" in m]
     assert "Cannot execute:" in message
     if extra.get("driver_identity"):
-        # Nothing shipped: the job reads Snowflake's connection from the named secret.
-        assert argv[-2:] == ["--snowflake-secret-id", SECRET_ID]
-        assert "SNOWFLAKE_CONNECTION_JSON" not in env and env.get("AWS_SECRET_ACCESS_KEY") != AWS_SECRET_KEY
+        # Nothing shipped: the job reads Snowflake's connection from the named secret, whose name
+        # the task log shows.
+        assert argv[-2:] == ["--snowflake-connection-ref", SECRET_ID]
+        assert f"--snowflake-connection-ref {SECRET_ID}" in command_line
+        assert "SNOWFLAKE_CONNECTION_JSON" not in env and not shipped_aws
         return
-    # The client-mode driver is this process's child: its environment carries the credentials.
-    assert env["AWS_SECRET_ACCESS_KEY"] == AWS_SECRET_KEY and env["AWS_SESSION_TOKEN"] == AWS_SESSION_TOKEN
+    # The client-mode driver is this process's child: its environment carries the credentials,
+    # the assumed role's (a session token and keys the AWS connection does not hold).
+    assert env["AWS_ACCESS_KEY_ID"] != AWS_KEY and len(shipped_aws) == 2
+    # Every secret shipped is known to Airflow's masker, which the task log goes through.
+    assert {s: set(str(redact(s))) for s in secrets} == {s: {"*"} for s in secrets}
     snowflake = json.loads(env["SNOWFLAKE_CONNECTION_JSON"])
+    assert not [s for s in secrets if s in str(redact(env["SNOWFLAKE_CONNECTION_JSON"]))]
     if auth == "password":
         assert snowflake["password"] == SNOWFLAKE_PASSWORD
     else:
