@@ -188,7 +188,7 @@ def test_iam_check_mode_reaches_the_provision_dag(tmp_path: Path, mode: str, fir
     from airflow_kinesis_snowflake.config import load_connector_config
     from airflow_kinesis_snowflake.dags import build_provision_dag
 
-    text = (DAGS / "connectors" / "orders.yaml").read_text().replace("iam_check: best_effort", f"iam_check: {mode}")
+    text = (DAGS / "connectors" / "orders.yaml").read_text().replace("iam_check: required", f"iam_check: {mode}")
     (tmp_path / "orders.yaml").write_text(text)
     dag = build_provision_dag(load_connector_config(tmp_path / "orders.yaml"))
 
