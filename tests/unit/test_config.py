@@ -921,3 +921,17 @@ def test_skip_iam_check_if_denied_with_iam_check_is_refused(tmp_path: Path) -> N
 
     assert "source.skip_iam_check_if_denied is the deprecated form of source.iam_check" in message
     assert "remove skip_iam_check_if_denied and keep iam_check" in message
+
+
+def test_a_duplicate_id_is_found_even_when_the_first_file_is_invalid(tmp_path: Path) -> None:
+    first = _write(tmp_path, _with(_set("source", region="mars")), name="a.yaml")
+    second = _write(tmp_path, _shipped_data(), name="b.yaml")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_configs(tmp_path)
+
+    message = str(info.value)
+    assert f"{first}: invalid connector configuration\n  - source.region" in message
+    assert f"{second}: connector_id 'orders' is already used by {first}; give one of them another connector_id" in (
+        message
+    )
