@@ -12,9 +12,11 @@ Airflow records import errors per Python file, and a file with an import error h
 marked stale: with a DAG file per connector, a mistake in one connector file is an import error
 of that connector's DAG file, naming the connector file, the field and the allowed values, and every
 other connector's DAGs keep loading and running. The clean-up DAG is only built when every
-connector file of its directory is valid, since it must know every application name in use.
-``build_connector_dags`` builds everything from one Python file instead: simpler, but then one
-invalid connector file is an import error of that file, and no connector's DAGs load.
+connector file of its directory is valid, since it must know every application name in use, and
+has its DAG file, since a connector file without one would have no DAGs and no import error.
+``build_connector_dags`` builds everything from one Python file instead: no DAG file to write per
+connector, but one invalid connector file is an import error of that file, and no connector's DAGs
+load. The two ways never share a DAG folder: each refuses when it finds the other there.
 
 Each connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
