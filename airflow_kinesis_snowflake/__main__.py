@@ -67,16 +67,26 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dag_file(args: argparse.Namespace) -> int:
-    from airflow_kinesis_snowflake.dags import dag_file_name, render_dag_file
+    from airflow_kinesis_snowflake.dags import dag_file_name, dag_files_calling, render_dag_file
 
     connector = Path(args.config)
     folder = Path(args.dag_folder) if args.dag_folder else connector.resolve().parent.parent
-    target = folder / dag_file_name(connector)
     try:
         load_connector_config(connector)
+        target = folder / dag_file_name(connector)
         source = render_dag_file(connector, folder)
     except (ConnectorConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    single = dag_files_calling(folder, "build_connector_dags")
+    if single:
+        print(
+            f"error: {', '.join(str(p) for p in single)} build every connector's DAGs with build_connector_dags; "
+            f"a DAG file of its own for {connector} would define the same DAG ids a second time. First replace "
+            "that call with build_cleanup_dags(<connectors directory>) (see dags/kinesis_snowflake_connectors.py), "
+            "then write a DAG file for each connector file.",
+            file=sys.stderr,
+        )
         return 1
     if target.exists() and not args.force:
         print(f"error: {target} exists; --force overwrites it", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +26,7 @@ from pydantic import (
 )
 
 from airflow_kinesis_snowflake.core.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.iam import IamCheckMode, check_mode_from_skip_if_denied
 from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import InitialPosition
@@ -106,10 +108,6 @@ def validate_schedule(value: str | None) -> str | None:
     return value
 
 
-class ConnectorConfigDeprecationWarning(FutureWarning):
-    """A connector file uses a field that still works but is going away; the message says what replaces it."""
-
-
 def validate_application_name(value: str) -> str:
     """Return ``value`` if it can be an application name; :class:`ValueError` with the rule if not."""
     if not 3 <= len(value) <= APPLICATION_NAME_MAX or not _DYNAMODB_NAME.match(value):
@@ -124,21 +122,6 @@ class ConnectorConfigError(ValueError):
 class ConsumerType(StrEnum):
     SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
     ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
-
-
-class IamCheckMode(StrEnum):
-    """What the provisioning DAG's IAM permission check does (``source.iam_check``).
-
-    ``required``: the check must run; provisioning fails when a permission is missing, and also
-    when the check cannot run (a principal IAM cannot simulate, such as the account root user or a
-    federated user; ``iam:SimulatePrincipalPolicy`` denied; an endpoint without that API), saying why.
-    ``best_effort``: a missing permission fails provisioning as well, but a check that cannot run
-    is skipped with a warning saying why. ``off``: no check.
-    """
-
-    REQUIRED = "required"
-    BEST_EFFORT = "best_effort"
-    OFF = "off"
 
 
 # Deprecated form of source.iam_check: true is best_effort, false is required.
@@ -166,7 +149,7 @@ class SourceConfig(_Strict):
     max_records_per_call: int = Field(default=10000, ge=1, le=10000)
     # A KCL 2.x/3.x lease table already under application_name is migrated by the provisioning DAG.
     migrate_legacy_checkpoints: bool = False
-    # The provisioning DAG's IAM permission check (SimulatePrincipalPolicy): see IamCheckMode.
+    # The provisioning DAG's IAM permission check (SimulatePrincipalPolicy): see core.iam.IamCheckMode.
     # The deprecated `skip_iam_check_if_denied: true` means best_effort, `false` required.
     iam_check: IamCheckMode = IamCheckMode.REQUIRED
 
@@ -188,7 +171,7 @@ class SourceConfig(_Strict):
                 f"it is deprecated: write source.iam_check: {IamCheckMode.BEST_EFFORT.value} or "
                 f"{IamCheckMode.REQUIRED.value} instead"
             )
-        data["iam_check"] = IamCheckMode.BEST_EFFORT if skip else IamCheckMode.REQUIRED
+        data["iam_check"] = check_mode_from_skip_if_denied(skip)
         return data
 
     @field_validator("iam_check", mode="before")
@@ -551,8 +534,8 @@ def _describe(error: dict[str, Any]) -> str:
 def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorConfig:
     """Validate a mapping as a connector config; raise :class:`ConnectorConfigError` naming fields.
 
-    A deprecated field that still works is reported with a :class:`ConnectorConfigDeprecationWarning`
-    naming ``source`` and what to write instead.
+    A deprecated field that still works is reported with Airflow's
+    ``AirflowProviderDeprecationWarning``, naming ``source`` and what to write instead.
     """
     if not isinstance(data, dict):
         raise ConnectorConfigError(f"{source}: expected a mapping at the top level")
@@ -563,10 +546,12 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
         raise ConnectorConfigError(f"{source}: invalid connector configuration\n{lines}") from None
     section = data.get("source")
     if isinstance(section, dict) and DEPRECATED_IAM_ALIAS in section:
+        from airflow.exceptions import AirflowProviderDeprecationWarning
+
         warnings.warn(
             f"{source}: source.{DEPRECATED_IAM_ALIAS} is deprecated; write "
             f"source.iam_check: {config.source.iam_check.value} instead",
-            ConnectorConfigDeprecationWarning,
+            AirflowProviderDeprecationWarning,
             stacklevel=2,
         )
     return config
@@ -589,27 +574,65 @@ def connector_files(directory: str | Path) -> list[Path]:
     return sorted(Path(directory).glob("*.y*ml"))
 
 
+def _raw_connector_id(path: Path) -> str | None:
+    """A file's ``connector_id`` as written, nothing else validated; None if there is no string one."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None  # reported by the file's own validation
+    connector_id = data.get("connector_id") if isinstance(data, dict) else None
+    return connector_id if isinstance(connector_id, str) else None
+
+
+def duplicate_connector_ids(files: Sequence[Path]) -> dict[Path, Path]:
+    """Each connector file whose ``connector_id`` an earlier file (in name order) already has, and that file.
+
+    Only ``connector_id`` is read from each file: nothing else is validated, so that checking one
+    file against its directory does not validate every other file. A file whose own validation
+    fails still holds its id: once it is fixed, the two would define the same DAGs.
+
+    :param files: connector files, e.g. :func:`connector_files` of a directory.
+    """
+    first: dict[str, Path] = {}
+    duplicates: dict[Path, Path] = {}
+    for path in sorted(files):
+        connector_id = _raw_connector_id(path)
+        if connector_id is None:
+            continue
+        if connector_id in first:
+            duplicates[path] = first[connector_id]
+        else:
+            first[connector_id] = path
+    return duplicates
+
+
+def duplicate_connector_id_error(path: Path, connector_id: str, first: Path) -> ConnectorConfigError:
+    """The error of a connector file whose ``connector_id`` ``first`` already has."""
+    return ConnectorConfigError(
+        f"{path}: connector_id {connector_id!r} is already used by {first}; give one of them another "
+        "connector_id (it names the connector's DAGs)"
+    )
+
+
 def load_connector_configs(directory: str | Path) -> list[ConnectorConfig]:
     """Load every ``*.yaml``/``*.yml`` in a directory; connector ids must be unique.
 
     Every file is read: the :class:`ConnectorConfigError` names each invalid file, not only the
     first. Of two files with the same ``connector_id``, the second in name order is the invalid one.
     """
+    files = connector_files(directory)
+    duplicates = duplicate_connector_ids(files)
     configs: list[ConnectorConfig] = []
     errors: list[str] = []
-    seen: dict[str, Path] = {}
-    for path in connector_files(directory):
+    for path in files:
         try:
             config = load_connector_config(path)
         except ConnectorConfigError as err:
             errors.append(str(err))
             continue
-        if config.connector_id in seen:
-            errors.append(
-                f"{path}: connector_id {config.connector_id!r} is already used by {seen[config.connector_id]}"
-            )
+        if path in duplicates:
+            errors.append(str(duplicate_connector_id_error(path, config.connector_id, duplicates[path])))
             continue
-        seen[config.connector_id] = path
         configs.append(config)
     if errors:
         raise ConnectorConfigError("\n".join(errors))

@@ -12,9 +12,11 @@ Airflow records import errors per Python file, and a file with an import error h
 marked stale: with a DAG file per connector, a mistake in one connector file is an import error
 of that connector's DAG file, naming the connector file, the field and the allowed values, and every
 other connector's DAGs keep loading and running. The clean-up DAG is only built when every
-connector file of its directory is valid, since it must know every application name in use.
-``build_connector_dags`` builds everything from one Python file instead: simpler, but then one
-invalid connector file is an import error of that file, and no connector's DAGs load.
+connector file of its directory is valid, since it must know every application name in use, and
+has its DAG file, since a connector file without one would have no DAGs and no import error.
+``build_connector_dags`` builds everything from one Python file instead: no DAG file to write per
+connector, but one invalid connector file is an import error of that file, and no connector's DAGs
+load. The two ways never share a DAG folder: each refuses when it finds the other there.
 
 Each connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
@@ -42,12 +44,14 @@ from airflow_kinesis_snowflake.config import (
     ConnectorConfig,
     ConnectorConfigError,
     ConsumerType,
-    IamCheckMode,
     connector_files,
+    duplicate_connector_id_error,
+    duplicate_connector_ids,
     load_connector_config,
     load_connector_configs,
 )
 from airflow_kinesis_snowflake.core.cleanup import DEFAULT_RETENTION_SECONDS
+from airflow_kinesis_snowflake.core.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.maintenance import ResetMode
 from airflow_kinesis_snowflake.core.positions import InitialPosition
 from airflow_kinesis_snowflake.operators.cleanup import CONFIRMATION, CleanupOrphanedTablesOperator
@@ -474,37 +478,48 @@ def build_connector_file_dags(path: str | Path, *, backup_dir: str | None = None
     """
     path = Path(path)
     config = load_connector_config(path)
-    for other in connector_files(path.parent):
-        if other.name >= path.name:
-            break
-        try:
-            other_id = load_connector_config(other).connector_id
-        except ConnectorConfigError:
-            continue  # reported by its own DAG file
-        if other_id == config.connector_id:
-            raise ConnectorConfigError(f"{path}: connector_id {config.connector_id!r} is already used by {other}")
+    # Only the files before this one can take its id first; of them, only connector_id is read.
+    earlier = [other for other in connector_files(path.parent) if other.name <= path.name]
+    first = duplicate_connector_ids(earlier).get(path)
+    if first is not None:
+        raise duplicate_connector_id_error(path, config.connector_id, first)
     return _connector_dags(config, backup_dir=backup_dir)
 
 
 def build_cleanup_dags(
-    directory: str | Path, *, backup_dir: str | None = None, cleanup_dag_id: str = CLEANUP_DAG_ID
+    directory: str | Path,
+    *,
+    backup_dir: str | None = None,
+    cleanup_dag_id: str = CLEANUP_DAG_ID,
+    dag_folder: str | Path | None = None,
 ) -> dict[str, DAG]:
     """The clean-up DAG of a directory of connector files (none when it holds no connector file).
 
     :param directory: the directory of connector files.
     :param backup_dir: where clean-up writes checkpoint backups (see :func:`build_connector_dags`).
     :param cleanup_dag_id: the clean-up DAG's id; give each directory its own.
+    :param dag_folder: the folder holding each connector file's DAG file (default: the parent of
+        ``directory``, where ``python -m airflow_kinesis_snowflake dag-file`` writes them).
     :raises ConnectorConfigError: when any connector file of the directory is invalid, naming each:
         clean-up must know the application name of every connector, or it would take a lease
-        table in use for an orphan.
+        table in use for an orphan; and when a connector file has no DAG file of its own in
+        ``dag_folder`` (it would have no provision or ingest DAG), naming each with the command
+        that writes it.
     """
+    directory = Path(directory)
+    folder = Path(dag_folder) if dag_folder is not None else directory.parent
+    errors = dag_file_errors(directory, folder)
     try:
         configs = load_connector_configs(directory)
     except ConnectorConfigError as err:
+        errors.insert(0, str(err))
+        configs = []
+    if errors:
         raise ConnectorConfigError(
-            f"{cleanup_dag_id} is not built until every connector file in {directory} is valid: clean-up must "
-            f"know every connector's application name, so as never to delete a lease table in use.\n{err}"
-        ) from None
+            f"{cleanup_dag_id} is not built until every connector file in {directory} is valid and has its DAG file "
+            f"in {folder}: clean-up must know every connector's application name, so as never to delete a lease "
+            "table in use, and a connector file without its DAG file has no DAGs.\n" + "\n".join(errors)
+        )
     if not configs:
         return {}
     cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
@@ -517,14 +532,31 @@ def build_connector_dags(
     """Every DAG of every connector file in ``directory``, and one clean-up DAG for all of them.
 
     Everything comes from one Python file: when any connector file is invalid, this raises (naming
-    each invalid file) and no connector's DAGs load. Prefer a DAG file per connector
-    (:func:`build_connector_file_dags`) and :func:`build_cleanup_dags`.
+    each invalid file), Airflow marks every DAG of that Python file stale, and no connector's DAGs
+    run until it is fixed. It needs no DAG file per connector, so it suits a folder with few
+    connectors edited together; prefer a DAG file per connector (:func:`build_connector_file_dags`)
+    and :func:`build_cleanup_dags`, where one bad connector file stops only its own DAGs.
+
+    The two ways never share a DAG folder (the parent of ``directory``): both would define the
+    same DAG ids from two files, and Airflow would take them from one file, then the other.
 
     :param backup_dir: where reset, restore and clean-up write checkpoint backups: a directory path
         or an ``ObjectStoragePath`` URL (default ``$AIRFLOW_HOME/kinesis_snowflake_backups``).
     :param cleanup_dag_id: the clean-up DAG's id; give each directory its own when a DAGs folder
         calls this for several.
+    :raises ConnectorConfigError: when a connector file is invalid, or when a Python file of the
+        DAG folder builds DAGs of one connector file (:func:`build_connector_file_dags`).
     """
+    directory = Path(directory)
+    per_connector = dag_files_calling(directory.parent, "build_connector_file_dags")
+    if per_connector:
+        raise ConnectorConfigError(
+            f"build_connector_dags({str(directory)!r}) builds every connector's DAGs, but "
+            f"{', '.join(str(p) for p in per_connector)} in the same DAG folder build DAGs of one connector file "
+            "each: the same DAG ids would come from two files. Keep one way: replace this call with "
+            f"build_cleanup_dags({str(directory)!r}) and write each connector's DAG file with "
+            "`python -m airflow_kinesis_snowflake dag-file <connector file>`, or remove those files."
+        )
     dags: dict[str, DAG] = {}
     configs = load_connector_configs(directory)
     for config in configs:
@@ -533,6 +565,71 @@ def build_connector_dags(
         cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
         dags[cleanup.dag_id] = cleanup
     return dags
+
+
+def dag_files_calling(dag_folder: str | Path, function: str) -> list[Path]:
+    """The Python files at the top of ``dag_folder`` that call ``function`` (by its name), in name order."""
+    found = []
+    for path in sorted(Path(dag_folder).glob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if re.search(rf"\b{re.escape(function)}\(", text):
+            found.append(path)
+    return found
+
+
+def dag_file_command(connector_file: Path, dag_folder: Path) -> str:
+    """The command that writes ``connector_file``'s DAG file into ``dag_folder``."""
+    command = f"python -m airflow_kinesis_snowflake dag-file {connector_file}"
+    if dag_folder.resolve() != connector_file.resolve().parent.parent:
+        command += f" --dag-folder {dag_folder}"
+    return command
+
+
+def dag_file_collisions(directory: str | Path) -> dict[Path, Path]:
+    """Each connector file whose DAG file name an earlier file (in name order) already takes, and that file.
+
+    ``orders-eu.yaml`` and ``orders_eu.yaml``, or ``x.yaml`` and ``x.yml``, would share one DAG file.
+    """
+    first: dict[str, Path] = {}
+    collisions: dict[Path, Path] = {}
+    for path in connector_files(directory):
+        name = _dag_file_name(path)
+        if name in first:
+            collisions[path] = first[name]
+        else:
+            first[name] = path
+    return collisions
+
+
+def dag_file_errors(directory: str | Path, dag_folder: str | Path) -> list[str]:
+    """What keeps a connector file of ``directory`` from having a DAG file of its own in ``dag_folder``.
+
+    A file named like the clean-up DAG file, two files sharing one DAG file name, and a file whose
+    DAG file is missing (or is another file's): each with the file and what to do.
+    """
+    directory, dag_folder = Path(directory), Path(dag_folder)
+    collisions = dag_file_collisions(directory)
+    errors = []
+    for path in connector_files(directory):
+        try:
+            name = dag_file_name(path, collisions=collisions)
+        except ConnectorConfigError as err:
+            errors.append(str(err))
+            continue
+        target = dag_folder / name
+        try:
+            own = target.is_file() and path.name in target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            own = False
+        if not own:
+            errors.append(
+                f"{path}: its DAG file {target} is missing, so the connector has no DAGs; write it with "
+                f"`{dag_file_command(path, dag_folder)}`"
+            )
+    return errors
 
 
 DAG_FILE_TEMPLATE = '''"""DAGs of the Kinesis -> Snowflake connector in {relative}.
@@ -550,9 +647,38 @@ globals().update(build_connector_file_dags(Path(__file__).parent{parts}))
 '''
 
 
-def dag_file_name(connector_file: str | Path) -> str:
-    """The name of a connector file's DAG file: ``kinesis_snowflake_<file stem>.py``."""
-    return f"kinesis_snowflake_{_slug(Path(connector_file).stem)}.py"
+CLEANUP_DAG_FILE = "kinesis_snowflake_connectors.py"
+
+
+def _dag_file_name(connector_file: Path) -> str:
+    return f"kinesis_snowflake_{_slug(connector_file.stem)}.py"
+
+
+def dag_file_name(connector_file: str | Path, *, collisions: dict[Path, Path] | None = None) -> str:
+    """The name of a connector file's DAG file: ``kinesis_snowflake_<file stem>.py``.
+
+    :param connector_file: the connector YAML file.
+    :param collisions: :func:`dag_file_collisions` of its directory, when already known.
+    :raises ConnectorConfigError: when the name is the clean-up DAG file's
+        (``kinesis_snowflake_connectors.py``), or when an earlier connector file of the same
+        directory has the same DAG file name; the message names both files.
+    """
+    path = Path(connector_file)
+    name = _dag_file_name(path)
+    if name == CLEANUP_DAG_FILE:
+        raise ConnectorConfigError(
+            f"{path}: a connector file cannot be named {path.name}: its DAG file would be {CLEANUP_DAG_FILE}, "
+            "the directory's clean-up DAG file; rename the connector file (e.g. to <connector_id>.yaml)"
+        )
+    if collisions is None:
+        collisions = dag_file_collisions(path.parent)
+    first = collisions.get(path)
+    if first is not None:
+        raise ConnectorConfigError(
+            f"{path}: its DAG file would be {name}, which is already the DAG file of {first} (file names that "
+            "differ only in '-', '_', other punctuation or .yaml/.yml share one); rename one of the two files"
+        )
+    return name
 
 
 def render_dag_file(connector_file: str | Path, dag_folder: str | Path) -> str:

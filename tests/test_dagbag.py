@@ -188,7 +188,7 @@ def test_iam_check_mode_reaches_the_provision_dag(tmp_path: Path, mode: str, fir
     from airflow_kinesis_snowflake.config import load_connector_config
     from airflow_kinesis_snowflake.dags import build_provision_dag
 
-    text = (DAGS / "connectors" / "orders.yaml").read_text().replace("iam_check: best_effort", f"iam_check: {mode}")
+    text = (DAGS / "connectors" / "orders.yaml").read_text().replace("iam_check: required", f"iam_check: {mode}")
     (tmp_path / "orders.yaml").write_text(text)
     dag = build_provision_dag(load_connector_config(tmp_path / "orders.yaml"))
 
@@ -348,3 +348,170 @@ def test_the_healthy_connectors_stay_active_in_the_metadata_database(tmp_path: P
     for kind in ("provision", "ingest", "reset", "restore"):
         assert state["dags"][f"kinesis_snowflake_orders_{kind}"] == [False, False], kind
         assert state["dags"][f"kinesis_snowflake_payments_{kind}"] == [True, True], kind
+
+
+# -- every connector file has its DAG file, and one way of building DAGs per folder -----------------
+
+
+def test_the_shipped_dag_file_is_what_dag_file_writes() -> None:
+    from airflow_kinesis_snowflake.dags import dag_file_name, render_dag_file
+
+    connector = DAGS / "connectors" / "orders.yaml"
+    shipped = DAGS / dag_file_name(connector)
+
+    assert shipped.name == "kinesis_snowflake_orders.py"
+    assert shipped.read_text() == render_dag_file(connector, DAGS)
+
+
+def test_a_connector_file_without_its_dag_file_is_an_import_error_with_the_command(tmp_path: Path) -> None:
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    folder = dag_folder(tmp_path, {"orders": orders})
+    # A new connector file, its DAG file not written yet.
+    new = folder / "connectors" / "payments.yaml"
+    new.write_text(payments(orders))
+
+    bag = DagBag(dag_folder=str(folder))
+
+    assert set(bag.import_errors) == {str(folder / "kinesis_snowflake_connectors.py")}
+    message = bag.import_errors[str(folder / "kinesis_snowflake_connectors.py")]
+    assert f"{new}: its DAG file {folder / 'kinesis_snowflake_payments.py'} is missing" in message
+    assert f"`python -m airflow_kinesis_snowflake dag-file {new}`" in message
+    assert "orders.yaml" not in message
+    # The command in the message writes it, and then everything loads.
+    assert main(["dag-file", str(new)]) == 0
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.import_errors == {}
+    assert {"kinesis_snowflake_payments_ingest", "kinesis_snowflake_cleanup"} <= set(bag.dags)
+
+
+def test_replacing_the_single_dag_file_without_writing_dag_files_names_every_connector(tmp_path: Path) -> None:
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    (tmp_path / "connectors").mkdir()
+    (tmp_path / "connectors" / "orders.yaml").write_text(orders)
+    (tmp_path / "connectors" / "payments.yaml").write_text(payments(orders))
+    shutil.copy(DAGS / "kinesis_snowflake_connectors.py", tmp_path)
+
+    bag = DagBag(dag_folder=str(tmp_path))
+
+    assert bag.dags == {}
+    message = bag.import_errors[str(tmp_path / "kinesis_snowflake_connectors.py")]
+    for name in ("orders", "payments"):
+        connector = tmp_path / "connectors" / f"{name}.yaml"
+        assert f"`python -m airflow_kinesis_snowflake dag-file {connector}`" in message
+
+
+def test_a_dag_file_in_another_folder_is_named_in_the_command(tmp_path: Path) -> None:
+    from airflow_kinesis_snowflake.config import ConnectorConfigError
+    from airflow_kinesis_snowflake.dags import build_cleanup_dags
+
+    # The DAG files at the top of the DAGs folder, the connector files two levels down.
+    dags = tmp_path / "dags"
+    connectors = dags / "team_a" / "connectors"
+    connectors.mkdir(parents=True)
+    (connectors / "orders.yaml").write_text((DAGS / "connectors" / "orders.yaml").read_text())
+
+    with pytest.raises(ConnectorConfigError) as missing:
+        build_cleanup_dags(connectors, dag_folder=dags)
+
+    command = f"python -m airflow_kinesis_snowflake dag-file {connectors / 'orders.yaml'} --dag-folder {dags}"
+    assert f"`{command}`" in str(missing.value)
+    assert main(command.split()[3:]) == 0
+    assert set(build_cleanup_dags(connectors, dag_folder=dags)) == {"kinesis_snowflake_cleanup"}
+
+
+SINGLE_DAG_FILE = """
+from pathlib import Path
+
+from airflow_kinesis_snowflake.dags import build_connector_dags
+
+globals().update(build_connector_dags(Path(__file__).parent / "connectors"))
+"""
+
+
+def test_dag_file_refuses_while_a_dag_file_builds_every_connector(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "connectors").mkdir()
+    connector = tmp_path / "connectors" / "orders.yaml"
+    connector.write_text((DAGS / "connectors" / "orders.yaml").read_text())
+    (tmp_path / "all_connectors.py").write_text(SINGLE_DAG_FILE)
+
+    assert main(["dag-file", str(connector)]) == 1
+
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'all_connectors.py'} build every connector's DAGs with build_connector_dags" in error
+    assert "replace that call with build_cleanup_dags" in error
+    assert not (tmp_path / "kinesis_snowflake_orders.py").exists()
+    bag = DagBag(dag_folder=str(tmp_path))
+    assert bag.import_errors == {}
+    assert {dag.fileloc for dag in bag.dags.values()} == {str(tmp_path / "all_connectors.py")}
+
+
+def test_build_connector_dags_refuses_beside_dag_files_of_one_connector(tmp_path: Path) -> None:
+    # A per-connector DAG file written, and the old single DAG file still there.
+    folder = dag_folder(tmp_path, {"orders": (DAGS / "connectors" / "orders.yaml").read_text()})
+    (folder / "kinesis_snowflake_connectors.py").unlink()
+    (folder / "all_connectors.py").write_text(SINGLE_DAG_FILE)
+
+    bag = DagBag(dag_folder=str(folder))
+
+    # Each DAG id comes from one file only: the per-connector one.
+    assert {dag.fileloc for dag in bag.dags.values()} == {str(folder / "kinesis_snowflake_orders.py")}
+    message = bag.import_errors[str(folder / "all_connectors.py")]
+    assert (
+        f"{folder / 'kinesis_snowflake_orders.py'} in the same DAG folder build DAGs of one connector file" in message
+    )
+    assert "replace this call with build_cleanup_dags" in message
+
+
+@pytest.mark.parametrize(("first", "second"), [("orders-eu.yaml", "orders_eu.yaml"), ("x.yaml", "x.yml")])
+def test_two_connector_files_sharing_a_dag_file_name_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], first: str, second: str
+) -> None:
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    folder = dag_folder(tmp_path, {})
+    (folder / "connectors" / first).write_text(orders)
+    (folder / "connectors" / second).write_text(payments(orders))
+    assert main(["dag-file", str(folder / "connectors" / first)]) == 0
+    written = (folder / f"kinesis_snowflake_{Path(first).stem.replace('-', '_')}.py").read_text()
+
+    assert main(["dag-file", "--force", str(folder / "connectors" / second)]) == 1
+
+    error = capsys.readouterr().err
+    assert f"{folder / 'connectors' / second}: its DAG file would be" in error
+    assert f"already the DAG file of {folder / 'connectors' / first}" in error
+    assert "rename one of the two files" in error
+    assert (folder / f"kinesis_snowflake_{Path(first).stem.replace('-', '_')}.py").read_text() == written
+    # The connector left without DAGs is an import error of clean-up, naming both files.
+    message = DagBag(dag_folder=str(folder)).import_errors[str(folder / "kinesis_snowflake_connectors.py")]
+    assert f"already the DAG file of {folder / 'connectors' / first}" in message
+
+
+def test_a_connector_file_named_connectors_cannot_overwrite_the_cleanup_dag_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = dag_folder(tmp_path, {})
+    cleanup_file = (folder / "kinesis_snowflake_connectors.py").read_text()
+    connector = folder / "connectors" / "connectors.yaml"
+    connector.write_text((DAGS / "connectors" / "orders.yaml").read_text())
+
+    assert main(["dag-file", "--force", str(connector)]) == 1
+
+    error = capsys.readouterr().err
+    assert f"{connector}: a connector file cannot be named connectors.yaml" in error
+    assert "kinesis_snowflake_connectors.py, the directory's clean-up DAG file" in error
+    assert (folder / "kinesis_snowflake_connectors.py").read_text() == cleanup_file
+
+
+def test_a_copy_of_a_broken_connector_file_is_a_duplicate_id(tmp_path: Path) -> None:
+    """Only connector_id is read from the other files: the copy would collide as soon as the original is fixed."""
+    orders = (DAGS / "connectors" / "orders.yaml").read_text()
+    folder = dag_folder(tmp_path, {"orders": orders, "zz_orders_copy": orders})
+    (folder / "connectors" / "orders.yaml").write_text(orders.replace("region: us-east-1", "region: mars"))
+
+    bag = DagBag(dag_folder=str(folder))
+
+    assert "source.region" in bag.import_errors[str(folder / "kinesis_snowflake_orders.py")]
+    message = bag.import_errors[str(folder / "kinesis_snowflake_zz_orders_copy.py")]
+    assert f"connector_id 'orders' is already used by {folder / 'connectors' / 'orders.yaml'}" in message
+    assert "source.region" not in message

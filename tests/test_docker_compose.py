@@ -220,6 +220,33 @@ def test_airflow_services_share_the_common_config(compose: dict[str, Any], servi
     assert (REPO_ROOT / "dags" / "kinesis_snowflake_connectors.py").is_file()
 
 
+def host_file(service: dict[str, Any], container_path: str) -> Path:
+    """The host file a container sees at ``container_path``: the most specific bind mount over it wins."""
+    mounts = []
+    for volume in service.get("volumes") or []:
+        source, target = str(volume).split(":")[:2]
+        if source.startswith(".") and (container_path == target or container_path.startswith(target + "/")):
+            mounts.append((len(target), REPO_ROOT / source / container_path[len(target) :].lstrip("/")))
+    assert mounts, f"nothing mounted at {container_path}"
+    return max(mounts)[1].resolve()
+
+
+def test_the_stack_skips_the_iam_check_it_cannot_run_and_the_template_requires_it(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    template_path = REPO_ROOT / "dags" / "connectors" / "orders.yaml"
+    template = yaml.safe_load(template_path.read_text())
+    assert template["source"]["iam_check"] == "required", "the shipped template is for AWS"
+    for name in AIRFLOW_SERVICES:
+        seen = host_file(services[name], "/opt/airflow/dags/connectors/orders.yaml")
+        assert seen == REPO_ROOT / "docker" / "connectors" / "orders.yaml", name
+    stack_copy = yaml.safe_load(seen.read_text())
+    # The stock moto image has no SimulatePrincipalPolicy: required would fail provisioning there.
+    assert stack_copy["source"].pop("iam_check") == "best_effort"
+    template["source"].pop("iam_check")
+    assert stack_copy == template, "docker/connectors/orders.yaml differs from the template in more than iam_check"
+
+
 def test_airflow_init_migrates_the_database(services: dict[str, dict[str, Any]]) -> None:
     assert environment(services["airflow-init"])["_AIRFLOW_DB_MIGRATE"] == "true"
     for name in LONG_RUNNING_AIRFLOW:

@@ -31,7 +31,12 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
+
+from botocore.exceptions import ClientError
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from botocore.parsers import ResponseParserError
 
 SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
 ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
@@ -56,6 +61,29 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _ARN = re.compile(
     r"^arn:(?P<partition>[^:]+):(?P<service>[^:]+):(?P<region>[^:]*):(?P<account>\d{12}):(?P<resource>.+)$"
 )
+
+
+class IamCheckMode(StrEnum):
+    """What the IAM permission check does (``source.iam_check``, the operator's ``check_mode``).
+
+    ``required``: the check must run; it fails when a permission is missing, and also when the
+    check cannot run (a principal IAM cannot simulate, such as the account root user or a federated
+    user; ``iam:SimulatePrincipalPolicy`` denied; an endpoint without that API), saying why.
+    ``best_effort``: a missing permission fails as well, but a check that cannot run is skipped
+    with a warning saying why. ``off``: no check.
+    """
+
+    REQUIRED = "required"
+    BEST_EFFORT = "best_effort"
+    OFF = "off"
+
+
+def check_mode_from_skip_if_denied(skip_if_denied: bool) -> IamCheckMode:
+    """The mode the deprecated boolean (``skip_iam_check_if_denied``, ``skip_if_simulation_denied``) stands for.
+
+    :param skip_if_denied: ``True`` is ``best_effort``, ``False`` is ``required``.
+    """
+    return IamCheckMode.BEST_EFFORT if skip_if_denied else IamCheckMode.REQUIRED
 
 
 class IamPolicyError(ValueError):
@@ -476,3 +504,102 @@ def describe_missing(
     lines.append(f"Attach this policy to {principal}:")
     lines.append(json.dumps(policy, indent=2))
     return "\n".join(lines)
+
+
+# Error codes of SimulatePrincipalPolicy that mean the check cannot run, rather than that it failed.
+_ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
+# What an endpoint without the IAM policy simulator may answer instead of a simulation.
+_NOT_SERVED = (
+    "InvalidAction",
+    "NotImplemented",
+    "UnknownOperation",
+    "UnknownOperationException",
+    "UnsupportedOperation",
+)
+_OTHER_ENDPOINT = "point the AWS connection at an IAM endpoint that has the policy simulator"
+
+
+@dataclass(frozen=True)
+class CheckCannotRun:
+    """Why the IAM permission check cannot run, and what lets it run.
+
+    :param reason: what happened, naming the caller, the principal, its kind and the error.
+    :param fix: how to have the permissions checked, as a clause ("allow ... on ...").
+    """
+
+    reason: str
+    fix: str
+
+    def message(self, mode: IamCheckMode) -> str:
+        """What the task says: a warning to skip with (``best_effort``), or why it fails (``required``)."""
+        if mode is IamCheckMode.BEST_EFFORT:
+            return f"{self.reason}\nTo have it checked: {self.fix}."
+        return (
+            f"{self.reason}\nThe IAM permission check could not run, and check_mode is 'required'. To go on: "
+            f"{self.fix}; or set check_mode='best_effort' (in the connector file: source.iam_check: best_effort) "
+            "to check whenever the check can run and skip it, with this warning, when it cannot, or 'off' not to check."
+        )
+
+
+def why_check_cannot_run(
+    error: BaseException, *, caller_arn: str, principal: str | None = None, endpoint: str | None = None
+) -> CheckCannotRun | None:
+    """Tell an error that keeps the IAM check from running from one that is a failure of its own.
+
+    :param error: what :func:`principal_arn` or IAM's SimulatePrincipalPolicy raised:
+        :class:`UnsimulatablePrincipalError`, a botocore ``ClientError``, ``ResponseParserError``
+        (an endpoint that does not answer as AWS does) or ``ConnectionError``.
+    :param caller_arn: the STS GetCallerIdentity ARN of the connection.
+    :param principal: the IAM principal that was simulated (see :func:`principal_arn`).
+    :param endpoint: the IAM endpoint URL called.
+    :return: the reason and the fix, or ``None`` when ``error`` is not about the check being unable
+        to run (it is then to be raised as it is).
+    """
+    kind = principal_kind(caller_arn)
+    if isinstance(error, UnsimulatablePrincipalError):
+        return CheckCannotRun(
+            f"{caller_arn} is {error.kind}, which IAM's SimulatePrincipalPolicy cannot simulate (it simulates IAM "
+            "users, IAM roles and assumed-role sessions only), so the connector's permissions cannot be checked",
+            "provision with the IAM user or role the connector runs as, or compare its policies with the "
+            "output of `python -m airflow_kinesis_snowflake policy <connector file>`",
+        )
+    if isinstance(error, ClientError):
+        details = error.response.get("Error", {})
+        code, text = details.get("Code", "?"), details.get("Message", str(error))
+        said = f"AWS said: {code}: {text}"
+        if code in _ACCESS_DENIED:
+            return CheckCannotRun(
+                f"{caller_arn} may not call iam:SimulatePrincipalPolicy, so the connector's permissions cannot be "
+                f"checked (principal {principal}, {kind}). {said}",
+                f"allow iam:SimulatePrincipalPolicy on {principal} to enable this check",
+            )
+        if code == "NoSuchEntity":
+            return CheckCannotRun(
+                f"IAM has no principal {principal} (the caller is {caller_arn}, {kind}); a role created under a "
+                "path, such as an IAM Identity Center role (/aws-reserved/...), cannot be found from its session "
+                f"ARN. {said}",
+                "provision with an IAM user, or a role without a path, that holds the same policies",
+            )
+        if code in _NOT_SERVED:
+            return CheckCannotRun(
+                f"the IAM endpoint does not serve SimulatePrincipalPolicy (principal {principal}, {kind}). {said}",
+                _OTHER_ENDPOINT,
+            )
+        return None
+    first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+    said = f"botocore said: {type(error).__name__}: {first_line}"
+    if isinstance(error, ResponseParserError):
+        return CheckCannotRun(
+            f"the IAM endpoint {endpoint} did not answer SimulatePrincipalPolicy as AWS does, so the connector's "
+            f"permissions cannot be checked (principal {principal}, {kind}): an emulator without the IAM policy "
+            f"simulator, such as the stock motoserver/moto image, answers this way. {said}",
+            _OTHER_ENDPOINT,
+        )
+    if isinstance(error, BotocoreConnectionError):
+        return CheckCannotRun(
+            f"the IAM endpoint {endpoint} cannot be reached, so the connector's permissions cannot be checked "
+            f"(principal {principal}, {kind}): IAM has no VPC endpoint, so a network without internet access "
+            f"cannot reach it. {said}",
+            _OTHER_ENDPOINT,
+        )
+    return None

@@ -17,10 +17,13 @@ from botocore.parsers import ResponseParserError
 from airflow_kinesis_snowflake.core.iam import (
     IMPLICIT_DENY,
     SHARED_THROUGHPUT,
+    CheckCannotRun,
     Decision,
+    IamCheckMode,
     IamPolicyError,
     Requirement,
     UnsimulatablePrincipalError,
+    check_mode_from_skip_if_denied,
     describe_missing,
     partition_of,
     policy_document,
@@ -28,21 +31,7 @@ from airflow_kinesis_snowflake.core.iam import (
     principal_kind,
     required_permissions,
     simulation_pairs,
-)
-
-REQUIRED = "required"
-BEST_EFFORT = "best_effort"
-OFF = "off"
-CHECK_MODES = (REQUIRED, BEST_EFFORT, OFF)
-
-_ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
-# What an endpoint without the IAM policy simulator may answer instead of a simulation.
-_NOT_SERVED = (
-    "InvalidAction",
-    "NotImplemented",
-    "UnknownOperation",
-    "UnknownOperationException",
-    "UnsupportedOperation",
+    why_check_cannot_run,
 )
 
 
@@ -70,8 +59,10 @@ class CheckIamPermissionsOperator(BaseOperator):
     :param aws_conn_id: the Airflow AWS connection the connector uses.
     :param include_migration_table: also check ``<application>_migration``, used when migrating
         checkpoints from a legacy KCL lease table.
-    :param check_mode: ``required`` (default), ``best_effort`` or ``off``, as above. A missing
-        permission fails the task in both ``required`` and ``best_effort``.
+    :param check_mode: ``required`` (default), ``best_effort`` or ``off``, as above: an
+        :class:`~airflow_kinesis_snowflake.core.iam.IamCheckMode` or its value. A missing
+        permission fails the task in both ``required`` and ``best_effort``. Why the check cannot
+        run is decided by :func:`~airflow_kinesis_snowflake.core.iam.why_check_cannot_run`.
     :param skip_if_simulation_denied: deprecated: ``True`` is ``check_mode="best_effort"``,
         ``False`` is ``check_mode="required"``.
     :return: ``principal_arn``, ``check_mode``, the ``policy`` document and one ``decisions`` entry
@@ -89,7 +80,7 @@ class CheckIamPermissionsOperator(BaseOperator):
         region_name: str | None = None,
         aws_conn_id: str | None = "aws_default",
         include_migration_table: bool = False,
-        check_mode: str | None = None,
+        check_mode: IamCheckMode | str | None = None,
         skip_if_simulation_denied: bool | None = None,
         **kwargs: Any,
     ) -> None:
@@ -100,31 +91,32 @@ class CheckIamPermissionsOperator(BaseOperator):
                     "set only check_mode: skip_if_simulation_denied is its deprecated form "
                     "(True is 'best_effort', False is 'required')"
                 )
+            check_mode = check_mode_from_skip_if_denied(skip_if_simulation_denied)
             warnings.warn(
-                "skip_if_simulation_denied is deprecated; use check_mode="
-                f"{BEST_EFFORT if skip_if_simulation_denied else REQUIRED!r}",
+                f"skip_if_simulation_denied is deprecated; use check_mode={check_mode.value!r}",
                 AirflowProviderDeprecationWarning,
                 stacklevel=2,
             )
-            check_mode = BEST_EFFORT if skip_if_simulation_denied else REQUIRED
-        check_mode = REQUIRED if check_mode is None else str(check_mode)
-        if check_mode not in CHECK_MODES:
-            raise ValueError(f"check_mode must be one of {', '.join(CHECK_MODES)} (got {check_mode!r})")
+        try:
+            mode = IamCheckMode(IamCheckMode.REQUIRED if check_mode is None else check_mode)
+        except ValueError:
+            modes = ", ".join(m.value for m in IamCheckMode)
+            raise ValueError(f"check_mode must be one of {modes} (got {check_mode!r})") from None
         self.stream_name = stream_name
         self.application_name = application_name
         self.consumer_type = consumer_type
         self.region_name = region_name
         self.aws_conn_id = aws_conn_id
         self.include_migration_table = include_migration_table
-        self.check_mode = check_mode
+        self.check_mode = mode
 
     @property
     def skip_if_simulation_denied(self) -> bool:
         """Deprecated: ``check_mode`` is ``best_effort``."""
-        return self.check_mode == BEST_EFFORT
+        return self.check_mode is IamCheckMode.BEST_EFFORT
 
     def execute(self, context: Context) -> dict[str, Any]:
-        if self.check_mode == OFF:
+        if self.check_mode is IamCheckMode.OFF:
             raise AirflowSkipException("The IAM permission check is off (check_mode 'off'); nothing was checked")
         sts = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type="sts")
         region = self.region_name or sts.region_name
@@ -137,12 +129,7 @@ class CheckIamPermissionsOperator(BaseOperator):
         try:
             principal = principal_arn(caller)
         except UnsimulatablePrincipalError as err:
-            self._cannot_run(
-                f"{caller} is {err.kind}, which IAM's SimulatePrincipalPolicy cannot simulate (it simulates IAM "
-                "users, IAM roles and assumed-role sessions only), so the connector's permissions cannot be checked",
-                "provision with the IAM user or role the connector runs as, or compare its policies with the "
-                "output of `python -m airflow_kinesis_snowflake policy <connector file>`",
-            )
+            self._cannot_run(why_check_cannot_run(err, caller_arn=caller), err)
         try:
             requirements = required_permissions(
                 stream_name=self.stream_name,
@@ -161,14 +148,14 @@ class CheckIamPermissionsOperator(BaseOperator):
             len(simulation_pairs(requirements)),
             principal,
             principal_kind(caller),
-            self.check_mode,
+            self.check_mode.value,
         )
 
         iam = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=region, client_type="iam").conn
         decisions = self._simulate(iam, principal, caller, requirements)
         result = {
             "principal_arn": principal,
-            "check_mode": self.check_mode,
+            "check_mode": self.check_mode.value,
             "policy": policy,
             "decisions": [d.to_dict() for d in decisions],
         }
@@ -191,66 +178,25 @@ class CheckIamPermissionsOperator(BaseOperator):
                     for result in page.get("EvaluationResults", []):
                         decision = _decision(result, resource)
                         found[(decision.action.lower(), decision.resource)] = decision
-            except ClientError as err:
-                self._simulation_failed(err, principal, caller_arn)
-            except (ResponseParserError, BotocoreConnectionError) as err:
-                self._endpoint_failed(err, iam.meta.endpoint_url, principal, caller_arn)
+            except (ClientError, ResponseParserError, BotocoreConnectionError) as err:
+                cannot_run = why_check_cannot_run(
+                    err, caller_arn=caller_arn, principal=principal, endpoint=iam.meta.endpoint_url
+                )
+                if cannot_run is None:
+                    raise AirflowException(f"SimulatePrincipalPolicy for {principal} failed: {err}") from err
+                self._cannot_run(cannot_run, err)
         # AWS echoes action names as given; index case-insensitively and report them as asked.
         return [_with_action(found.get((a.lower(), r)) or Decision(a, r, IMPLICIT_DENY), a) for a, r in pairs]
 
-    def _simulation_failed(self, err: ClientError, principal: str, caller_arn: str) -> NoReturn:
-        error = err.response.get("Error", {})
-        code, message = error.get("Code", "?"), error.get("Message", str(err))
-        said = f"AWS said: {code}: {message}"
-        if code in _ACCESS_DENIED:
-            self._cannot_run(
-                f"{caller_arn} may not call iam:SimulatePrincipalPolicy, so the connector's permissions cannot be "
-                f"checked (principal {principal}, {principal_kind(caller_arn)}). {said}",
-                f"allow iam:SimulatePrincipalPolicy on {principal} to enable this check",
-            )
-        if code == "NoSuchEntity":
-            self._cannot_run(
-                f"IAM has no principal {principal} (the caller is {caller_arn}, {principal_kind(caller_arn)}); a "
-                "role created under a path, such as an IAM Identity Center role (/aws-reserved/...), cannot be "
-                f"found from its session ARN. {said}",
-                "provision with an IAM user, or a role without a path, that holds the same policies",
-            )
-        if code in _NOT_SERVED:
-            self._cannot_run(
-                f"the IAM endpoint does not serve SimulatePrincipalPolicy (principal {principal}, "
-                f"{principal_kind(caller_arn)}). {said}",
-                "point the AWS connection at an IAM endpoint that has the policy simulator",
-            )
-        raise AirflowException(f"SimulatePrincipalPolicy for {principal} failed: {code}: {message}") from err
-
-    def _endpoint_failed(self, err: Exception, endpoint: str, principal: str, caller_arn: str) -> NoReturn:
-        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if isinstance(err, ResponseParserError):
-            reason = (
-                f"the IAM endpoint {endpoint} did not answer SimulatePrincipalPolicy as AWS does, so the connector's "
-                f"permissions cannot be checked (principal {principal}, {principal_kind(caller_arn)}): an emulator "
-                "without the IAM policy simulator, such as the stock motoserver/moto image, answers this way. "
-                f"botocore said: {type(err).__name__}: {first_line}"
-            )
-        else:
-            reason = (
-                f"the IAM endpoint {endpoint} cannot be reached, so the connector's permissions cannot be checked "
-                f"(principal {principal}, {principal_kind(caller_arn)}): IAM has no VPC endpoint, so a network "
-                f"without internet access cannot reach it. botocore said: {type(err).__name__}: {first_line}"
-            )
-        self._cannot_run(reason, "point the AWS connection at an IAM endpoint that has the policy simulator")
-
-    def _cannot_run(self, reason: str, fix: str) -> NoReturn:
+    def _cannot_run(self, cannot_run: CheckCannotRun | None, err: Exception) -> NoReturn:
         """The check could not run: skip with a warning (``best_effort``) or fail saying how to go on."""
-        if self.check_mode == BEST_EFFORT:
-            message = f"{reason}\nTo have it checked: {fix}."
+        if cannot_run is None:  # not a reason the check cannot run: the error is the failure
+            raise err
+        message = cannot_run.message(self.check_mode)
+        if self.check_mode is IamCheckMode.BEST_EFFORT:
             self.log.warning("Skipping the IAM permission check: %s", message)
-            raise AirflowSkipException(message)
-        raise AirflowFailException(
-            f"{reason}\nThe IAM permission check could not run, and check_mode is 'required'. To go on: {fix}; "
-            "or set check_mode='best_effort' (in the connector file: source.iam_check: best_effort) to check "
-            "whenever the check can run and skip it, with this warning, when it cannot, or 'off' not to check."
-        )
+            raise AirflowSkipException(message) from err
+        raise AirflowFailException(message) from err
 
 
 def _decision(result: dict[str, Any], resource: str) -> Decision:

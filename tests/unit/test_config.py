@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.exceptions import AirflowProviderDeprecationWarning
 
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_MAX,
@@ -17,14 +18,13 @@ from airflow_kinesis_snowflake.config import (
     MIGRATION_SUFFIX,
     RETRY_DELAY_MAX_SECONDS,
     ConnectorConfig,
-    ConnectorConfigDeprecationWarning,
     ConnectorConfigError,
     ConsumerType,
-    IamCheckMode,
     load_connector_config,
     load_connector_configs,
     parse_connector_config,
 )
+from airflow_kinesis_snowflake.core.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.positions import InitialPosition
 from airflow_kinesis_snowflake.core.provisioning import DestinationType
 
@@ -874,7 +874,7 @@ def test_iam_check_modes(mode: IamCheckMode) -> None:
 
 def test_iam_check_off_unquoted_in_yaml(tmp_path: Path) -> None:
     # YAML 1.1 reads `off` as false; the connector file means the mode.
-    text = SHIPPED.read_text(encoding="utf-8").replace("iam_check: best_effort", "iam_check: off")
+    text = SHIPPED.read_text(encoding="utf-8").replace("iam_check: required", "iam_check: off")
     path = tmp_path / "orders.yaml"
     path.write_text(text, encoding="utf-8")
 
@@ -905,7 +905,7 @@ def test_skip_iam_check_if_denied_is_a_deprecated_alias(tmp_path: Path, skip: bo
 
     path = _write(tmp_path, _with(alias))
 
-    with pytest.warns(ConnectorConfigDeprecationWarning) as warned:
+    with pytest.warns(AirflowProviderDeprecationWarning) as warned:
         config = load_connector_config(path)
 
     assert config.source.iam_check is mode
@@ -921,3 +921,17 @@ def test_skip_iam_check_if_denied_with_iam_check_is_refused(tmp_path: Path) -> N
 
     assert "source.skip_iam_check_if_denied is the deprecated form of source.iam_check" in message
     assert "remove skip_iam_check_if_denied and keep iam_check" in message
+
+
+def test_a_duplicate_id_is_found_even_when_the_first_file_is_invalid(tmp_path: Path) -> None:
+    first = _write(tmp_path, _with(_set("source", region="mars")), name="a.yaml")
+    second = _write(tmp_path, _shipped_data(), name="b.yaml")
+
+    with pytest.raises(ConnectorConfigError) as info:
+        load_connector_configs(tmp_path)
+
+    message = str(info.value)
+    assert f"{first}: invalid connector configuration\n  - source.region" in message
+    assert f"{second}: connector_id 'orders' is already used by {first}; give one of them another connector_id" in (
+        message
+    )

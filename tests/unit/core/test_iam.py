@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.parsers import ResponseParserError
 
 from airflow_kinesis_snowflake.core.iam import (
     ACCOUNT_ID_PLACEHOLDER,
@@ -13,10 +15,14 @@ from airflow_kinesis_snowflake.core.iam import (
     EXPLICIT_DENY,
     IMPLICIT_DENY,
     SHARED_THROUGHPUT,
+    CheckCannotRun,
     Decision,
+    IamCheckMode,
     IamPolicyError,
     Requirement,
+    UnsimulatablePrincipalError,
     all_tables_arn,
+    check_mode_from_skip_if_denied,
     consumers_arn,
     describe_missing,
     partition_for_region,
@@ -28,6 +34,7 @@ from airflow_kinesis_snowflake.core.iam import (
     simulation_pairs,
     stream_arn,
     table_arn,
+    why_check_cannot_run,
 )
 
 ACCOUNT = "123456789012"
@@ -348,3 +355,102 @@ def test_maintenance_grants_say_why() -> None:
     assert "tagged" in purpose_of(reqs, "dynamodb:ListTagsOfResource", ALL_TABLES)
     assert "deregister" in purpose_of(reqs, "kinesis:DeregisterStreamConsumer", CONSUMERS)
     assert all_tables_arn(partition="aws", region="us-east-1", account_id=ACCOUNT) == ALL_TABLES
+
+
+# -- when the check cannot run: what it says, without AWS -------------------------------------------
+
+CALLER = "arn:aws:iam::123456789012:user/ingest"
+
+
+def client_error(code: str, message: str = "no") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}}, "SimulatePrincipalPolicy")
+
+
+def test_the_deprecated_boolean_maps_to_a_mode() -> None:
+    assert check_mode_from_skip_if_denied(True) is IamCheckMode.BEST_EFFORT
+    assert check_mode_from_skip_if_denied(False) is IamCheckMode.REQUIRED
+    assert [m.value for m in IamCheckMode] == ["required", "best_effort", "off"]
+
+
+def test_a_principal_iam_cannot_simulate() -> None:
+    root = "arn:aws:iam::123456789012:root"
+    with pytest.raises(UnsimulatablePrincipalError) as err:
+        principal_arn(root)
+
+    cannot_run = why_check_cannot_run(err.value, caller_arn=root)
+
+    assert cannot_run is not None
+    assert cannot_run.reason.startswith(f"{root} is the account root user, which IAM's SimulatePrincipalPolicy")
+    assert "python -m airflow_kinesis_snowflake policy" in cannot_run.fix
+
+
+@pytest.mark.parametrize("code", ["AccessDenied", "AccessDeniedException"])
+def test_simulation_denied_to_the_caller(code: str) -> None:
+    cannot_run = why_check_cannot_run(client_error(code, "not authorized"), caller_arn=CALLER, principal=CALLER)
+
+    assert cannot_run is not None
+    assert cannot_run.reason.startswith(f"{CALLER} may not call iam:SimulatePrincipalPolicy")
+    assert f"(principal {CALLER}, an IAM user). AWS said: {code}: not authorized" in cannot_run.reason
+    assert cannot_run.fix == f"allow iam:SimulatePrincipalPolicy on {CALLER} to enable this check"
+
+
+def test_a_role_under_a_path_is_not_found() -> None:
+    session = "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Ingest/alice"
+    role = "arn:aws:iam::123456789012:role/AWSReservedSSO_Ingest"
+
+    cannot_run = why_check_cannot_run(client_error("NoSuchEntity"), caller_arn=session, principal=role)
+
+    assert cannot_run is not None
+    assert cannot_run.reason.startswith(f"IAM has no principal {role} (the caller is {session}, an assumed-role")
+    assert "/aws-reserved/" in cannot_run.reason
+    assert "a role without a path" in cannot_run.fix
+
+
+@pytest.mark.parametrize("code", ["InvalidAction", "NotImplemented", "UnknownOperation", "UnsupportedOperation"])
+def test_an_endpoint_that_does_not_serve_the_simulator(code: str) -> None:
+    cannot_run = why_check_cannot_run(client_error(code), caller_arn=CALLER, principal=CALLER)
+
+    assert cannot_run is not None
+    assert cannot_run.reason.startswith("the IAM endpoint does not serve SimulatePrincipalPolicy")
+    assert "IAM endpoint that has the policy simulator" in cannot_run.fix
+
+
+def test_an_endpoint_that_answers_unlike_aws() -> None:
+    error = ResponseParserError("Unable to parse response (syntax error), invalid XML received.\nbody...")
+
+    cannot_run = why_check_cannot_run(error, caller_arn=CALLER, principal=CALLER, endpoint="http://moto:5000")
+
+    assert cannot_run is not None
+    assert cannot_run.reason.startswith("the IAM endpoint http://moto:5000 did not answer SimulatePrincipalPolicy")
+    assert "stock motoserver/moto image" in cannot_run.reason
+    assert cannot_run.reason.endswith(
+        "botocore said: ResponseParserError: Unable to parse response (syntax error), invalid XML received."
+    )
+
+
+def test_an_endpoint_that_cannot_be_reached() -> None:
+    error = EndpointConnectionError(endpoint_url="https://iam.amazonaws.com/")
+
+    cannot_run = why_check_cannot_run(error, caller_arn=CALLER, principal=CALLER, endpoint="https://iam.amazonaws.com")
+
+    assert cannot_run is not None
+    assert cannot_run.reason.startswith("the IAM endpoint https://iam.amazonaws.com cannot be reached")
+    assert "IAM has no VPC endpoint" in cannot_run.reason
+    assert "botocore said: EndpointConnectionError: Could not connect" in cannot_run.reason
+
+
+@pytest.mark.parametrize(
+    "error", [client_error("Throttling"), client_error("InvalidInput"), ValueError("a bug"), KeyError("EvalDecision")]
+)
+def test_other_errors_are_failures_of_their_own(error: Exception) -> None:
+    assert why_check_cannot_run(error, caller_arn=CALLER, principal=CALLER) is None
+
+
+def test_required_fails_saying_how_to_go_on_and_best_effort_warns() -> None:
+    cannot_run = CheckCannotRun("REASON", "allow X on Y")
+
+    assert cannot_run.message(IamCheckMode.BEST_EFFORT) == "REASON\nTo have it checked: allow X on Y."
+    required = cannot_run.message(IamCheckMode.REQUIRED)
+    assert required.startswith("REASON\nThe IAM permission check could not run, and check_mode is 'required'.")
+    assert "To go on: allow X on Y; or set check_mode='best_effort'" in required
+    assert "source.iam_check: best_effort" in required and "'off'" in required
