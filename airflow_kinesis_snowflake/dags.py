@@ -91,6 +91,8 @@ def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
         task_id="create_lease_table",
         application_name=config.source.application_name,
         stream_name=config.source.stream_name,
+        connector_id=config.connector_id,
+        destination=config.table_fqn,
         aws_conn_id=config.connections.aws,
         region_name=config.source.region,
     )
@@ -180,6 +182,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             pipe_definition=dst.pipe_definition,
             schema_evolution=dst.ingest_schema_evolution,
             on_unknown_key=dst.on_unknown_key.value,
+            connector_id=config.connector_id,
             aws_conn_id=conns.aws,
             region_name=src.region,
             snowflake_conn_id=conns.snowflake,
@@ -296,6 +299,10 @@ def build_reset_dag(config: ConnectorConfig, *, backup_dir: str | None = None) -
             consumer_type=src.consumer_type.value,
             lease_wait_timeout_seconds="{{ params.lease_wait_timeout_seconds }}",
             backup_dir=backup_dir,
+            database=config.destination.database,
+            schema=config.destination.schema_,
+            table=config.destination.table,
+            snowflake_conn_id=conns.snowflake,
             aws_conn_id=conns.aws,
             region_name=src.region,
         )
@@ -340,6 +347,10 @@ def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None)
             confirm="{{ params.confirm }}",
             lease_wait_timeout_seconds="{{ params.lease_wait_timeout_seconds }}",
             backup_dir=backup_dir,
+            database=config.destination.database,
+            schema=config.destination.schema_,
+            table=config.destination.table,
+            snowflake_conn_id=conns.snowflake,
             aws_conn_id=conns.aws,
             region_name=src.region,
         )

@@ -160,7 +160,11 @@ def check_identity(table_name: str, recorded: TableIdentity, current: TableIdent
             "ledger would split records between the tables): give connector "
             f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
         )
-    if recorded.stream_created_at and current.stream_created_at and recorded.stream_created_at != current.stream_created_at:
+    if (
+        recorded.stream_created_at
+        and current.stream_created_at
+        and recorded.stream_created_at != current.stream_created_at
+    ):
         raise IdentityError(
             f"stream {current.stream_arn or '(unknown)'} was deleted and created again: lease table {table_name!r} "
             f"holds checkpoints of the stream created at {recorded.stream_created_at}, the stream now was created "
@@ -212,7 +216,8 @@ def earliest_start(leases: Iterable[Lease]) -> StartPosition | None:
     starts = [lease.start for lease in leases]
     if not starts:
         return None
-    return min(starts, key=lambda s: (s.position is not InitialPosition.TRIM_HORIZON, s.timestamp or datetime.min.replace(tzinfo=UTC)))
+    earliest = datetime.min.replace(tzinfo=UTC)
+    return min(starts, key=lambda s: (s.position is not InitialPosition.TRIM_HORIZON, s.timestamp or earliest))
 
 
 def lease_to_item(lease: Lease) -> dict[str, Any]:

@@ -383,7 +383,6 @@ def choose_generation(
             f"lease table {application!r} has no metadata item and Snowflake records no generation for "
             f"{configured!r}; run the create_lease_table task first"
         )
-    identity = {"connector_id": connector_id, "stream_arn": stream_arn, "stream_created_at": stream_created_at}
     if ledger_generations and table_generation not in ledger_generations:
         adopted = ledger_generations[0]
         return GenerationChoice(
@@ -391,7 +390,16 @@ def choose_generation(
             adopted,
             None,
             True,
-            GenerationRecord(configured, application, adopted, GenerationReason.ADOPTED, None, **identity),
+            GenerationRecord(
+                configured,
+                application,
+                adopted,
+                GenerationReason.ADOPTED,
+                None,
+                connector_id=connector_id,
+                stream_arn=stream_arn,
+                stream_created_at=stream_created_at,
+            ),
             f"lease table {application} has generation {table_generation}, which the ledger has no marks for, "
             f"while it holds marks of generation {adopted}",
         )
@@ -400,7 +408,16 @@ def choose_generation(
         table_generation,
         start,
         False,
-        GenerationRecord(configured, application, table_generation, GenerationReason.FIRST_START, start, **identity),
+        GenerationRecord(
+            configured,
+            application,
+            table_generation,
+            GenerationReason.FIRST_START,
+            start,
+            connector_id=connector_id,
+            stream_arn=stream_arn,
+            stream_created_at=stream_created_at,
+        ),
         "first recorded",
     )
 

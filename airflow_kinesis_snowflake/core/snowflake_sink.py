@@ -284,6 +284,7 @@ class SnowflakeSink:
         self.failures_table = objects.failures_table
         self.ledger = objects.ledger
         self.stage = objects.stage
+        self.generations = objects.generations
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         cur = self.connection.cursor()
