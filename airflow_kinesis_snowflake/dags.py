@@ -92,7 +92,7 @@ def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
         application_name=config.source.application_name,
         stream_name=config.source.stream_name,
         connector_id=config.connector_id,
-        destination=config.table_fqn,
+        destination=".".join((config.destination.database, config.destination.schema_, config.destination.table)),
         aws_conn_id=config.connections.aws,
         region_name=config.source.region,
     )
