@@ -4,7 +4,8 @@ Faults are injected at the emulators' boundary (tests/emulators/faults.py): the 
 kills the Spark job (SIGKILL, JVM and Python processes) when a given statement arrives, fails a
 statement, becomes unreachable, or crashes and is started again on its data (as a Snowflake
 service restart loses sessions and open transactions, not committed data); the moto server kills
-the Airflow worker in the middle of the DynamoDB checkpoint. After each fault the DAG is run again
+the Airflow worker in the middle of the DynamoDB checkpoint; the lease table is deleted between two
+runs, as by hand or by clean-up. After each fault the DAG is run again
 until it succeeds, and the table is queried: every case must end with every record exactly once
 and the checkpoints at the tips.
 """
@@ -22,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from airflow_kinesis_snowflake.core.leases import LeaseTable
+from airflow_kinesis_snowflake.core.maintenance import delete_table
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
@@ -42,6 +45,8 @@ class Case:
     aws: list[dict[str, Any]] = field(default_factory=list)
     # Rows the table must hold right after the fault, before any retry (None: not checked).
     rows_after_fault: int | None = None
+    # The first run succeeds; then its lease table is deleted, and the next run must load nothing again.
+    delete_lease_table: bool = False
 
     @property
     def restarts_snowflake(self) -> bool:
@@ -74,6 +79,7 @@ CASES = [
     Case("Snowflake emulator stopped mid-batch and restarted (after COMMIT)",
          snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "restart", "seconds": 5}],
          rows_after_fault=RECORDS),
+    Case("Lease table deleted between runs", delete_lease_table=True, rows_after_fault=RECORDS),
 ]  # fmt: skip
 
 
@@ -160,6 +166,9 @@ def test_every_record_exactly_once_after_the_fault(
                 )  # fmt: skip
             code = proc.wait(timeout=600)
         fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
+        if case.delete_lease_table and code == 0:
+            delete_table(emulators.boto3_client("dynamodb"), app)
+            fired = True
     finally:
         emulators.inject_snowflake_faults([])
         emulators.inject_kinesis_faults([])
@@ -178,6 +187,7 @@ def test_every_record_exactly_once_after_the_fault(
     retry_failure = None
     while runs < 4 and not (
         query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(RECORDS,)]
+        and LeaseTable(emulators.boto3_client("dynamodb"), app).exists()
         and checkpoints(emulators, app) == shard_tips(kinesis, name)
     ):
         retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
