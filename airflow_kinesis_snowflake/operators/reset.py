@@ -376,6 +376,7 @@ class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
                 f"confirm must be the current application name {current!r} (got {settings.confirm!r}); "
                 "nothing was changed"
             )
+        self._destination()  # where the change is recorded: checked before anything is marked
         owner = maintenance_owner(context, "reset")
         lock = settings.lease_wait_timeout_seconds + LOCK_MARGIN_SECONDS
         mark = ResetMark(owner, settings.mode.value, now.timestamp(), now.timestamp() + lock)
@@ -809,6 +810,7 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
             raise AirflowException(
                 f"confirm must be the current application name {expected!r} (got {self.confirm!r}); nothing was changed"
             )
+        self._destination()  # where the restore is recorded: checked before anything is marked
 
         now = datetime.now(UTC).timestamp()
         owner = maintenance_owner(context, "restore")

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.integration
 
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
 # Where reset and restore record the generation they create or bring back (the generations table).
-DESTINATION = {"database": "ANALYTICS", "schema": "RAW", "table": "ORDERS"}
+DESTINATION: dict[str, Any] = {"database": "ANALYTICS", "schema": "RAW", "table": "ORDERS"}
 DELIVERED = 3  # records per shard the simulated batches delivered
 
 
