@@ -445,3 +445,22 @@ def test_enhanced_fan_out_registers_the_new_names_consumer(connector: Connector,
     ]
     consumers = connector.kinesis.list_stream_consumers(StreamARN=arn)["Consumers"]
     assert [(c["ConsumerName"], c["ConsumerStatus"]) for c in consumers] == [(new, "ACTIVE")]
+
+
+def test_acting_needs_the_destination_where_the_reset_is_recorded(connector: Connector, tmp_path: Path) -> None:
+    before = connector.items()
+    operator = ResetConnectorStateOperator(
+        task_id="reset",
+        connector_id="orders",
+        application_name=connector.app,
+        stream_name=connector.stream,
+        region_name="us-east-1",
+        backup_dir=str(tmp_path),
+        mode="delete_table",
+        preview_only=False,
+        confirm=connector.app,
+    )
+    with pytest.raises(AirflowException, match="database, schema and table are needed"):
+        operator.execute(context={})
+    assert connector.items() == before
+    assert no_marks(connector, connector.app)
