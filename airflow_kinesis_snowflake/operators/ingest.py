@@ -291,7 +291,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         except ValueError as err:
             raise AirflowException(f"pipe_definition {err}") from None
 
-    def _consumer_arn(self, kinesis: KinesisStreamHook) -> str | None:
+    def _consumer_arn(self, kinesis: KinesisStreamHook, application_name: str) -> str | None:
         """The ARN of the fan-out consumer the batch reads through; None for shared throughput.
 
         The consumer is named after the application name in use, so after a reset to a new name
@@ -299,11 +299,11 @@ class SparkKinesisIngestOperator(BaseOperator):
         """
         if self.consumer_type != ENHANCED_FAN_OUT:
             return None
-        consumer = kinesis.describe_consumer(self.stream_name, self.application_name)
+        consumer = kinesis.describe_consumer(self.stream_name, application_name)
         status = consumer["ConsumerStatus"] if consumer is not None else "not registered"
         if consumer is None or status != "ACTIVE":
             raise AirflowException(
-                f"enhanced fan-out consumer {self.application_name!r} of stream {self.stream_name!r} is {status}, "
+                f"enhanced fan-out consumer {application_name!r} of stream {self.stream_name!r} is {status}, "
                 "not ACTIVE; run the connector's provisioning DAG (its register_fan_out_consumer task) first"
             )
         arn: str = consumer["ConsumerARN"]
@@ -328,6 +328,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         if active is not None:
             # Refused before anything is recorded or read: another connector's table is not ours to adopt.
             self._check_identity(LeaseTable(client, active), identity)
+        consumer_arn = self._consumer_arn(kinesis, active or configured)
         now = datetime.now(UTC)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         conn = snowflake.get_conn()
@@ -368,7 +369,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         table.record_identity(identity)
         table.record_ingest()
 
-        consumer_arn = self._consumer_arn(kinesis)
+        if choice.application_name != (active or configured):
+            consumer_arn = self._consumer_arn(kinesis, choice.application_name)
         cutoff = self._cutoff(context, now)
         shards = kinesis.list_shards(self.stream_name)
         leases = table.sync_shards(shards, choice.start or start)
