@@ -178,7 +178,8 @@ def test_the_newest_generation_record_wins_and_names_the_connector_by_either_nam
     )  # fmt: skip
     sink.record_generation(first)
     assert sink.latest_generation(configured) == replace(
-        first, recorded_at=sink.latest_generation(configured).recorded_at  # type: ignore[union-attr]
+        first,
+        recorded_at=sink.latest_generation(configured).recorded_at,  # type: ignore[union-attr]
     )
     at = datetime(2026, 1, 31, tzinfo=UTC)
     sink.record_generation(
