@@ -108,6 +108,8 @@ def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
         task_id="create_lease_table",
         application_name=config.source.application_name,
         stream_name=config.source.stream_name,
+        connector_id=config.connector_id,
+        destination=".".join((config.destination.database, config.destination.schema_, config.destination.table)),
         aws_conn_id=config.connections.aws,
         region_name=config.source.region,
     )
@@ -200,6 +202,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             pipe_definition=dst.pipe_definition,
             schema_evolution=dst.ingest_schema_evolution,
             on_unknown_key=dst.on_unknown_key.value,
+            connector_id=config.connector_id,
             aws_conn_id=conns.aws,
             region_name=src.region,
             snowflake_conn_id=conns.snowflake,
@@ -318,6 +321,10 @@ def build_reset_dag(config: ConnectorConfig, *, backup_dir: str | None = None) -
             consumer_type=src.consumer_type.value,
             lease_wait_timeout_seconds="{{ params.lease_wait_timeout_seconds }}",
             backup_dir=backup_dir,
+            database=config.destination.database,
+            schema=config.destination.schema_,
+            table=config.destination.table,
+            snowflake_conn_id=conns.snowflake,
             aws_conn_id=conns.aws,
             region_name=src.region,
         )
@@ -363,6 +370,10 @@ def build_restore_dag(config: ConnectorConfig, *, backup_dir: str | None = None)
             confirm="{{ params.confirm }}",
             lease_wait_timeout_seconds="{{ params.lease_wait_timeout_seconds }}",
             backup_dir=backup_dir,
+            database=config.destination.database,
+            schema=config.destination.schema_,
+            table=config.destination.table,
+            snowflake_conn_id=conns.snowflake,
             aws_conn_id=conns.aws,
             region_name=src.region,
         )

@@ -4,8 +4,9 @@ The table follows the one in the setup guide of Snowflake's Openflow Connector f
 down to the calls this provider makes with the connector's credentials:
 
 * Kinesis, on the stream: ListShards (planning), GetShardIterator and GetRecords (shared-throughput
-  reads); with enhanced fan-out also DescribeStreamSummary (the stream ARN a consumer is
-  registered on), RegisterStreamConsumer and DescribeStreamConsumer, and on the stream's consumers
+  reads), DescribeStreamSummary (the stream's ARN and creation time, recorded in the lease table;
+  also the ARN a fan-out consumer is registered on); with enhanced fan-out also
+  RegisterStreamConsumer and DescribeStreamConsumer, and on the stream's consumers
   SubscribeToShard, DescribeStreamConsumer and DeregisterStreamConsumer.
 * DynamoDB, on the lease table named after the application name: DescribeTable and CreateTable
   (CreateTable carries tags, which needs TagResource too), GetItem, PutItem, UpdateItem and Scan
@@ -250,19 +251,25 @@ def required_permissions(
             resources=(stream,),
             purpose="Read each planned shard range by shared-throughput polling, renewing expired iterators.",
         ),
+        Requirement(
+            sid="KinesisStream",
+            actions=("kinesis:DescribeStreamSummary",),
+            resources=(stream,),
+            purpose="Record the stream's ARN and creation time in the lease table, and refuse to resume a stream "
+            "that was deleted and created again.",
+        ),
     ]
     if consumer_type == ENHANCED_FAN_OUT:
         requirements += [
             Requirement(
                 sid="KinesisStream",
                 actions=(
-                    "kinesis:DescribeStreamSummary",
                     "kinesis:RegisterStreamConsumer",
                     "kinesis:DescribeStreamConsumer",
                 ),
                 resources=(stream,),
                 purpose=(
-                    "Resolve the stream ARN, register the enhanced fan-out consumer "
+                    "Register the enhanced fan-out consumer "
                     f"{application_name!r} (named after the application) and poll its status until it is ACTIVE."
                 ),
             ),

@@ -35,6 +35,10 @@ class LeaseTableError(RuntimeError):
     """The lease table is missing, foreign or unusable."""
 
 
+class IdentityError(LeaseTableError):
+    """The lease table belongs to another destination, or to an earlier stream of the same name."""
+
+
 class LeaseLostError(RuntimeError):
     """A conditional write failed: another worker took the lease, or the checkpoint moved."""
 
@@ -99,6 +103,37 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class TableIdentity:
+    """What a lease table's progress belongs to, recorded in its metadata item.
+
+    :param connector_id: the connector that uses the application name.
+    :param destination: ``DATABASE.SCHEMA.TABLE``, upper case.
+    :param stream_arn: the stream's ARN (DescribeStreamSummary ``StreamARN``).
+    :param stream_created_at: the stream's ``StreamCreationTimestamp``, ISO 8601 UTC.
+    """
+
+    connector_id: str | None = None
+    destination: str | None = None
+    stream_arn: str | None = None
+    stream_created_at: str | None = None
+
+    def attributes(self) -> dict[str, str]:
+        """The metadata attributes this identity sets (None values are left out)."""
+        values = {
+            "connector_id": self.connector_id,
+            "destination": self.destination,
+            "stream_arn": self.stream_arn,
+            "stream_created_at": self.stream_created_at,
+        }
+        return {name: value for name, value in values.items() if value is not None}
+
+
+def stream_created_at(timestamp: datetime) -> str:
+    """A ``StreamCreationTimestamp`` as the metadata item stores it: ISO 8601 in UTC."""
+    return (timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+@dataclass(frozen=True)
 class TableMetadata:
     application_name: str
     stream_name: str
@@ -106,6 +141,42 @@ class TableMetadata:
     schema_version: int
     created_by: str
     created_at: str
+    identity: TableIdentity = TableIdentity()
+    last_ingest_at: float | None = None
+
+
+def check_identity(table_name: str, recorded: TableIdentity, current: TableIdentity) -> None:
+    """Refuse a connector whose destination or stream is not the one the table's progress belongs to.
+
+    Attributes the table does not have yet are not compared (they are recorded on first use).
+
+    :raises IdentityError: naming both sides and the fix.
+    """
+    if recorded.destination and current.destination and recorded.destination != current.destination:
+        raise IdentityError(
+            f"application name {table_name!r} is already used by connector {recorded.connector_id or '(unknown)'!r}, "
+            f"which loads {recorded.destination}; connector {current.connector_id or '(unknown)'!r} loads "
+            f"{current.destination}. One application name serves one destination (its checkpoints and the "
+            "ledger would split records between the tables): give connector "
+            f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
+        )
+    if (
+        recorded.stream_created_at
+        and current.stream_created_at
+        and recorded.stream_created_at != current.stream_created_at
+    ):
+        raise IdentityError(
+            f"stream {current.stream_arn or '(unknown)'} was deleted and created again: lease table {table_name!r} "
+            f"holds checkpoints of the stream created at {recorded.stream_created_at}, the stream now was created "
+            f"at {current.stream_created_at}, and its sequence numbers mean nothing there. Trigger the connector's "
+            "reset DAG (mode delete_table or new_application_name) to start reading the new stream. Nothing was read"
+        )
+    if recorded.stream_arn and current.stream_arn and recorded.stream_arn != current.stream_arn:
+        raise IdentityError(
+            f"lease table {table_name!r} holds checkpoints of stream {recorded.stream_arn}, not of "
+            f"{current.stream_arn}; trigger the connector's reset DAG, or use another application_name. "
+            "Nothing was read"
+        )
 
 
 def _s(value: str) -> dict[str, str]:
@@ -138,6 +209,15 @@ def _lease_from_item(item: dict[str, Any]) -> Lease:
             (item["starting_hash_key"]["S"], item["ending_hash_key"]["S"]) if "starting_hash_key" in item else None
         ),
     )
+
+
+def earliest_start(leases: Iterable[Lease]) -> StartPosition | None:
+    """The earliest start of any lease: where the application first started reading (None: no lease)."""
+    starts = [lease.start for lease in leases]
+    if not starts:
+        return None
+    earliest = datetime.min.replace(tzinfo=UTC)
+    return min(starts, key=lambda s: (s.position is not InitialPosition.TRIM_HORIZON, s.timestamp or earliest))
 
 
 def lease_to_item(lease: Lease) -> dict[str, Any]:
@@ -225,10 +305,22 @@ class LeaseTable:
                 f"not ({KEY_ATTRIBUTE}). Choose another application_name.{hint}"
             )
 
-    def create(self, *, stream_name: str, application_name: str, wait_seconds: float = 120) -> bool:
+    def create(
+        self,
+        *,
+        stream_name: str,
+        application_name: str,
+        wait_seconds: float = 120,
+        identity: TableIdentity | None = None,
+        generation_id: str | None = None,
+    ) -> bool:
         """Create the table (on-demand, tagged) and its metadata item; False when it already existed.
 
         An existing table is accepted only when its metadata item says this provider made it.
+
+        :param identity: connector, destination and stream recorded in a new metadata item.
+        :param generation_id: the new table's generation (a reset chooses it and records it in
+            Snowflake first); a random one by default.
         """
         created = False
         description = self.describe()
@@ -262,7 +354,7 @@ class LeaseTable:
                     f"DynamoDB table {self.table_name!r} exists but was not created by {CREATED_BY} "
                     "(no metadata item). Choose another application_name, or migrate a KCL table."
                 )
-            self._put_metadata(stream_name, application_name)
+            self._put_metadata(stream_name, application_name, identity or TableIdentity(), generation_id)
         elif metadata.stream_name != stream_name:
             raise LeaseTableError(
                 f"lease table {self.table_name!r} tracks stream {metadata.stream_name!r}, not "
@@ -273,7 +365,9 @@ class LeaseTable:
     def _has_items(self) -> bool:
         return bool(self.client.scan(TableName=self.table_name, Limit=1).get("Items"))
 
-    def _put_metadata(self, stream_name: str, application_name: str) -> None:
+    def _put_metadata(
+        self, stream_name: str, application_name: str, identity: TableIdentity, generation_id: str | None
+    ) -> None:
         try:
             self.client.put_item(
                 TableName=self.table_name,
@@ -283,9 +377,10 @@ class LeaseTable:
                     "schema_version": _n(SCHEMA_VERSION),
                     "application_name": _s(application_name),
                     "stream_name": _s(stream_name),
-                    "generation_id": _s(uuid.uuid4().hex),
+                    "generation_id": _s(generation_id or uuid.uuid4().hex),
                     "created_by": _s(CREATED_BY),
                     "created_at": _s(datetime.now(UTC).isoformat()),
+                    **{name: _s(value) for name, value in identity.attributes().items()},
                 },
                 ConditionExpression="attribute_not_exists(#k)",
                 ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
@@ -307,6 +402,39 @@ class LeaseTable:
             schema_version=int(item["schema_version"]["N"]),
             created_by=item["created_by"]["S"],
             created_at=item["created_at"]["S"],
+            identity=TableIdentity(
+                connector_id=item.get("connector_id", {}).get("S"),
+                destination=item.get("destination", {}).get("S"),
+                stream_arn=item.get("stream_arn", {}).get("S"),
+                stream_created_at=item.get("stream_created_at", {}).get("S"),
+            ),
+            last_ingest_at=float(item["last_ingest_at"]["N"]) if "last_ingest_at" in item else None,
+        )
+
+    def record_identity(self, identity: TableIdentity) -> None:
+        """Record the identity attributes the metadata item lacks; recorded ones are kept."""
+        attributes = identity.attributes()
+        if not attributes:
+            return
+        names = {f"#a{i}": name for i, name in enumerate(attributes)}
+        self.client.update_item(
+            TableName=self.table_name,
+            Key={KEY_ATTRIBUTE: _s(METADATA_KEY)},
+            UpdateExpression="SET " + ", ".join(f"{alias} = if_not_exists({alias}, :v{alias[2:]})" for alias in names),
+            ConditionExpression="attribute_exists(#k)",
+            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE, **names},
+            ExpressionAttributeValues={f":v{alias[2:]}": _s(attributes[name]) for alias, name in names.items()},
+        )
+
+    def record_ingest(self, now: float | None = None) -> None:
+        """Set ``last_ingest_at``: an ingest run used the table (clean-up reads it to tell live tables)."""
+        self.client.update_item(
+            TableName=self.table_name,
+            Key={KEY_ATTRIBUTE: _s(METADATA_KEY)},
+            UpdateExpression="SET last_ingest_at = :now",
+            ConditionExpression="attribute_exists(#k)",
+            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            ExpressionAttributeValues={":now": _n(time.time() if now is None else now)},
         )
 
     # -- shard leases ---------------------------------------------------------------------------

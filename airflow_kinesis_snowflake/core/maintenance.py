@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -31,12 +31,14 @@ from airflow_kinesis_snowflake.core.leases import (
     KEY_ATTRIBUTE,
     METADATA_KEY,
     STATE_ACTIVE,
+    IdentityError,
     Lease,
     LeaseTable,
     StartPosition,
     lease_to_item,
 )
 from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord
 
 SUPERSEDED_BY = "superseded_by"
 SUPERSEDED_AT = "superseded_at"
@@ -313,6 +315,132 @@ def resolve_application(client: Any, configured: str, *, now: float | None = Non
         if reset is None and (live := marks.live_reset(now)) is not None:
             reset, reset_table = live, following
     return Resolution(configured=configured, active=chain[-1], chain=tuple(chain), reset=reset, reset_table=reset_table)
+
+
+# -- which generation: Snowflake's record over DynamoDB's cache ------------------------------------
+
+
+@dataclass(frozen=True)
+class GenerationChoice:
+    """The application name and generation an ingest run reads with, and what it must repair first.
+
+    :param application_name: the lease table to read with.
+    :param generation_id: the generation keying the ledger's marks.
+    :param start: where shards with no lease start; None: the connector's initial position.
+    :param adopted: DynamoDB does not hold this (a lease table was lost, recreated, or lost its
+        ``superseded_by``): the table must be given this generation (created if missing) and the
+        configured table pointed at it before anything is read.
+    :param record: a row to append to the generations table first (None: already recorded).
+    :param why: one sentence for the log.
+    """
+
+    application_name: str
+    generation_id: str
+    start: StartPosition | None
+    adopted: bool
+    record: GenerationRecord | None
+    why: str
+
+
+def choose_generation(
+    *,
+    configured: str,
+    active: str | None,
+    table_generation: str | None,
+    recorded: GenerationRecord | None,
+    ledger_generations: Sequence[str],
+    connector_id: str | None = None,
+    start: StartPosition | None = None,
+    stream_arn: str | None = None,
+    stream_created_at: str | None = None,
+) -> GenerationChoice:
+    """Decide which generation an ingest run uses; no I/O.
+
+    Snowflake is the truth: the newest row of the generations table (written by the first start,
+    by every reset and restore before it acts, and by an adoption) names the application and
+    generation. The lease tables in DynamoDB are a cache of it; where they disagree they were
+    lost or recreated, and are rebuilt from the record, so the ledger's marks apply again and
+    nothing is loaded twice. Before anything was recorded (the first run, or the first since the
+    generations table exists), the DynamoDB state is recorded, unless its generation has no
+    ledger marks while another of the same application has: then its table was recreated, and the
+    ledger's newest generation is adopted.
+
+    :param configured: the connector file's application name.
+    :param active: the application DynamoDB resolves to; None when its chain is broken.
+    :param table_generation: the generation of ``active``'s table; None when it has none.
+    :param recorded: the connector's newest row in the generations table.
+    :param ledger_generations: generations the ledger holds marks for under ``active`` (or
+        ``configured``), newest first; used only while nothing is recorded.
+    :param start: where a first start begins (recorded with it).
+    :raises IdentityError: when the recorded generation read a stream that was since deleted and
+        created again.
+    :raises MaintenanceError: when nothing is recorded and DynamoDB has no usable table either.
+    """
+    if recorded is not None:
+        if (active, table_generation) == (recorded.application_name, recorded.generation_id):
+            return GenerationChoice(
+                recorded.application_name, recorded.generation_id, recorded.start, False, None, "as recorded"
+            )
+        if recorded.stream_created_at and stream_created_at and recorded.stream_created_at != stream_created_at:
+            raise IdentityError(
+                f"stream {stream_arn or '(unknown)'} was deleted and created again: generation "
+                f"{recorded.generation_id} of application {recorded.application_name!r} read the stream created at "
+                f"{recorded.stream_created_at}, the stream now was created at {stream_created_at}. Trigger the "
+                "connector's reset DAG (mode delete_table) to start reading the new stream. Nothing was read"
+            )
+        have = f"{active} generation {table_generation}" if active and table_generation else "no usable lease table"
+        return GenerationChoice(
+            recorded.application_name,
+            recorded.generation_id,
+            recorded.start,
+            True,
+            None,
+            f"Snowflake records {recorded.application_name} generation {recorded.generation_id} "
+            f"({recorded.reason.value}) for {configured}, DynamoDB has {have}",
+        )
+    application = active or configured
+    if table_generation is None:
+        raise MaintenanceError(
+            f"lease table {application!r} has no metadata item and Snowflake records no generation for "
+            f"{configured!r}; run the create_lease_table task first"
+        )
+    if ledger_generations and table_generation not in ledger_generations:
+        adopted = ledger_generations[0]
+        return GenerationChoice(
+            application,
+            adopted,
+            None,
+            True,
+            GenerationRecord(
+                configured,
+                application,
+                adopted,
+                GenerationReason.ADOPTED,
+                None,
+                connector_id=connector_id,
+                stream_arn=stream_arn,
+                stream_created_at=stream_created_at,
+            ),
+            f"lease table {application} has generation {table_generation}, which the ledger has no marks for, "
+            f"while it holds marks of generation {adopted}",
+        )
+    return GenerationChoice(
+        application,
+        table_generation,
+        start,
+        False,
+        GenerationRecord(
+            configured,
+            application,
+            table_generation,
+            GenerationReason.FIRST_START,
+            start,
+            connector_id=connector_id,
+            stream_arn=stream_arn,
+            stream_created_at=stream_created_at,
+        ),
+        "first recorded",
+    )
 
 
 # -- holding every lease --------------------------------------------------------------------------

@@ -587,7 +587,12 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
             )
         )
 
-    purposes = {"ledger": "ledger table", "parse failures": "parse-failure table", "stage": "stage"}
+    purposes = {
+        "ledger": "ledger table",
+        "parse failures": "parse-failure table",
+        "stage": "stage",
+        "generations": "generations table",
+    }
     for ddl in support_objects_ddl(destination):
         out.append(Statement(ddl.sql, f"the provider's {purposes[ddl.kind]}", True))
     if role:
@@ -603,6 +608,11 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
                 False,
             ),
             Statement(f"GRANT READ, WRITE ON STAGE {objects.stage} TO ROLE {role}", "role stages its files", False),
+            Statement(
+                f"GRANT SELECT, INSERT ON TABLE {objects.generations} TO ROLE {role}",
+                "role records and reads its application's generations",
+                False,
+            ),
         ]
 
     if kind is DestinationType.PIPE and spec.pipe and spec.pipe_definition:

@@ -4,6 +4,11 @@ The ledger holds, per application, lease-table generation and shard, the last re
 batch's ledger rows are written first in the transaction and only if they still hold the marks
 the batch started from; otherwise the transaction is rolled back and nothing is loaded. So a
 stale or duplicate writer adds no rows, and Snowflake alone says what was loaded.
+
+Next to it, the generations table records which application name and lease-table generation each
+connector (by its configured application name) reads with, and why: its first start, a reset, a
+restore, or a generation adopted from the ledger after a lease table was lost. The DynamoDB lease
+table is a cache of these two; ingest rebuilds it from them when it is lost.
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from airflow_kinesis_snowflake.core.leases import StartPosition
 from airflow_kinesis_snowflake.core.pipe import pipe_load_sql
 from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import Checkpoint
 from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN, TableColumn
 
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
+GENERATIONS_TABLE = "KINESIS_INGEST_GENERATIONS"
 STAGE_NAME = "KINESIS_INGEST_STAGE"
 PARSE_FAILURES_SUFFIX = "_PARSE_FAILURES"
 ROWS_DIR = "rows"
@@ -160,6 +168,7 @@ class SinkObjects:
     failures_table: str
     ledger: str
     stage: str
+    generations: str
 
     @classmethod
     def for_destination(cls, destination: Destination) -> SinkObjects:
@@ -169,6 +178,7 @@ class SinkObjects:
             failures_table=qualified_name(db, schema, destination.table + PARSE_FAILURES_SUFFIX),
             ledger=qualified_name(db, schema, LEDGER_TABLE),
             stage=qualified_name(db, schema, STAGE_NAME),
+            generations=qualified_name(db, schema, GENERATIONS_TABLE),
         )
 
 
@@ -176,12 +186,24 @@ class SinkObjects:
 class SupportObjectDDL:
     """One idempotent statement creating an object the ingestion needs next to its table."""
 
-    kind: str  # "ledger", "parse failures" or "stage"
+    kind: str  # "ledger", "parse failures", "stage" or "generations"
     sql: str
 
 
+def generations_ddl(destination: Destination) -> SupportObjectDDL:
+    """The generations table: which application and generation a connector reads with, and why."""
+    return SupportObjectDDL(
+        "generations",
+        f"CREATE TABLE IF NOT EXISTS {SinkObjects.for_destination(destination).generations} ("
+        "CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, "
+        "GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, "
+        "START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, "
+        "RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+    )
+
+
 def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
-    """Ledger, parse-failure table and stage, in creation order.
+    """Ledger, parse-failure table, stage and generations table, in creation order.
 
     Both the ingestion (before each load) and the provisioning plan run exactly these statements,
     so the objects look the same whoever created them.
@@ -202,7 +224,52 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
             "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, ERROR_COLUMN VARCHAR, KINESISMETADATA OBJECT)",
         ),
         SupportObjectDDL("stage", f"CREATE STAGE IF NOT EXISTS {objects.stage}"),
+        generations_ddl(destination),
     )
+
+
+class GenerationReason(StrEnum):
+    """Why a connector reads with an application name and generation."""
+
+    FIRST_START = "first-start"  # the connector's first ingest run (or the first since this was recorded)
+    ADOPTED = "adopted-from-ledger"  # a lost lease table, rebuilt from the ledger's newest generation
+    RESET_NEW_APPLICATION_NAME = "reset-new_application_name"
+    RESET_DELETE_TABLE = "reset-delete_table"
+    RESET_WITHDRAWN = "reset-withdrawn"  # a reset that stopped before it changed anything
+    RESTORE = "restore"
+
+    @property
+    def starts_over(self) -> bool:
+        """A deliberate new generation: its shards start at the recorded position, not at a ledger mark."""
+        return self in (GenerationReason.RESET_NEW_APPLICATION_NAME, GenerationReason.RESET_DELETE_TABLE)
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """One row of the generations table.
+
+    :param configured_application_name: the connector file's application name, where ingest
+        runs start resolving.
+    :param application_name: the application name (lease table) the connector reads with.
+    :param generation_id: the lease-table generation that keys the ledger's marks.
+    :param reason: why (see :class:`GenerationReason`).
+    :param start: where shards with no ledger mark start in this generation.
+    :param connector_id: the connector that recorded it.
+    :param stream_arn: the stream read, as DescribeStreamSummary names it.
+    :param stream_created_at: the stream's creation time (ISO 8601 UTC): a stream deleted and
+        created again under the same name has another.
+    :param recorded_at: when (set by Snowflake; None before it is written).
+    """
+
+    configured_application_name: str
+    application_name: str
+    generation_id: str
+    reason: GenerationReason
+    start: StartPosition | None = None
+    connector_id: str | None = None
+    stream_arn: str | None = None
+    stream_created_at: str | None = None
+    recorded_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +295,7 @@ class SnowflakeSink:
         self.failures_table = objects.failures_table
         self.ledger = objects.ledger
         self.stage = objects.stage
+        self.generations = objects.generations
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         cur = self.connection.cursor()
@@ -365,6 +433,69 @@ class SnowflakeSink:
         if not isinstance(value, datetime):
             value = datetime.fromisoformat(str(value))
         return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+    def ledger_generations(self, application_name: str) -> list[str]:
+        """The generations the ledger holds marks for under ``application_name``, newest mark first."""
+        rows = self._execute(
+            f"SELECT GENERATION_ID, MAX(UPDATED_AT) AS LAST_MARK FROM {self.ledger} WHERE APPLICATION_NAME = %s "
+            "GROUP BY GENERATION_ID ORDER BY LAST_MARK DESC, GENERATION_ID",
+            (application_name,),
+        )
+        return [str(r[0]) for r in rows]
+
+    # -- generations ----------------------------------------------------------------------------
+
+    def ensure_generations_table(self) -> None:
+        """The generations table alone (reset and restore record in it; idempotent DDL)."""
+        self._execute(generations_ddl(self.destination).sql)
+
+    def latest_generation(self, configured_application_name: str) -> GenerationRecord | None:
+        """The newest record of the connector whose connector file names ``configured_application_name``.
+
+        A record whose application name is ``configured_application_name`` counts too: a connector
+        file changed to the active name after a reset still finds its history.
+        """
+        rows = self._execute(
+            "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, REASON, START_POSITION, "
+            f"START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT FROM {self.generations} "
+            "WHERE CONFIGURED_APPLICATION_NAME = %s OR APPLICATION_NAME = %s ORDER BY RECORDED_AT DESC LIMIT 1",
+            (configured_application_name, configured_application_name),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        start = StartPosition.from_dict({"position": r[4], "timestamp": r[5]}) if r[4] else None
+        return GenerationRecord(
+            configured_application_name=str(r[0]),
+            application_name=str(r[1]),
+            generation_id=str(r[2]),
+            reason=GenerationReason(str(r[3])),
+            start=start,
+            connector_id=r[6],
+            stream_arn=r[7],
+            stream_created_at=r[8],
+            recorded_at=r[9] if isinstance(r[9], datetime) else None,
+        )
+
+    def record_generation(self, record: GenerationRecord) -> None:
+        """Append ``record``; it becomes the connector's newest (committed on its own)."""
+        start = record.start.to_dict() if record.start is not None else {"position": None, "timestamp": None}
+        self._execute(
+            f"INSERT INTO {self.generations} (CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, "
+            "REASON, START_POSITION, START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                record.configured_application_name,
+                record.application_name,
+                record.generation_id,
+                record.reason.value,
+                start["position"],
+                start["timestamp"],
+                record.connector_id,
+                record.stream_arn,
+                record.stream_created_at,
+            ),
+        )
 
     # -- staging and loading --------------------------------------------------------------------
 

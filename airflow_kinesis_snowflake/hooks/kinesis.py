@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.config import Config
 
-from airflow_kinesis_snowflake.core.leases import LeaseTable
+from airflow_kinesis_snowflake.core.leases import LeaseTable, stream_created_at
 from airflow_kinesis_snowflake.core.shards import Shard, list_shards
 
 # Back off on throttling (ProvisionedThroughputExceeded, LimitExceeded) instead of failing.
@@ -35,6 +35,15 @@ class KinesisStreamHook(AwsBaseHook):
     def stream_arn(self, stream_name: str) -> str:
         arn: str = self.conn.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
         return arn
+
+    def stream_identity(self, stream_name: str) -> tuple[str, str]:
+        """The stream's ARN and creation time (ISO 8601 UTC), from DescribeStreamSummary.
+
+        A stream deleted and created again under the same name has another creation time (and,
+        on AWS, the same ARN).
+        """
+        summary = self.conn.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+        return str(summary["StreamARN"]), stream_created_at(summary["StreamCreationTimestamp"])
 
     def register_consumer(self, stream_name: str, consumer_name: str, *, timeout_seconds: float = 300) -> str:
         """Register an enhanced fan-out consumer unless it exists; wait until ACTIVE; return its ARN."""

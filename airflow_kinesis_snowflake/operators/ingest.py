@@ -19,8 +19,27 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core import job as spark_job
 from airflow_kinesis_snowflake.core.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.leases import Lease, LeaseLostError, LeaseTable, StartPosition
-from airflow_kinesis_snowflake.core.maintenance import MaintenanceError, resolve_application
+from airflow_kinesis_snowflake.core.leases import (
+    IdentityError,
+    Lease,
+    LeaseLostError,
+    LeaseTable,
+    StartPosition,
+    TableIdentity,
+    check_identity,
+    earliest_start,
+)
+from airflow_kinesis_snowflake.core.maintenance import (
+    GenerationChoice,
+    MaintenanceError,
+    Resolution,
+    choose_generation,
+    clear_superseded,
+    mark_superseded,
+    read_marks,
+    resolve_application,
+    set_generation,
+)
 from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.planning import (
     CONSUMER_TYPES,
@@ -86,9 +105,17 @@ class SparkKinesisIngestOperator(BaseOperator):
     Snowflake connection from AWS Secrets Manager; cluster deploy mode is refused
     (:class:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook`, ``docs/connections.md``).
 
+    The application name and lease-table generation come from Snowflake's generations table
+    (``KINESIS_INGEST_GENERATIONS``, next to the ledger); the DynamoDB lease table is a cache of it
+    and of the ledger. A lease table that was lost (deleted by hand or by clean-up, or recreated
+    empty) is rebuilt at the recorded generation, and its shards resume from the ledger's marks,
+    with a warning: nothing is loaded twice. Only the reset DAG starts a connector over.
+
     :param stream_name: the Kinesis data stream.
     :param application_name: names the lease table; ingestions sharing it share progress. After a
-        reset to a new name, the one it was superseded by is used (``docs/operations.md``).
+        reset to a new name, the one it was superseded by is used (``docs/operations.md``). One
+        application name serves one destination: a connector whose destination differs from the
+        one the lease table records is refused.
     :param database: destination database.
     :param schema: destination schema.
     :param table: destination table; it must have a ``KINESISMETADATA`` OBJECT column.
@@ -120,6 +147,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param schema_evolution: add columns for new keys and drop NOT NULL where records lack a value;
         None follows the table's ``ENABLE_SCHEMA_EVOLUTION``.
     :param on_unknown_key: IGNORE or FAIL: what a key with no column that gets none does.
+    :param connector_id: the connector, recorded in the lease table and named in refusals; the
+        DAG id by default.
     """
 
     template_fields: Sequence[str] = (
@@ -162,9 +191,11 @@ class SparkKinesisIngestOperator(BaseOperator):
         pipe_definition: str | None = None,
         schema_evolution: bool | None = None,
         on_unknown_key: str = UnknownKeys.IGNORE.value,
+        connector_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.connector_id = connector_id
         self.stream_name = stream_name
         self.application_name = application_name
         self.database = database
@@ -219,19 +250,17 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     # -- execution ------------------------------------------------------------------------------
 
-    def _resolve_application(self) -> None:
+    def _resolve_application(self, client: Any) -> Resolution | MaintenanceError:
         """Skip while a reset works on the connector; read with the name a reset switched to.
 
         ``application_name`` (the connector file's) is where resolution starts; see
-        :func:`~airflow_kinesis_snowflake.core.maintenance.resolve_application`.
+        :func:`~airflow_kinesis_snowflake.core.maintenance.resolve_application`. A broken chain
+        (a table it points to is gone) is returned: Snowflake's record may repair it.
         """
-        client = LeaseTableHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
-        ).conn
         try:
             resolution = resolve_application(client, self.application_name)
         except MaintenanceError as err:
-            raise AirflowException(str(err)) from err
+            return err
         if resolution.reset is not None:
             mark = resolution.reset.to_dict()
             self.log.info(
@@ -249,7 +278,7 @@ class SparkKinesisIngestOperator(BaseOperator):
                 resolution.active,
                 resolution.active,
             )
-            self.application_name = resolution.active
+        return resolution
 
     def _pipe_definition(self, destination: Destination) -> str | None:
         """The validated pipe statement of a PIPE destination; None for the others."""
@@ -267,7 +296,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         except ValueError as err:
             raise AirflowException(f"pipe_definition {err}") from None
 
-    def _consumer_arn(self, kinesis: KinesisStreamHook) -> str | None:
+    def _consumer_arn(self, kinesis: KinesisStreamHook, application_name: str) -> str | None:
         """The ARN of the fan-out consumer the batch reads through; None for shared throughput.
 
         The consumer is named after the application name in use, so after a reset to a new name
@@ -275,11 +304,11 @@ class SparkKinesisIngestOperator(BaseOperator):
         """
         if self.consumer_type != ENHANCED_FAN_OUT:
             return None
-        consumer = kinesis.describe_consumer(self.stream_name, self.application_name)
+        consumer = kinesis.describe_consumer(self.stream_name, application_name)
         status = consumer["ConsumerStatus"] if consumer is not None else "not registered"
         if consumer is None or status != "ACTIVE":
             raise AirflowException(
-                f"enhanced fan-out consumer {self.application_name!r} of stream {self.stream_name!r} is {status}, "
+                f"enhanced fan-out consumer {application_name!r} of stream {self.stream_name!r} is {status}, "
                 "not ACTIVE; run the connector's provisioning DAG (its register_fan_out_consumer task) first"
             )
         arn: str = consumer["ConsumerARN"]
@@ -292,38 +321,73 @@ class SparkKinesisIngestOperator(BaseOperator):
         spark = KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf)
         spark.check_credential_delivery()
         self._spark_hook = spark
-        self._resolve_application()
+        configured = self.application_name
+        client = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=configured).conn
+        resolution = self._resolve_application(client)
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        lease_hook = LeaseTableHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
+        stream_arn, stream_created = kinesis.stream_identity(self.stream_name)
+        identity = TableIdentity(
+            connector_id=self.connector_id or self.dag_id,
+            destination=f"{destination.database}.{destination.schema}.{destination.table}",
+            stream_arn=stream_arn,
+            stream_created_at=stream_created,
         )
-        snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
-        table = lease_hook.lease_table
-        metadata = table.metadata()
-        if metadata is None:
-            raise AirflowException(
-                f"lease table {self.application_name!r} does not exist or has no metadata item; "
-                "run CreateLeaseTableOperator (the create_lease_table task) first"
-            )
-        consumer_arn = self._consumer_arn(kinesis)
+        active = resolution.active if isinstance(resolution, Resolution) else None
+        found = read_marks(client, active) if active else None
+        if active is not None:
+            # Refused before anything is recorded or read: another connector's table is not ours to adopt.
+            self._check_identity(LeaseTable(client, active), identity)
+        consumer_arn = self._consumer_arn(kinesis, active or configured)
         now = datetime.now(UTC)
-        cutoff = self._cutoff(context, now)
-        shards = kinesis.list_shards(self.stream_name)
-        leases = table.sync_shards(shards, self._start_position(now))
-        removed = table.remove_finished_parents(leases)
-        if removed:
-            # Their children started: nothing of them is read again, and the table stays small.
-            self.log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
-            leases = {k: v for k, v in leases.items() if k not in removed}
-
+        snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         conn = snowflake.get_conn()
         try:
             sink = SnowflakeSink(conn, destination)
             sink.ensure_support_objects()
             sink.describe_columns()  # fail early, before taking leases, if the table is missing
-            ledger = sink.read_ledger(self.application_name, metadata.generation_id)
+            recorded = sink.latest_generation(configured)
+            start = self._start_position(now)
+            if recorded is None and found is not None and active is not None:
+                # The first run since generations are recorded: the table's own first start, if it has leases.
+                start = earliest_start(LeaseTable(client, active).leases().values()) or start
+            try:
+                choice = choose_generation(
+                    configured=configured,
+                    active=active,
+                    table_generation=found.generation_id if found else None,
+                    recorded=recorded,
+                    ledger_generations=sink.ledger_generations(active or configured) if recorded is None else (),
+                    connector_id=identity.connector_id,
+                    start=start,
+                    stream_arn=stream_arn,
+                    stream_created_at=stream_created,
+                )
+            except (MaintenanceError, IdentityError) as err:
+                cause = f" ({resolution})" if isinstance(resolution, MaintenanceError) else ""
+                raise AirflowException(f"{err}{cause}") from err
+            if choice.record is not None:
+                sink.record_generation(choice.record)
+            ledger = sink.read_ledger(choice.application_name, choice.generation_id)
         finally:
             conn.close()
+        if choice.adopted:
+            self._adopt(client, resolution, choice, identity, ledger)
+        self.application_name = choice.application_name
+        table = LeaseTable(client, choice.application_name)
+        self._check_identity(table, identity)
+        table.record_identity(identity)
+        table.record_ingest()
+
+        if choice.application_name != (active or configured):
+            consumer_arn = self._consumer_arn(kinesis, choice.application_name)
+        cutoff = self._cutoff(context, now)
+        shards = kinesis.list_shards(self.stream_name)
+        leases = table.sync_shards(shards, choice.start or start)
+        removed = table.remove_finished_parents(leases)
+        if removed:
+            # Their children started: nothing of them is read again, and the table stays small.
+            self.log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
+            leases = {k: v for k, v in leases.items() if k not in removed}
 
         ti = context["ti"]
         owner = f"{ti.dag_id}/{ti.run_id}/{ti.try_number}/{uuid.uuid4().hex[:8]}"
@@ -340,7 +404,7 @@ class SparkKinesisIngestOperator(BaseOperator):
             ends = {s.shard_id: s.ending_sequence_number for s in shards}
             plan = BatchPlan(
                 application_name=self.application_name,
-                generation_id=metadata.generation_id,
+                generation_id=choice.generation_id,
                 stream_name=self.stream_name,
                 region=kinesis.region_name or "us-east-1",
                 destination=destination,
@@ -389,6 +453,53 @@ class SparkKinesisIngestOperator(BaseOperator):
             except Exception:  # noqa: BLE001 - a stale heartbeat item is harmless
                 self.log.warning("Could not remove the heartbeat of %s", owner)
         return summary
+
+    def _check_identity(self, table: LeaseTable, identity: TableIdentity) -> None:
+        """Refuse a table whose progress belongs to another destination or an earlier stream."""
+        metadata = table.metadata()
+        if metadata is None:
+            return
+        try:
+            check_identity(table.table_name, metadata.identity, identity)
+        except IdentityError as err:
+            raise AirflowException(str(err)) from err
+
+    def _adopt(
+        self,
+        client: Any,
+        resolution: Resolution | MaintenanceError,
+        choice: GenerationChoice,
+        identity: TableIdentity,
+        ledger: dict[str, Checkpoint],
+    ) -> None:
+        """Make DynamoDB hold the generation Snowflake records: the lease table, its generation, the pointers."""
+        name = choice.application_name
+        table = LeaseTable(client, name)
+        if table.create(
+            stream_name=self.stream_name, application_name=name, identity=identity, generation_id=choice.generation_id
+        ):
+            self.log.warning("Lease table %s did not exist: created it again", name)
+        marks = read_marks(client, name)
+        if marks is None:
+            raise AirflowException(f"lease table {name!r} has no metadata item after it was created")
+        if marks.generation_id != choice.generation_id:
+            set_generation(client, name, choice.generation_id)
+        if marks.superseded_by:
+            clear_superseded(client, name)
+        chain = resolution.chain if isinstance(resolution, Resolution) else (self.application_name,)
+        for other in dict.fromkeys((*chain, self.application_name)):
+            if other != name and read_marks(client, other) is not None:
+                mark_superseded(client, other, by=name)
+        self.log.warning(
+            "Lease table lost or recreated: %s. Adopted generation %s of application %s from Snowflake; shards %s "
+            "resume from the ledger's marks (nothing is loaded twice), shards without a mark start at %s. Only the "
+            "reset DAG starts a connector over.",
+            choice.why,
+            choice.generation_id,
+            name,
+            ", ".join(f"{shard} at {mark.sequence_number}" for shard, mark in sorted(ledger.items())) or "(none)",
+            (choice.start or self._start_position(datetime.now(UTC))).to_dict(),
+        )
 
     def _report(
         self,

@@ -7,7 +7,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
+from airflow_kinesis_snowflake.core.leases import TableIdentity
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 
 
 class CreateLeaseTableOperator(BaseOperator):
@@ -18,7 +19,11 @@ class CreateLeaseTableOperator(BaseOperator):
     provider did not create is refused rather than written into.
 
     :param application_name: the connector's application name, which is the table name.
-    :param stream_name: the Kinesis stream the table tracks (recorded in its metadata item).
+    :param stream_name: the Kinesis stream the table tracks (recorded in its metadata item, with
+        its ARN and creation time).
+    :param connector_id: the connector, recorded in a new table's metadata item.
+    :param destination: the connector's destination, ``DATABASE.SCHEMA.TABLE``, recorded likewise
+        (an ingest run of a connector with another destination is refused).
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
     """
@@ -30,11 +35,15 @@ class CreateLeaseTableOperator(BaseOperator):
         *,
         application_name: str,
         stream_name: str,
+        connector_id: str | None = None,
+        destination: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.connector_id = connector_id
+        self.destination = destination.upper() if destination else None
         self.application_name = application_name
         self.stream_name = stream_name
         self.aws_conn_id = aws_conn_id
@@ -44,7 +53,15 @@ class CreateLeaseTableOperator(BaseOperator):
         hook = LeaseTableHook(
             aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
         )
-        created = hook.lease_table.create(stream_name=self.stream_name, application_name=self.application_name)
+        identity = None
+        if not hook.lease_table.exists():
+            stream_arn, created_at = KinesisStreamHook(
+                aws_conn_id=self.aws_conn_id, region_name=self.region_name
+            ).stream_identity(self.stream_name)
+            identity = TableIdentity(self.connector_id, self.destination, stream_arn, created_at)
+        created = hook.lease_table.create(
+            stream_name=self.stream_name, application_name=self.application_name, identity=identity
+        )
         metadata = hook.lease_table.metadata()
         self.log.info(
             "Lease table %s %s (generation %s)",

@@ -10,7 +10,8 @@ every lease held and every checkpoint backed up before anything changes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,14 @@ from airflow_kinesis_snowflake.core.impact import (
     position_text,
     totals,
 )
-from airflow_kinesis_snowflake.core.leases import Lease, LeaseTable, LeaseTableError, StartPosition
+from airflow_kinesis_snowflake.core.leases import (
+    Lease,
+    LeaseTable,
+    LeaseTableError,
+    StartPosition,
+    TableIdentity,
+    earliest_start,
+)
 from airflow_kinesis_snowflake.core.maintenance import (
     CheckpointBackup,
     MaintenanceError,
@@ -51,9 +59,12 @@ from airflow_kinesis_snowflake.core.maintenance import (
     set_reset_mark,
     snapshot,
 )
+from airflow_kinesis_snowflake.core.planning import Destination
 from airflow_kinesis_snowflake.core.positions import InitialPosition
 from airflow_kinesis_snowflake.core.shards import Shard
+from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord, SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
 # How long a reset mark and the leases a reset holds outlive the wait for leases, should the task
@@ -105,6 +116,47 @@ def _release(table: LeaseTable, held: Iterable[Lease], log: Any) -> None:
             log.warning("Could not release the lease on %s in %s", lease.shard_id, table.table_name, exc_info=True)
 
 
+class _SnowflakeRecords:
+    """Where reset and restore record their intent: the generations table next to the ledger.
+
+    Recorded before DynamoDB changes, so that ingest knows a new generation is wanted (or an old
+    one is back) even if a lease table is lost right after; see :func:`~.maintenance.choose_generation`.
+    """
+
+    snowflake_conn_id: str
+    database: str | None
+    schema: str | None
+    table: str | None
+    connector_id: str
+    application_name: str
+
+    def _destination(self) -> Destination:
+        if not (self.database and self.schema and self.table):
+            raise AirflowException(
+                f"connector {self.connector_id}: database, schema and table are needed to record the change in "
+                "Snowflake (the generations table next to the ledger); nothing was changed"
+            )
+        return Destination(self.database.upper(), self.schema.upper(), self.table.upper())
+
+    def _destination_text(self) -> str:
+        d = self._destination()
+        return f"{d.database}.{d.schema}.{d.table}"
+
+    @contextmanager
+    def _generations(self) -> Iterator[SnowflakeSink]:
+        conn = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
+        try:
+            sink = SnowflakeSink(conn, self._destination())
+            sink.ensure_generations_table()
+            yield sink
+        finally:
+            conn.close()
+
+    def _record(self, record: GenerationRecord) -> None:
+        with self._generations() as sink:
+            sink.record_generation(record)
+
+
 def _clear_marks(client: Any, tables: Iterable[str], owner: str, log: Any) -> None:
     for name in tables:
         try:
@@ -124,7 +176,7 @@ class _ResetSettings:
     lease_wait_timeout_seconds: float
 
 
-class ResetConnectorStateOperator(BaseOperator):
+class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
     """Reset where a connector reads its stream: to a new application name, or by recreating the lease table.
 
     ``new_application_name`` creates a new lease table at the chosen start position and leaves the
@@ -157,6 +209,12 @@ class ResetConnectorStateOperator(BaseOperator):
     :param lease_wait_timeout_seconds: how long to wait for running batches to release their leases.
     :param estimate_max_records: cap on the records counted per shard for the estimate (0: none).
     :param backup_dir: directory path or URL for the backup (default ``$AIRFLOW_HOME/kinesis_snowflake_backups``).
+    :param database: the connector's destination database; with ``schema`` it locates the
+        generations table, where the reset records, before acting, the new generation it creates
+        (so that ingest starts over only because of a reset, never because a table was lost).
+    :param schema: the destination schema.
+    :param table: the destination table, recorded in the new lease table.
+    :param snowflake_conn_id: the Snowflake connection.
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
     """
@@ -195,11 +253,19 @@ class ResetConnectorStateOperator(BaseOperator):
         lease_wait_timeout_seconds: float | str = 600,
         estimate_max_records: int = DEFAULT_MAX_RECORDS,
         backup_dir: str | None = None,
+        database: str | None = None,
+        schema: str | None = None,
+        table: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.database = database
+        self.schema = schema
+        self.table = table
+        self.snowflake_conn_id = snowflake_conn_id
         self.connector_id = connector_id
         self.application_name = application_name
         self.stream_name = stream_name
@@ -323,6 +389,7 @@ class ResetConnectorStateOperator(BaseOperator):
                 f"confirm must be the current application name {current!r} (got {settings.confirm!r}); "
                 "nothing was changed"
             )
+        self._destination()  # where the change is recorded: checked before anything is marked
         owner = maintenance_owner(context, "reset")
         lock = settings.lease_wait_timeout_seconds + LOCK_MARGIN_SECONDS
         mark = ResetMark(owner, settings.mode.value, now.timestamp(), now.timestamp() + lock)
@@ -345,11 +412,37 @@ class ResetConnectorStateOperator(BaseOperator):
             shards = kinesis.list_shards(self.stream_name)
             impacts = self._estimate(kinesis, shards, {lease.shard_id: lease for lease in backup.leases}, new_start)
             self._report(settings.mode, resolution, marks.generation_id, target, None, new_start, impacts)
-            if settings.mode is ResetMode.NEW_APPLICATION_NAME:
-                generation = self._switch(client, kinesis, current, target, shards, new_start)
-                _release(table, held.values(), self.log)
-            else:
-                generation = self._recreate(client, current, shards, new_start, mark)
+            generation = uuid.uuid4().hex
+            stream_arn, stream_created = kinesis.stream_identity(self.stream_name)
+            identity = TableIdentity(self.connector_id, self._destination_text(), stream_arn, stream_created)
+            reason = (
+                GenerationReason.RESET_NEW_APPLICATION_NAME
+                if settings.mode is ResetMode.NEW_APPLICATION_NAME
+                else GenerationReason.RESET_DELETE_TABLE
+            )
+            with self._generations() as sink:
+                previous = sink.latest_generation(self.application_name)
+                sink.record_generation(
+                    GenerationRecord(
+                        self.application_name, target, generation, reason, new_start, *identity_fields(identity)
+                    )
+                )
+            self.log.info(
+                "Recorded in Snowflake: connector %s reads %s generation %s from now on (%s)",
+                self.connector_id,
+                target,
+                generation,
+                reason.value,
+            )
+            try:
+                if settings.mode is ResetMode.NEW_APPLICATION_NAME:
+                    generation = self._switch(client, kinesis, current, target, shards, new_start, identity, generation)
+                    _release(table, held.values(), self.log)
+                else:
+                    generation = self._recreate(client, current, shards, new_start, mark, identity, generation)
+            except BaseException:
+                self._withdraw(client, settings.mode, current, target, marks.generation_id, previous, identity)
+                raise
             held = {}
         except (MaintenanceError, LeaseTableError) as err:
             raise AirflowException(f"reset of connector {self.connector_id} stopped: {err}") from err
@@ -374,6 +467,49 @@ class ResetConnectorStateOperator(BaseOperator):
             kinesis.conn, self.stream_name, shards, leases, new_start, max_records=self.estimate_max_records
         )
 
+    def _withdraw(
+        self,
+        client: Any,
+        mode: ResetMode,
+        current: str,
+        target: str,
+        generation: str,
+        previous: GenerationRecord | None,
+        identity: TableIdentity,
+    ) -> None:
+        """A reset that failed before it changed DynamoDB: record that the current generation stays.
+
+        Once DynamoDB changed, the recorded intent stands, and the next ingest run completes it.
+        """
+        marks = read_marks(client, current)
+        unchanged = (
+            not LeaseTable(client, target).exists()
+            if mode is ResetMode.NEW_APPLICATION_NAME
+            else marks is not None and marks.generation_id == generation
+        )
+        if not unchanged:
+            self.log.warning(
+                "The reset stopped after it changed DynamoDB: Snowflake keeps recording the new generation, and the "
+                "next ingest run reads it (creating what is missing)"
+            )
+            return
+        try:
+            self._record(
+                GenerationRecord(
+                    self.application_name,
+                    current,
+                    generation,
+                    GenerationReason.RESET_WITHDRAWN,
+                    previous.start if previous is not None else None,
+                    *identity_fields(identity),
+                )
+            )
+        except Exception:
+            self.log.error(
+                "Could not withdraw the reset recorded in Snowflake: the next ingest run will carry it out",
+                exc_info=True,
+            )
+
     def _switch(
         self,
         client: Any,
@@ -382,9 +518,13 @@ class ResetConnectorStateOperator(BaseOperator):
         target: str,
         shards: list[Shard],
         new_start: StartPosition,
+        identity: TableIdentity,
+        generation: str,
     ) -> str:
         new_table = LeaseTable(client, target)
-        if not new_table.create(stream_name=self.stream_name, application_name=target):
+        if not new_table.create(
+            stream_name=self.stream_name, application_name=target, identity=identity, generation_id=generation
+        ):
             raise MaintenanceError(f"lease table {target!r} was created by another process during the reset")
         _check_fresh(new_table, new_table.sync_shards(shards, new_start), new_start)
         # The old active table first, the configured one last: until then resolution follows the chain.
@@ -396,12 +536,21 @@ class ResetConnectorStateOperator(BaseOperator):
         return _generation(new_table)
 
     def _recreate(
-        self, client: Any, current: str, shards: list[Shard], new_start: StartPosition, mark: ResetMark
+        self,
+        client: Any,
+        current: str,
+        shards: list[Shard],
+        new_start: StartPosition,
+        mark: ResetMark,
+        identity: TableIdentity,
+        generation: str,
     ) -> str:
         delete_table(client, current)
         self.log.info("Deleted lease table %s", current)
         table = LeaseTable(client, current)
-        if not table.create(stream_name=self.stream_name, application_name=current):
+        if not table.create(
+            stream_name=self.stream_name, application_name=current, identity=identity, generation_id=generation
+        ):
             raise MaintenanceError(
                 f"lease table {current!r} was created again by another process (an ingest run's create_lease_table) "
                 "while it was deleted; it starts at the connector's initial position. Trigger the reset again, or "
@@ -487,6 +636,11 @@ class ResetConnectorStateOperator(BaseOperator):
         }
 
 
+def identity_fields(identity: TableIdentity) -> tuple[str | None, str | None, str | None]:
+    """The connector and stream of ``identity``, in :class:`GenerationRecord`'s order."""
+    return identity.connector_id, identity.stream_arn, identity.stream_created_at
+
+
 def _generation(table: LeaseTable) -> str:
     metadata = table.metadata()
     if metadata is None:
@@ -508,7 +662,7 @@ def _check_fresh(table: LeaseTable, leases: dict[str, Lease], start: StartPositi
         )
 
 
-class RestoreCheckpointsOperator(BaseOperator):
+class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
     """Put back every lease and checkpoint of a backup, and make its table the active one (undo a reset).
 
     The backup's table gets exactly the backed-up leases (free, at their checkpoints), its
@@ -538,6 +692,11 @@ class RestoreCheckpointsOperator(BaseOperator):
     :param confirm: must equal the current application name to act.
     :param lease_wait_timeout_seconds: how long to wait for running batches to release their leases.
     :param backup_dir: directory path or URL for the backup of the current state.
+    :param database: the connector's destination database; with ``schema`` it locates the
+        generations table, where the restore records the generation it brings back before acting.
+    :param schema: the destination schema.
+    :param table: the destination table.
+    :param snowflake_conn_id: the Snowflake connection.
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
     """
@@ -568,11 +727,19 @@ class RestoreCheckpointsOperator(BaseOperator):
         confirm: str | None = None,
         lease_wait_timeout_seconds: float | str = 600,
         backup_dir: str | None = None,
+        database: str | None = None,
+        schema: str | None = None,
+        table: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.database = database
+        self.schema = schema
+        self.table = table
+        self.snowflake_conn_id = snowflake_conn_id
         self.connector_id = connector_id
         self.application_name = application_name
         self.stream_name = stream_name
@@ -686,6 +853,7 @@ class RestoreCheckpointsOperator(BaseOperator):
             raise AirflowException(
                 f"confirm must be the current application name {expected!r} (got {self.confirm!r}); nothing was changed"
             )
+        self._destination()  # where the restore is recorded: checked before anything is marked
 
         now = datetime.now(UTC).timestamp()
         owner = maintenance_owner(context, "restore")
@@ -715,6 +883,22 @@ class RestoreCheckpointsOperator(BaseOperator):
                 holding.append(
                     (target_table, hold_leases(target_table, owner, hold_seconds=lock, timeout_seconds=timeout))
                 )
+            self._record(
+                GenerationRecord(
+                    self.application_name,
+                    target,
+                    backup.generation_id,
+                    GenerationReason.RESTORE,
+                    earliest_start(backup.leases),
+                    self.connector_id,
+                )
+            )
+            self.log.info(
+                "Recorded in Snowflake: connector %s reads %s generation %s again (restore)",
+                self.connector_id,
+                target,
+                backup.generation_id,
+            )
             if target_table.create(stream_name=self.stream_name, application_name=target):
                 self.log.info("Lease table %s did not exist; created it again", target)
                 set_reset_mark(client, target, mark)

@@ -34,6 +34,7 @@ FIRST_NEEDED_BY = {
     "dynamodb:Scan": "ingest",
     "dynamodb:UpdateItem": "ingest",
     "kinesis:ListShards": "ingest",
+    "kinesis:DescribeStreamSummary": "create_lease_table",
     "kinesis:GetShardIterator": "ingest",
     "kinesis:GetRecords": "ingest",
 }

@@ -4,11 +4,12 @@ Faults are injected at the emulators' boundary (tests/emulators/faults.py): the 
 kills the Spark job (SIGKILL, JVM and Python processes) when a given statement arrives, fails a
 statement, becomes unreachable, or crashes and is started again on its data (as a Snowflake
 service restart loses sessions and open transactions, not committed data); the moto server kills
-the Airflow worker in the middle of the DynamoDB checkpoint. One case is not a crash but a
-neighbour: the clean-up DAG of another DAG folder, which does not know this connector, deletes
-with no retention asked for right after a batch. After each fault the DAG is run again until it
-succeeds (at least once more), and the table is queried: every case must end with every record
-exactly once and the checkpoints at the tips.
+the Airflow worker in the middle of the DynamoDB checkpoint; the lease table is deleted between two
+runs, as by hand or by clean-up. One case is not a crash but a neighbour: the clean-up DAG of
+another DAG folder, which does not know this connector, deletes with no retention asked for right
+after a batch. After each fault the DAG is run again until it succeeds (at least once more), and
+the table is queried: every case must end with every record exactly once and the checkpoints at
+the tips.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from airflow_kinesis_snowflake.core.leases import LeaseTable
+from airflow_kinesis_snowflake.core.maintenance import delete_table
 from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
@@ -51,6 +54,8 @@ class Case:
     cleanup_elsewhere: bool = False
     # Ingest runs at least this many times in all, whether or not the table already looks complete.
     min_runs: int = 1
+    # The first run succeeds; then its lease table is deleted, and the next run must load nothing again.
+    delete_lease_table: bool = False
 
     @property
     def restarts_snowflake(self) -> bool:
@@ -85,6 +90,7 @@ CASES = [
          rows_after_fault=RECORDS),
     Case("Clean-up in another folder (retention 0, confirmed) after the batch",
          cleanup_elsewhere=True, rows_after_fault=RECORDS, min_runs=2),
+    Case("Lease table deleted between runs", delete_lease_table=True, rows_after_fault=RECORDS),
 ]  # fmt: skip
 
 
@@ -200,6 +206,9 @@ def test_every_record_exactly_once_after_the_fault(
         fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
         if case.cleanup_elsewhere and code == 0:
             fired = cleanup_from_another_folder(dag_env, tmp_path, name, app)
+        if case.delete_lease_table and code == 0:
+            delete_table(emulators.boto3_client("dynamodb"), app)
+            fired = True
     finally:
         emulators.inject_snowflake_faults([])
         emulators.inject_kinesis_faults([])
@@ -219,6 +228,7 @@ def test_every_record_exactly_once_after_the_fault(
     while runs < 4 and (
         runs < case.min_runs
         or query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") != [(RECORDS,)]
+        or not LeaseTable(emulators.boto3_client("dynamodb"), app).exists()
         or checkpoints(emulators, app) != shard_tips(kinesis, name)
     ):
         retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")

@@ -11,6 +11,7 @@ from airflow_kinesis_snowflake.core.leases import (
     LeaseTable,
     LeaseTableError,
     StartPosition,
+    TableIdentity,
 )
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.shards import Shard
@@ -102,3 +103,41 @@ def test_sync_keeps_existing_checkpoints(emulators: Emulators) -> None:
     assert again["shardId-1"].checkpoint == Checkpoint("99")
     assert again["shardId-1"].start == TRIM
     assert again["shardId-9"].start == later
+
+
+ORDERS = TableIdentity(
+    "orders", "ANALYTICS.RAW.ORDERS", "arn:aws:kinesis:us-east-1:1:stream/s", "2026-01-01T00:00:00+00:00"
+)
+
+
+def test_a_new_table_records_its_identity_and_the_generation_it_was_given(emulators: Emulators) -> None:
+    name = unique("app")
+    table = LeaseTable(emulators.boto3_client("dynamodb"), name)
+    assert table.create(stream_name="s", application_name=name, identity=ORDERS, generation_id="g-chosen")
+    metadata = table.metadata()
+    assert metadata is not None
+    assert (metadata.identity, metadata.generation_id, metadata.last_ingest_at) == (ORDERS, "g-chosen", None)
+
+
+def test_identity_is_recorded_once_on_a_table_that_lacks_it_and_ingest_runs_are_stamped(emulators: Emulators) -> None:
+    table = make_table(emulators)
+    assert table.metadata().identity == TableIdentity()  # type: ignore[union-attr]
+    table.record_identity(ORDERS)
+    table.record_identity(TableIdentity("other", "ANALYTICS.RAW.OTHER", "arn:other", "2026-02-01T00:00:00+00:00"))
+    table.record_ingest(now=1_700_000_000.5)
+    metadata = table.metadata()
+    assert metadata is not None
+    assert metadata.identity == ORDERS  # recorded values are kept
+    assert metadata.last_ingest_at == 1_700_000_000.5
+    item = emulators.boto3_client("dynamodb").get_item(
+        TableName=table.table_name, Key={"lease_key": {"S": "#metadata"}}, ConsistentRead=True
+    )["Item"]
+    assert {
+        k: item[k] for k in ("connector_id", "destination", "stream_arn", "stream_created_at", "last_ingest_at")
+    } == {
+        "connector_id": {"S": "orders"},
+        "destination": {"S": "ANALYTICS.RAW.ORDERS"},
+        "stream_arn": {"S": "arn:aws:kinesis:us-east-1:1:stream/s"},
+        "stream_created_at": {"S": "2026-01-01T00:00:00+00:00"},
+        "last_ingest_at": {"N": "1700000000.5"},
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,19 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_kinesis_snowflake.core.leases import StartPosition
 from airflow_kinesis_snowflake.core.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.records import KinesisRecord
 from airflow_kinesis_snowflake.core.schema import ColumnMap
-from airflow_kinesis_snowflake.core.snowflake_sink import ROWS_DIR, SnowflakeSink, StaleBatchError
+from airflow_kinesis_snowflake.core.snowflake_sink import (
+    ROWS_DIR,
+    GenerationReason,
+    GenerationRecord,
+    SnowflakeSink,
+    StaleBatchError,
+)
 from airflow_kinesis_snowflake.core.transform import build_batch
 from tests.conftest import create_table, query, unique
 from tests.emulators import Emulators
@@ -228,3 +236,47 @@ def test_integers_of_38_digits_land_exactly(emulators: Emulators, tmp_path: Path
         (largest, -largest, 10**20 - 1, str(largest)),
         (2**63, 1, None, str(2**63)),
     ]
+
+
+def test_the_newest_generation_record_wins_and_names_the_connector_by_either_name(sink: SnowflakeSink) -> None:
+    configured = unique("gen-app")
+    assert sink.latest_generation(configured) is None
+    first = GenerationRecord(
+        configured, configured, "g1", GenerationReason.FIRST_START, StartPosition(InitialPosition.TRIM_HORIZON),
+        connector_id="orders", stream_arn="arn:aws:kinesis:us-east-1:1:stream/s",
+        stream_created_at="2026-01-01T00:00:00+00:00",
+    )  # fmt: skip
+    sink.record_generation(first)
+    assert sink.latest_generation(configured) == replace(
+        first,
+        recorded_at=sink.latest_generation(configured).recorded_at,  # type: ignore[union-attr]
+    )
+    at = datetime(2026, 1, 31, tzinfo=UTC)
+    sink.record_generation(
+        GenerationRecord(
+            configured, configured + "-v2", "g2", GenerationReason.RESET_NEW_APPLICATION_NAME,
+            StartPosition(InitialPosition.AT_TIMESTAMP, at),
+        )
+    )  # fmt: skip
+    latest = sink.latest_generation(configured)
+    assert latest is not None
+    assert (latest.application_name, latest.generation_id, latest.reason) == (
+        configured + "-v2",
+        "g2",
+        GenerationReason.RESET_NEW_APPLICATION_NAME,
+    )
+    assert latest.start == StartPosition(InitialPosition.AT_TIMESTAMP, at)
+    # A connector file changed to the active name still finds the connector's history.
+    assert sink.latest_generation(configured + "-v2") == latest
+
+
+def test_ledger_generations_are_listed_newest_mark_first(sink: SnowflakeSink, tmp_path: Path) -> None:
+    app = unique("gens")
+    for batch, generation in enumerate(("old", "new"), start=1):
+        stage_rows(sink, tmp_path, f"{app}/b{batch}/a1", [batch])
+        sink.commit_batch(
+            application_name=app, generation_id=generation, batch_id=f"b{batch}", stage_dir=f"{app}/b{batch}/a1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint(str(batch))}, rows=1, failures=0, columns=(),
+        )  # fmt: skip
+    assert sink.ledger_generations(app) == ["new", "old"]
+    assert sink.ledger_generations(unique("none")) == []

@@ -43,9 +43,13 @@ CONSUMERS = "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/*"
 LEASE_TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/orders-to-snowflake"
 MIGRATION_TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/orders-to-snowflake_migration"
 
-STREAM_READ = {"kinesis:ListShards", "kinesis:GetShardIterator", "kinesis:GetRecords"}
-FAN_OUT_ON_STREAM = {
+STREAM_READ = {
+    "kinesis:ListShards",
+    "kinesis:GetShardIterator",
+    "kinesis:GetRecords",
     "kinesis:DescribeStreamSummary",
+}
+FAN_OUT_ON_STREAM = {
     "kinesis:RegisterStreamConsumer",
     "kinesis:DescribeStreamConsumer",
 }
@@ -142,7 +146,12 @@ def test_shared_throughput_policy_document() -> None:
             {
                 "Sid": "KinesisStream",
                 "Effect": "Allow",
-                "Action": ["kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"],
+                "Action": [
+                    "kinesis:DescribeStreamSummary",
+                    "kinesis:GetRecords",
+                    "kinesis:GetShardIterator",
+                    "kinesis:ListShards",
+                ],
                 "Resource": [STREAM],
             },
             {

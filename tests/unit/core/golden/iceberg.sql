@@ -43,11 +43,17 @@ CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS_PARSE_FAILURES" (RECORD_CON
 -- 15. the provider's stage [runs on the emulator]
 CREATE STAGE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_STAGE";
 
--- 16. role reads and moves the ledger [text only on the emulator]
+-- 16. the provider's generations table [runs on the emulator]
+CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" (CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP());
+
+-- 17. role reads and moves the ledger [text only on the emulator]
 GRANT SELECT, INSERT, UPDATE ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_LEDGER" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 17. role loads parse failures [text only on the emulator]
+-- 18. role loads parse failures [text only on the emulator]
 GRANT SELECT, INSERT ON TABLE "ANALYTICS"."RAW"."ORDERS_PARSE_FAILURES" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 18. role stages its files [text only on the emulator]
+-- 19. role stages its files [text only on the emulator]
 GRANT READ, WRITE ON STAGE "ANALYTICS"."RAW"."KINESIS_INGEST_STAGE" TO ROLE "KINESIS_ORDERS_ROLE";
+
+-- 20. role records and reads its application's generations [text only on the emulator]
+GRANT SELECT, INSERT ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" TO ROLE "KINESIS_ORDERS_ROLE";
