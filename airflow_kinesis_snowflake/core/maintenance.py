@@ -27,6 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.chain import Chain, ChainEnd, walk_chain
 from airflow_kinesis_snowflake.core.leases import (
     KEY_ATTRIBUTE,
     METADATA_KEY,
@@ -44,10 +45,6 @@ RESET_OWNER = "reset_owner"
 RESET_MODE = "reset_mode"
 RESET_STARTED_AT = "reset_started_at"
 RESET_EXPIRES_AT = "reset_expires_at"
-
-# Resets repoint the configured table directly at the active one, so a chain is one hop long;
-# the bound only guards against a hand-edited loop.
-MAX_HOPS = 10
 
 # Who a lease table belongs to, in its metadata item (written by the ingestion; tables created by
 # earlier versions lack them, so every reader takes each as optional).
@@ -125,7 +122,6 @@ class TableMarks:
     connector_id: str | None = None
     destination: str | None = None
     stream_arn: str | None = None
-    stream_created_at: str | None = None
     last_ingest_at: float | None = None
 
     def live_reset(self, now: float) -> ResetMark | None:
@@ -164,7 +160,6 @@ def read_marks(client: Any, table_name: str) -> TableMarks | None:
         connector_id=item.get(CONNECTOR_ID, {}).get("S"),
         destination=item.get(DESTINATION, {}).get("S"),
         stream_arn=item.get(STREAM_ARN, {}).get("S"),
-        stream_created_at=item.get(STREAM_CREATED_AT, {}).get("S"),
         last_ingest_at=float(last_ingest_at) if last_ingest_at is not None else None,
     )
 
@@ -286,33 +281,33 @@ class Resolution:
         return self.active != self.configured
 
 
+def marks_chain(client: Any, configured: str) -> Chain[TableMarks]:
+    """The ``superseded_by`` chain from ``configured``, read from the metadata items (see :func:`walk_chain`)."""
+    return walk_chain(configured, lambda name: read_marks(client, name), lambda marks: marks.superseded_by)
+
+
 def resolve_application(client: Any, configured: str, *, now: float | None = None) -> Resolution:
     """Follow ``superseded_by`` from the configured table to the active one.
 
     A configured table that does not exist (yet) is active: the ingest DAG creates it.
 
-    :raises MaintenanceError: when the chain leads to a missing table or loops.
+    :raises MaintenanceError: when the chain leads to a missing table, loops or is too long.
     """
     now = time.time() if now is None else now
-    chain = [configured]
-    marks = read_marks(client, configured)
-    reset = marks.live_reset(now) if marks else None
-    reset_table = configured if reset else None
-    while marks is not None and marks.superseded_by:
-        following = marks.superseded_by
-        if following in chain or len(chain) > MAX_HOPS:
-            raise MaintenanceError(f"lease tables supersede each other in a loop: {' -> '.join([*chain, following])}")
-        previous = chain[-1]
-        chain.append(following)
-        marks = read_marks(client, following)
-        if marks is None:
-            raise MaintenanceError(
-                f"lease table {previous!r} was superseded by {following!r}, which does not exist or has no "
-                "metadata item; restore a checkpoint backup with the connector's restore DAG"
-            )
-        if reset is None and (live := marks.live_reset(now)) is not None:
-            reset, reset_table = live, following
-    return Resolution(configured=configured, active=chain[-1], chain=tuple(chain), reset=reset, reset_table=reset_table)
+    chain = marks_chain(client, configured)
+    if chain.end is ChainEnd.MISSING and len(chain.names) > 1:
+        raise MaintenanceError(
+            f"lease table {chain.names[-2]!r} was superseded by {chain.last!r}, which does not exist or has no "
+            "metadata item; restore a checkpoint backup with the connector's restore DAG"
+        )
+    if chain.end in (ChainEnd.LOOP, ChainEnd.HOP_LIMIT):
+        raise MaintenanceError(chain.describe())
+    reset, reset_table = None, None
+    for marks in chain.found:
+        if (live := marks.live_reset(now)) is not None:
+            reset, reset_table = live, marks.table_name
+            break
+    return Resolution(configured=configured, active=chain.last, chain=chain.names, reset=reset, reset_table=reset_table)
 
 
 # -- holding every lease --------------------------------------------------------------------------
@@ -482,11 +477,11 @@ class CheckpointBackup:
                 created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
                 reason=str(data["reason"]),
                 leases=tuple(lease_from_dict(lease) for lease in data["leases"]),
-                connector_id=_optional_text(data.get("connector_id")),
+                connector_id=optional_text(data.get("connector_id")),
                 superseded_by=data.get("superseded_by"),
                 extra=dict(data.get("extra") or {}),
-                destination=_optional_text(data.get("destination")),
-                stream_arn=_optional_text(data.get("stream_arn")),
+                destination=optional_text(data.get("destination")),
+                stream_arn=optional_text(data.get("stream_arn")),
                 version=int(version),
             )
         except (KeyError, TypeError, ValueError) as err:
@@ -501,8 +496,12 @@ class CheckpointBackup:
         return cls.from_dict(data)
 
 
-def _optional_text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
+def optional_text(value: Any) -> str | None:
+    """None for an empty or missing value (a template renders a missing Param as '' or 'None')."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text if text and text != "None" else None
 
 
 def snapshot(
@@ -620,12 +619,7 @@ def connector_applications(client: Any, configured: str) -> tuple[str, ...]:
     Unlike :func:`resolve_application` a missing or looping hop ends the chain instead of raising:
     the missing table is still this connector's (a restore is how it comes back).
     """
-    chain = [configured]
-    marks = read_marks(client, configured)
-    while marks is not None and marks.superseded_by and marks.superseded_by not in chain and len(chain) <= MAX_HOPS:
-        chain.append(marks.superseded_by)
-        marks = read_marks(client, marks.superseded_by)
-    return tuple(chain)
+    return marks_chain(client, configured).names
 
 
 # -- restore --------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     delete_table,
     hold_leases,
     mark_superseded,
+    optional_text,
     read_marks,
     resolve_application,
     restore_leases,
@@ -81,14 +82,6 @@ def as_number(value: float | int | str, name: str, *, minimum: float = 0) -> flo
     if number < minimum:
         raise AirflowException(f"{name} must be at least {minimum:g}, not {value!r}")
     return number
-
-
-def optional_text(value: str | None) -> str | None:
-    """None for an empty or missing value (a template renders a missing Param as '' or 'None')."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text if text and text != "None" else None
 
 
 def maintenance_owner(context: Context, kind: str) -> str:
