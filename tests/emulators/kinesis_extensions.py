@@ -118,8 +118,10 @@ def _dynamodb_update_item(original: Any) -> Any:
     def update_item(self: Any) -> Any:
         body = self.body if isinstance(self.body, str) else str(self.body)
         fault = FAULTS.fire(
-            lambda f: f["operation"] == "DynamoDB.UpdateItem"
-            and all(text in body for text in f.get("contains_all", [f.get("contains", "")]))
+            lambda f: (
+                f["operation"] == "DynamoDB.UpdateItem"
+                and all(text in body for text in f.get("contains_all", [f.get("contains", "")]))
+            )
         )
         if fault is not None:
             if "error" in fault:
