@@ -122,6 +122,7 @@ class TableMarks:
     connector_id: str | None = None
     destination: str | None = None
     stream_arn: str | None = None
+    stream_created_at: str | None = None
     last_ingest_at: float | None = None
 
     def live_reset(self, now: float) -> ResetMark | None:
@@ -160,6 +161,7 @@ def read_marks(client: Any, table_name: str) -> TableMarks | None:
         connector_id=item.get(CONNECTOR_ID, {}).get("S"),
         destination=item.get(DESTINATION, {}).get("S"),
         stream_arn=item.get(STREAM_ARN, {}).get("S"),
+        stream_created_at=item.get(STREAM_CREATED_AT, {}).get("S"),
         last_ingest_at=float(last_ingest_at) if last_ingest_at is not None else None,
     )
 
@@ -428,6 +430,7 @@ class CheckpointBackup:
     extra: Mapping[str, Any] = field(default_factory=dict)
     destination: str | None = None
     stream_arn: str | None = None
+    stream_created_at: str | None = None
     version: int = BACKUP_VERSION
 
     @property
@@ -446,6 +449,7 @@ class CheckpointBackup:
             "application_name": self.application_name,
             "stream_name": self.stream_name,
             "stream_arn": self.stream_arn,
+            "stream_created_at": self.stream_created_at,
             "destination": self.destination,
             "generation_id": self.generation_id,
             "superseded_by": self.superseded_by,
@@ -482,6 +486,7 @@ class CheckpointBackup:
                 extra=dict(data.get("extra") or {}),
                 destination=optional_text(data.get("destination")),
                 stream_arn=optional_text(data.get("stream_arn")),
+                stream_created_at=optional_text(data.get("stream_created_at")),
                 version=int(version),
             )
         except (KeyError, TypeError, ValueError) as err:
@@ -532,6 +537,7 @@ def snapshot(
         superseded_by=marks.superseded_by,
         destination=destination or marks.destination,
         stream_arn=marks.stream_arn,
+        stream_created_at=marks.stream_created_at,
     )
 
 
@@ -547,6 +553,10 @@ class RestoreTarget:
         the backup's table when it points into that chain or names this connector.
     :param destination: ``DATABASE.SCHEMA.TABLE`` of the connector; None when not known (not checked).
     :param table_connector_id: the connector the backup's lease table names now, if it exists and says.
+    :param stream_arn: the ARN of the connector's stream now; None when not known (not checked).
+    :param table_exists: the backup's lease table exists now (a restore would write into it).
+    :param stream_created_at: when the connector's stream was created (DescribeStreamSummary
+        ``StreamCreationTimestamp``); None when not known (not checked).
     """
 
     connector_id: str
@@ -554,6 +564,57 @@ class RestoreTarget:
     applications: tuple[str, ...]
     destination: str | None = None
     table_connector_id: str | None = None
+    stream_arn: str | None = None
+    table_exists: bool = False
+    stream_created_at: str | None = None
+
+
+def restore_target(
+    *,
+    connector_id: str,
+    stream_name: str,
+    chain: Chain[TableMarks],
+    backup_table: TableMarks | None,
+    destination: str | None = None,
+    stream_arn: str | None = None,
+    stream_created_at: str | None = None,
+) -> RestoreTarget:
+    """Which lease tables are provably this connector's, from what DynamoDB says.
+
+    :param chain: the connector's ``superseded_by`` chain from its configured table
+        (:func:`marks_chain`); every name on it counts, a missing last hop included.
+    :param backup_table: the metadata item of the backup's lease table now; None when it does not exist.
+    """
+    applications = list(chain.names)
+    if backup_table is not None and backup_table.table_name not in applications:
+        # An earlier name of this connector (superseded into its chain), or a table naming it.
+        if backup_table.superseded_by in applications or backup_table.connector_id == connector_id:
+            applications.append(backup_table.table_name)
+    return RestoreTarget(
+        connector_id=connector_id,
+        stream_name=stream_name,
+        applications=tuple(applications),
+        destination=destination,
+        table_connector_id=backup_table.connector_id if backup_table is not None else None,
+        stream_arn=stream_arn,
+        table_exists=backup_table is not None,
+        stream_created_at=stream_created_at,
+    )
+
+
+def _instant(value: str | None) -> float | None:
+    """Epoch seconds of a recorded time (ISO 8601 or epoch seconds); None when not recorded or unreadable."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def same_destination(left: str, right: str) -> bool:
@@ -564,9 +625,12 @@ def same_destination(left: str, right: str) -> bool:
 def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
     """Refuse a backup that is not of this connector, naming the backup's and the connector's values.
 
-    The backup's stream, and its connector and destination where it records them, must be this
-    connector's; so must the connector its lease table names now, if it exists and names one. A
-    backup that does not record its connector (a version 1 backup, or one of a table whose metadata
+    The backup's stream (and its ARN, when both sides know it: a stream deleted and created again
+    under the same name is another stream), and its connector and destination where it records
+    them, must be this connector's; so must the connector its lease table names now, if it exists
+    and names one. A backup that records this connector must still be of a table on the
+    connector's chain, one that names this connector, or one that no longer exists. A backup
+    that does not record its connector (a version 1 backup, or one of a table whose metadata
     item predates it) is accepted only when its application name is provably this connector's (see
     :class:`RestoreTarget`): restoring it into another connector's table would take that table over
     and rewind it.
@@ -576,6 +640,22 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
     mismatches = []
     if backup.stream_name != target.stream_name:
         mismatches.append(f"stream {backup.stream_name!r} in the backup, {target.stream_name!r} for the connector")
+    elif backup.stream_arn is not None and target.stream_arn is not None and backup.stream_arn != target.stream_arn:
+        # Same name, another stream: deleted and created again, its sequence numbers mean nothing now.
+        mismatches.append(
+            f"stream ARN {backup.stream_arn} in the backup, {target.stream_arn} for the connector (the stream was "
+            "deleted and created again since)"
+        )
+    elif (
+        (created := _instant(backup.stream_created_at)) is not None
+        and (now_created := _instant(target.stream_created_at)) is not None
+        and abs(created - now_created) > 1
+    ):
+        # A stream deleted and created again keeps its name and ARN; only its creation time tells.
+        mismatches.append(
+            f"stream created at {backup.stream_created_at} in the backup, {target.stream_created_at} for the "
+            "connector (the stream was deleted and created again since)"
+        )
     if backup.connector_id is not None and backup.connector_id != target.connector_id:
         mismatches.append(f"connector {backup.connector_id!r} in the backup, {target.connector_id!r} for the connector")
     if (
@@ -595,8 +675,16 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
             f"{'; '.join(mismatches)}. Nothing was changed; restore it with the restore DAG of the connector it "
             "belongs to"
         )
-    if backup.connector_id is None and backup.application_name not in target.applications:
-        known = ", ".join(target.applications)
+    if backup.application_name in target.applications:
+        return
+    known = ", ".join(target.applications)
+    if backup.connector_id is not None and target.table_exists:
+        raise MaintenanceError(
+            f"the backup of lease table {backup.application_name!r} records connector {backup.connector_id}, but that "
+            f"table exists, is not on connector {target.connector_id}'s chain ({known}) and does not name it as its "
+            "connector: restoring would take it over. Nothing was changed"
+        )
+    if backup.connector_id is None:
         fill = ", ".join(
             f'"{name}": "{value}"'
             for name, value, recorded in (
@@ -611,15 +699,6 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
             f"one of connector {target.connector_id}'s lease tables ({known}). Nothing was changed. If you know it "
             f"is this connector's, add {fill} to the backup file and trigger again"
         )
-
-
-def connector_applications(client: Any, configured: str) -> tuple[str, ...]:
-    """The configured application name and every table its ``superseded_by`` chain reaches.
-
-    Unlike :func:`resolve_application` a missing or looping hop ends the chain instead of raising:
-    the missing table is still this connector's (a restore is how it comes back).
-    """
-    return marks_chain(client, configured).names
 
 
 # -- restore --------------------------------------------------------------------------------------
