@@ -612,3 +612,22 @@ def confirm_consumer(decision: Decision, deleted_tables: Collection[tuple[str | 
         rule=Rule.LEASE_TABLE_KEPT,
         detail="its lease table was kept when checked again just before deletion, so the consumer stays too",
     )
+
+
+def confirm_pointer(decision: Decision, successors: Sequence[str], kept: Collection[str]) -> Decision:
+    """A superseded table stays if a table it leads to was kept at its own final check in this run.
+
+    :param successors: the tables its ``superseded_by`` chain leads to, in order.
+    :param kept: lease tables that were candidates but were kept when checked again (a batch had
+        started on one, say): a connector may reach them through this table.
+    """
+    if decision.kind != LEASE_TABLE or not decision.delete:
+        return decision
+    reached = next((name for name in successors if name in kept), None)
+    if reached is None:
+        return decision
+    return replace(
+        decision,
+        rule=Rule.POINTS_TO_LIVE_TABLE,
+        detail=f"lease table {reached!r} it leads to was kept when checked again just before deletion",
+    )

@@ -29,6 +29,7 @@ from airflow_kinesis_snowflake.core.cleanup import (
     MigrationTableFacts,
     Rule,
     confirm_consumer,
+    confirm_pointer,
     decide_lease_tables,
     decide_migration_table,
     deletion_order,
@@ -242,12 +243,16 @@ class CleanupOrphanedTablesOperator(BaseOperator):
                 f"confirm must be {CONFIRMATION!r} to delete (got {self.confirm!r}); nothing was deleted"
             )
         deleted_tables: set[tuple[str | None, str | None]] = set()
+        kept_after_all: set[str] = set()
         for decision in deletion_order(candidates, tables):
             if decision.kind == FAN_OUT_CONSUMER:
                 decision = confirm_consumer(decision, deleted_tables)
-                if not decision.delete:
-                    self.log.warning("Kept %s after all: %s", decision.resource, decision.describe())
-                    continue
+            successors = walk_chain(decision.resource, known.get, lambda f: f.superseded_by).names[1:]
+            decision = confirm_pointer(decision, successors, kept_after_all)
+            if not decision.delete:
+                self.log.warning("Kept %s after all: %s", decision.resource, decision.describe())
+                kept_after_all.add(decision.resource)
+                continue
             pointing = [
                 t.name
                 for t in tables
@@ -259,6 +264,8 @@ class CleanupOrphanedTablesOperator(BaseOperator):
                 result["deleted"].append(decision.to_dict())
                 if decision.kind == LEASE_TABLE:
                     deleted_tables.add((decision.stream_name, decision.application_name))
+            elif decision.kind == LEASE_TABLE:
+                kept_after_all.add(decision.resource)
         self.log.info("Clean-up deleted %d of %d candidates", len(result["deleted"]), len(candidates))
         return result
 
@@ -510,8 +517,20 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             return True
         finally:
             if not deleted:
-                release_leases(table, held.values())
-                clear_reset_mark(dynamodb, name, owner)
+                self._give_back(dynamodb, table, held, owner)
+
+    def _give_back(self, dynamodb: Any, table: LeaseTable, held: Mapping[str, Any], owner: str) -> None:
+        """Release the leases and remove the mark of a table kept after all (best effort: both expire)."""
+        try:
+            release_leases(table, held.values())
+            clear_reset_mark(dynamodb, table.table_name, owner)
+        except (ClientError, BotoCoreError) as err:
+            self.log.warning(
+                "Could not give back %s (%s); its mark and leases expire within %d s",
+                table.table_name,
+                err,
+                LOCK_MARGIN_SECONDS,
+            )
 
 
 class _Evidence:

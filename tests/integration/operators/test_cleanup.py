@@ -472,3 +472,41 @@ def test_no_batch_starts_on_a_table_clean_up_is_about_to_delete(world: World, tm
         ingest.execute(context={})
     assert table.leases() == before
     assert list(tmp_path.iterdir()) == []  # never got as far as the backup
+
+
+def test_a_table_a_batch_starts_on_after_the_plan_is_given_back_with_its_pointer_and_consumer(
+    world: World, tmp_path: Path
+) -> None:
+    """A batch wins the race for the lease clean-up takes at its final check: nothing of it goes."""
+    assert world.emulators is not None
+    lease_table(world, "raced")
+    lease_table(world, "raced-old")  # another folder's configured table, pointing to it
+    mark_superseded(world.dynamodb, world.name("raced-old"), by=world.name("raced"), now=OLD.timestamp())
+    register(world, "raced")
+    planned = rules(cleanup(world, tmp_path), world)
+    assert (planned[("lease-table", "raced")], planned[("fan-out-consumer", "raced")]) == (
+        "orphaned-lease-table",
+        "unused-fan-out-consumer",
+    )
+    # The lease write of clean-up's final check loses, as to a batch that took the lease first.
+    world.emulators.inject_kinesis_faults(
+        [
+            {
+                "operation": "DynamoDB.UpdateItem",
+                "contains_all": [world.name("raced"), "lease_owner = :owner", "cleanup/"],
+                "error": "ConditionalCheckFailedException",
+            }
+        ]
+    )
+    try:
+        result = cleanup(world, tmp_path, preview_only=False, confirm="DELETE")
+    finally:
+        world.emulators.inject_kinesis_faults([])
+    deleted = {d["resource"].removeprefix(world.prefix) for d in result["deleted"]}
+    assert {"raced", "raced-old"} & deleted == set()
+    assert world.exists("raced") and world.exists("raced-old")
+    assert world.name("raced") in world.consumers()
+    # Given back: no mark left, every lease free for the next batch.
+    assert resolve_application(world.dynamodb, world.name("raced-old")).reset is None
+    assert all(lease.lease_owner is None or not lease.lease_owner.startswith("cleanup/") for lease in
+               LeaseTable(world.dynamodb, world.name("raced")).leases().values())  # fmt: skip
