@@ -6,9 +6,11 @@ reason. The reasons to keep are checked first, and some are absolute:
 
 * a table without this provider's ``created-by`` tag is never touched;
 * a table with a live lease (a batch holds a shard) is never touched;
-* a table a reset or restore is working on is never touched;
-* the active and the configured application of any connector are never removed (the configured
-  table holds the pointer to the active one after a reset to a new name);
+* a table a reset or restore is working on is never touched, nor one that DynamoDB reports as not
+  ACTIVE;
+* the active and the configured application of the connectors given (one DAG folder's) are never
+  removed (the configured table holds the pointer to the active one after a reset to a new name);
+  other folders' connectors are kept by the evidence below;
 * whether a table is in use is decided from the table itself and from the exactly-once ledger,
   not from the connectors one DAG folder knows: a checkpoint, heartbeat, ingest run or ledger
   commit within the retention keeps it, and the retention is never shorter than the stream's
