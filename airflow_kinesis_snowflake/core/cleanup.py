@@ -6,32 +6,49 @@ reason. The reasons to keep are checked first, and some are absolute:
 
 * a table without this provider's ``created-by`` tag is never touched;
 * a table with a live lease (a batch holds a shard) is never touched;
-* a table a reset or restore is working on is never touched;
-* the active and the configured application of any connector are never removed (the configured
-  table holds the pointer to the active one after a reset to a new name);
+* a table a reset or restore is working on is never touched, nor one that DynamoDB reports as not
+  ACTIVE;
+* the active and the configured application of the connectors given (one DAG folder's) are never
+  removed (the configured table holds the pointer to the active one after a reset to a new name);
+  other folders' connectors are kept by the evidence below;
 * whether a table is in use is decided from the table itself and from the exactly-once ledger,
   not from the connectors one DAG folder knows: a checkpoint, heartbeat, ingest run or ledger
   commit within the retention keeps it, and the retention is never shorter than the stream's
-  own retention period. When that cannot be established (the stream or the ledger cannot be
-  read, the table does not say where its ledger is), the table is kept and the reason given;
-* a superseded table is kept while the table it points to is kept: some connector, perhaps in
-  another DAG folder, may start from it;
+  own retention period plus a margin (:data:`RETENTION_MARGIN_SECONDS`). A table that holds
+  checkpoints goes only when the ledger shows its application's last commit, older than the
+  retention: no commit at all may mean its loads are recorded in another deployment's ledger.
+  When that cannot be established (the stream or the ledger cannot be read, the table does not
+  say where its ledger is), the table is kept and the reason given;
+* a superseded table is kept while the table it points to is kept, is not ACTIVE, or cannot be
+  seen; it goes after its successor is confirmed gone with no ledger commit within the
+  retention. Some connector, perhaps in another DAG folder, may start from it;
+* every table a kept table reaches through ``superseded_by`` is kept;
 * a ``<application>_migration`` table is removed only once the migration wrote every lease into
   the new table, never while the copy is the only place some checkpoint lives;
-* a fan-out consumer is removed only when its name is an application this provider knows.
+* a fan-out consumer is removed only when its name is an application this provider knows, and
+  one that follows its lease table only after that table was checked again and deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
+from airflow_kinesis_snowflake.core.chain import ChainEnd, walk_chain
 from airflow_kinesis_snowflake.core.leases import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
 
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
+# Added to the stream's retention period: Kinesis trims expired records lazily, so records a little
+# older than the retention period may still be read by a table created again.
+RETENTION_MARGIN_SECONDS = 24 * 3600
+
+# DescribeTable's TableStatus of a table clean-up may decide on, and the status of a table
+# confirmed gone (ResourceNotFoundException), which clean-up only looks at as a successor.
+ACTIVE = "ACTIVE"
+GONE = "GONE"
 
 LEASE_TABLE = "lease-table"
 MIGRATION_TABLE = "migration-table"
@@ -64,6 +81,12 @@ class Rule(StrEnum):
     STREAM_UNKNOWN = "stream-unknown"
     LEDGER_UNREADABLE = "ledger-unreadable"
     POINTS_TO_LIVE_TABLE = "points-to-live-table"
+    NO_DESTINATION = "no-destination"
+    NO_LEDGER_COMMIT = "no-ledger-commit"
+    TABLE_NOT_ACTIVE = "table-not-active"
+    SUCCESSOR_UNKNOWN = "successor-unknown"
+    REACHED_FROM_KEPT_TABLE = "reached-from-kept-table"
+    LEASE_TABLE_KEPT = "lease-table-kept"
 
     @property
     def deletes(self) -> bool:
@@ -118,6 +141,8 @@ class LeaseTableFacts:
     :param last_load_at: epoch seconds of the latest ledger commit of its application (the ledger's
         ``UPDATED_AT``); None when the ledger has none or could not be read.
     :param ledger_problem: why the ledger could not be read (None: it was read).
+    :param status: DescribeTable's ``TableStatus``, or :data:`GONE` for a successor that does not exist.
+    :param has_checkpoints: some lease of it holds a checkpoint (it loaded something).
     """
 
     name: str
@@ -136,6 +161,8 @@ class LeaseTableFacts:
     stream_problem: str | None = None
     last_load_at: float | None = None
     ledger_problem: str | None = None
+    status: str = ACTIVE
+    has_checkpoints: bool = True
 
     @property
     def tagged(self) -> bool:
@@ -233,6 +260,8 @@ def decide_lease_table(
     def keep(rule: Rule, detail: str) -> Decision:
         return Decision(LEASE_TABLE, facts.name, rule, detail, facts.application_name, facts.stream_name)
 
+    if facts.status != ACTIVE:
+        return keep(Rule.TABLE_NOT_ACTIVE, f"table status {facts.status}: decided on once it is ACTIVE")
     if not facts.tagged:
         return keep(Rule.UNTAGGED, f"not tagged {CREATED_BY_TAG}={CREATED_BY}: not this provider's table")
     application = facts.application_name or facts.tags.get(APPLICATION_TAG) or facts.name
@@ -250,10 +279,10 @@ def decide_lease_table(
     if configured:
         points = f"; it points to the active table {facts.superseded_by!r}" if facts.superseded_by else ""
         return keep(Rule.CONFIGURED_APPLICATION, f"configured application of connector {', '.join(configured)}{points}")
-    kept = _in_use(facts, now=now, retention_seconds=retention_seconds)
+    retention = effective_retention(facts, retention_seconds)
+    kept = _in_use(facts, now=now, retention=retention, retention_seconds=retention_seconds)
     if kept is not None:
         return keep(*kept)
-    retention = effective_retention(facts, retention_seconds)
     idle = now - (facts.last_activity or 0.0)
     if facts.superseded_by:
         rule, why = Rule.SUPERSEDED_LEASE_TABLE, f"superseded by {facts.superseded_by!r} (a reset)"
@@ -265,35 +294,40 @@ def decide_lease_table(
 
 
 def effective_retention(facts: LeaseTableFacts, retention_seconds: float) -> float:
-    """The retention applied to a table: the one asked for, never shorter than its stream's retention period."""
-    return max(retention_seconds, facts.stream_retention_seconds or 0.0)
+    """The retention applied to a table: the one asked for, never shorter than its stream's retention
+    period plus :data:`RETENTION_MARGIN_SECONDS`."""
+    if facts.stream_retention_seconds is None:
+        return retention_seconds
+    return max(retention_seconds, facts.stream_retention_seconds + RETENTION_MARGIN_SECONDS)
 
 
 def _retention_source(facts: LeaseTableFacts, retention_seconds: float) -> str:
-    stream = facts.stream_retention_seconds
-    if stream is not None and stream > retention_seconds:
+    if effective_retention(facts, retention_seconds) > retention_seconds:
         return (
-            f": the retention period of stream {facts.stream_name!r}, longer than the {_age(retention_seconds)} asked"
+            f": the retention period of stream {facts.stream_name!r} plus {_age(RETENTION_MARGIN_SECONDS)}, longer "
+            f"than the {_age(retention_seconds)} asked"
         )
     return ""
 
 
 def _ledger_text(facts: LeaseTableFacts, now: float) -> str:
     if facts.last_load_at is None:
-        return f"the ledger of {facts.destination} holds no commit of this application"
+        return f"the ledger of {facts.destination} holds no commit of this application, and it holds no checkpoint"
     return f"last ledger commit {_age(now - facts.last_load_at)} ago"
 
 
-def _in_use(facts: LeaseTableFacts, *, now: float, retention_seconds: float) -> tuple[Rule, str] | None:
+def _in_use(
+    facts: LeaseTableFacts, *, now: float, retention: float, retention_seconds: float
+) -> tuple[Rule, str] | None:
     """Why a table no configured connector of this folder names is still in use, or not known to be idle.
 
     Evidence read from the table and the ledger, so that a connector in another DAG folder (or
     another deployment) keeps its table: a checkpoint or heartbeat, an ingest run, a ledger
     commit within the retention. The retention is never shorter than the stream's retention
     period: a table removed earlier would be created again at its initial position and read
-    records it already loaded. Missing evidence keeps the table, naming what could not be read.
+    records it already loaded. Missing evidence keeps the table, naming what could not be read;
+    so does a table that holds checkpoints while its ledger holds no commit of its application.
     """
-    retention = effective_retention(facts, retention_seconds)
     within = f"within the retention of {_age(retention)}{_retention_source(facts, retention_seconds)}"
     idle = now - (facts.last_activity or 0.0)
     if idle < retention:
@@ -313,9 +347,22 @@ def _in_use(facts: LeaseTableFacts, *, now: float, retention_seconds: float) -> 
             f"the retention period of stream {facts.stream_name!r} is unknown ({problem}), so clean-up cannot tell "
             "whether the table is still needed; it is kept"
         )
+    if facts.destination is None:
+        return Rule.NO_DESTINATION, (
+            "its metadata item records no destination (a table of an earlier version, not used by an ingest run "
+            "since), so its ledger cannot be found; an ingest run of its connector records it, or delete the table "
+            "by hand once you know it is unused"
+        )
     if facts.ledger_problem is not None:
         return Rule.LEDGER_UNREADABLE, (
             f"cannot tell whether records were loaded recently: {facts.ledger_problem}; it is kept"
+        )
+    if facts.has_checkpoints and facts.last_load_at is None:
+        return Rule.NO_LEDGER_COMMIT, (
+            f"it holds checkpoints, but the ledger of {facts.destination} holds no commit of application "
+            f"{facts.application_name!r}: its loads may be recorded in another ledger (another deployment, account "
+            "or role loading a schema of the same name), so it is not known to be idle; it is kept. Delete it by "
+            "hand once you know it is unused"
         )
     return None
 
@@ -403,48 +450,101 @@ def decide_lease_tables(
     retention_seconds: float = DEFAULT_RETENTION_SECONDS,
     patterns: Sequence[str] = ("*",),
 ) -> list[Decision]:
-    """:func:`decide_lease_table` for each table, by name, and a superseded table kept while its successor is.
+    """:func:`decide_lease_table` for each table, by name, then what the ``superseded_by`` chains keep.
 
     After a reset to a new name, the connector file's table holds the pointer to the active one and
     every ingest run starts there. Clean-up cannot tell from the table whether some connector file
-    (in another DAG folder, perhaps) names it, so a superseded table goes only with, or after, the
-    table it points to.
+    (in another DAG folder, perhaps) names it, so:
+
+    * a superseded table is kept while a table on its chain is kept, is not ACTIVE, cannot be seen
+      (not among ``tables``), or is gone (:data:`GONE`) while its application's ledger has a commit
+      within the retention or cannot be read: deleting the pointer would start that connector over;
+    * every table a kept table reaches through ``superseded_by`` is kept.
+
+    ``tables`` may hold successors confirmed gone (status :data:`GONE`); they get no decision.
     """
-    ordered = sorted(tables, key=lambda t: t.name)
+    ordered = sorted((t for t in tables if t.status != GONE), key=lambda t: t.name)
+    by_name = {t.name: t for t in tables}
     decisions = {
         t.name: decide_lease_table(t, connectors, now=now, retention_seconds=retention_seconds, patterns=patterns)
         for t in ordered
     }
-    by_name = {t.name: t for t in ordered}
 
-    def kept_successor(facts: LeaseTableFacts) -> Decision | None:
-        seen = {facts.name}
-        following = facts.superseded_by
-        while following is not None and following not in seen and following in by_name:
-            decision = decisions[following]
-            if not decision.delete:
-                return decision
-            seen.add(following)
-            following = by_name[following].superseded_by
-        return None
+    def keep(facts: LeaseTableFacts, rule: Rule, detail: str) -> Decision:
+        return Decision(LEASE_TABLE, facts.name, rule, detail, facts.application_name, facts.stream_name)
 
-    result = []
-    for facts in ordered:
-        decision = decisions[facts.name]
-        if decision.delete and facts.superseded_by:
-            successor = kept_successor(facts)
-            if successor is not None:
-                decision = Decision(
-                    LEASE_TABLE,
-                    facts.name,
+    def pointer_kept(facts: LeaseTableFacts) -> Decision | None:
+        chain = walk_chain(facts.name, by_name.get, lambda t: t.superseded_by)
+        start = f"superseded by {facts.superseded_by!r}"
+        for successor in chain.found[1:]:
+            if successor.status == GONE:
+                problem = _gone_successor_problem(successor, now=now, retention_seconds=retention_seconds)
+                if problem is not None:
+                    return keep(facts, *problem)
+                continue
+            if successor.status != ACTIVE:
+                return keep(
+                    facts,
                     Rule.POINTS_TO_LIVE_TABLE,
-                    f"superseded by {facts.superseded_by!r}, and lease table {successor.resource!r} it leads to is "
-                    f"kept [{successor.rule.value}]: a connector configured with {facts.name!r} starts here",
-                    facts.application_name,
-                    facts.stream_name,
+                    f"{start}; lease table {successor.name!r} on its chain is {successor.status}, so counts as in use",
                 )
-        result.append(decision)
-    return result
+            decision = decisions[successor.name]
+            if not decision.delete:
+                return keep(
+                    facts,
+                    Rule.POINTS_TO_LIVE_TABLE,
+                    f"{start}, and lease table {successor.name!r} it leads to is kept [{decision.rule.value}]: a "
+                    f"connector configured with {facts.name!r} starts here",
+                )
+        if chain.end is ChainEnd.END:
+            return None
+        if chain.end is ChainEnd.MISSING:
+            why = f"lease table {chain.last!r} on its chain was not seen (not listed, or not readable)"
+        else:
+            why = chain.describe()
+        return keep(facts, Rule.SUCCESSOR_UNKNOWN, f"{start}; {why}: a connector may start here; it is kept")
+
+    changed = True
+    while changed:
+        changed = False
+        for facts in ordered:
+            if decisions[facts.name].delete and facts.superseded_by:
+                kept = pointer_kept(facts)
+                if kept is not None:
+                    decisions[facts.name], changed = kept, True
+        for facts in ordered:
+            decision = decisions[facts.name]
+            if decision.delete or not facts.superseded_by:
+                continue
+            for reached in walk_chain(facts.name, by_name.get, lambda t: t.superseded_by).found[1:]:
+                if reached.name in decisions and decisions[reached.name].delete:
+                    decisions[reached.name] = keep(
+                        reached,
+                        Rule.REACHED_FROM_KEPT_TABLE,
+                        f"lease table {facts.name!r}, which is kept [{decision.rule.value}], leads to it through "
+                        "superseded_by: a connector starting there reads this one",
+                    )
+                    changed = True
+    return [decisions[t.name] for t in ordered]
+
+
+def _gone_successor_problem(
+    successor: LeaseTableFacts, *, now: float, retention_seconds: float
+) -> tuple[Rule, str] | None:
+    """Why a pointer to a table that no longer exists is kept: its application loaded recently, or that is unknown."""
+    gone = f"lease table {successor.name!r} it leads to does not exist"
+    if successor.destination is None:
+        return Rule.SUCCESSOR_UNKNOWN, f"{gone}, and no destination is recorded to read its ledger; it is kept"
+    if successor.ledger_problem is not None:
+        return Rule.SUCCESSOR_UNKNOWN, f"{gone}, and {successor.ledger_problem}; it is kept"
+    retention = effective_retention(successor, retention_seconds)
+    if successor.last_load_at is not None and now - successor.last_load_at < retention:
+        return Rule.POINTS_TO_LIVE_TABLE, (
+            f"{gone}, but the ledger of {successor.destination} has a commit of it "
+            f"{_age(now - successor.last_load_at)} ago, within the retention of {_age(retention)}: its connector "
+            "needs a restore, not a new start"
+        )
+    return None
 
 
 def plan_cleanup(
@@ -457,10 +557,11 @@ def plan_cleanup(
     retention_seconds: float = DEFAULT_RETENTION_SECONDS,
     patterns: Sequence[str] = ("*",),
 ) -> list[Decision]:
-    """Every decision: consumers first (deleted before their tables), then lease and migration tables."""
-    ordered = sorted(tables, key=lambda t: t.name)
+    """Every decision: lease tables, then migration tables, then consumers (removed after their tables)."""
+    decided = [t for t in tables if t.status != GONE]
+    ordered = sorted(decided, key=lambda t: t.name)
     table_decisions = decide_lease_tables(
-        ordered, connectors, now=now, retention_seconds=retention_seconds, patterns=patterns
+        tables, connectors, now=now, retention_seconds=retention_seconds, patterns=patterns
     )
     by_application: dict[tuple[str, str], Decision] = {}
     for t, d in zip(ordered, table_decisions, strict=True):
@@ -474,23 +575,61 @@ def plan_cleanup(
         decide_migration_table(m, now=now, retention_seconds=retention_seconds, patterns=patterns)
         for m in sorted(migrations, key=lambda m: m.name)
     ]
-    return [*consumer_decisions, *table_decisions, *migration_decisions]
+    return [*table_decisions, *migration_decisions, *consumer_decisions]
 
 
 def deletion_order(decisions: Sequence[Decision], tables: Sequence[LeaseTableFacts]) -> list[Decision]:
-    """The candidates in the order to remove them: consumers, then lease tables that point nowhere, then the
-    superseded ones, then migration copies.
+    """The candidates in the order to remove them: lease tables that point nowhere, then the superseded
+    ones, then migration copies, then fan-out consumers.
 
     A table pointing to another is removed after it, so that if the successor turns out to be in use
-    when it is checked again, the pointer to it is still there (and is kept too).
+    when it is checked again, the pointer to it is still there (and is kept too). A consumer that
+    follows its lease table goes after that table was checked again and deleted
+    (:func:`confirm_consumer`).
     """
     superseded = {t.name for t in tables if t.superseded_by}
-    kinds = {FAN_OUT_CONSUMER: 0, LEASE_TABLE: 1, MIGRATION_TABLE: 3}
+    kinds = {LEASE_TABLE: 0, MIGRATION_TABLE: 2, FAN_OUT_CONSUMER: 3}
 
     def rank(decision: Decision) -> tuple[int, str]:
         at = kinds.get(decision.kind, 4)
         if decision.kind == LEASE_TABLE and decision.resource in superseded:
-            at = 2
+            at = 1
         return at, decision.resource
 
     return sorted((d for d in decisions if d.delete), key=rank)
+
+
+def confirm_consumer(decision: Decision, deleted_tables: Collection[tuple[str | None, str | None]]) -> Decision:
+    """A consumer that goes with its lease table goes only if that table was deleted in this run.
+
+    :param deleted_tables: (stream name, application name) of the lease tables deleted, each after
+        being checked again just before.
+    """
+    if decision.rule is not Rule.UNUSED_FAN_OUT_CONSUMER:
+        return decision
+    if (decision.stream_name, decision.application_name) in deleted_tables:
+        return decision
+    return replace(
+        decision,
+        rule=Rule.LEASE_TABLE_KEPT,
+        detail="its lease table was kept when checked again just before deletion, so the consumer stays too",
+    )
+
+
+def confirm_pointer(decision: Decision, successors: Sequence[str], kept: Collection[str]) -> Decision:
+    """A superseded table stays if a table it leads to was kept at its own final check in this run.
+
+    :param successors: the tables its ``superseded_by`` chain leads to, in order.
+    :param kept: lease tables that were candidates but were kept when checked again (a batch had
+        started on one, say): a connector may reach them through this table.
+    """
+    if decision.kind != LEASE_TABLE or not decision.delete:
+        return decision
+    reached = next((name for name in successors if name in kept), None)
+    if reached is None:
+        return decision
+    return replace(
+        decision,
+        rule=Rule.POINTS_TO_LIVE_TABLE,
+        detail=f"lease table {reached!r} it leads to was kept when checked again just before deletion",
+    )

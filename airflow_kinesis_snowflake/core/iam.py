@@ -358,7 +358,11 @@ def maintenance_permissions(*, stream_name: str, partition: str, region: str, ac
             sid="KinesisStream",
             actions=("kinesis:DescribeStreamSummary", "kinesis:ListStreamConsumers"),
             resources=(stream,),
-            purpose="Clean-up: list the stream's enhanced fan-out consumers (by the stream ARN).",
+            purpose=(
+                "Clean-up: read the stream's retention period and list its enhanced fan-out consumers (by the "
+                "stream ARN). Clean-up also describes the streams of other lease tables it sees; a table whose "
+                "stream this role may not describe is kept (stream-unknown)."
+            ),
         ),
         Requirement(
             sid="KinesisFanOutConsumer",

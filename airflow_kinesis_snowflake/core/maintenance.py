@@ -27,6 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.chain import Chain, ChainEnd, walk_chain
 from airflow_kinesis_snowflake.core.leases import (
     KEY_ATTRIBUTE,
     METADATA_KEY,
@@ -46,10 +47,6 @@ RESET_OWNER = "reset_owner"
 RESET_MODE = "reset_mode"
 RESET_STARTED_AT = "reset_started_at"
 RESET_EXPIRES_AT = "reset_expires_at"
-
-# Resets repoint the configured table directly at the active one, so a chain is one hop long;
-# the bound only guards against a hand-edited loop.
-MAX_HOPS = 10
 
 # Who a lease table belongs to, in its metadata item (written by the ingestion; tables created by
 # earlier versions lack them, so every reader takes each as optional).
@@ -288,33 +285,33 @@ class Resolution:
         return self.active != self.configured
 
 
+def marks_chain(client: Any, configured: str) -> Chain[TableMarks]:
+    """The ``superseded_by`` chain from ``configured``, read from the metadata items (see :func:`walk_chain`)."""
+    return walk_chain(configured, lambda name: read_marks(client, name), lambda marks: marks.superseded_by)
+
+
 def resolve_application(client: Any, configured: str, *, now: float | None = None) -> Resolution:
     """Follow ``superseded_by`` from the configured table to the active one.
 
     A configured table that does not exist (yet) is active: the ingest DAG creates it.
 
-    :raises MaintenanceError: when the chain leads to a missing table or loops.
+    :raises MaintenanceError: when the chain leads to a missing table, loops or is too long.
     """
     now = time.time() if now is None else now
-    chain = [configured]
-    marks = read_marks(client, configured)
-    reset = marks.live_reset(now) if marks else None
-    reset_table = configured if reset else None
-    while marks is not None and marks.superseded_by:
-        following = marks.superseded_by
-        if following in chain or len(chain) > MAX_HOPS:
-            raise MaintenanceError(f"lease tables supersede each other in a loop: {' -> '.join([*chain, following])}")
-        previous = chain[-1]
-        chain.append(following)
-        marks = read_marks(client, following)
-        if marks is None:
-            raise MaintenanceError(
-                f"lease table {previous!r} was superseded by {following!r}, which does not exist or has no "
-                "metadata item; restore a checkpoint backup with the connector's restore DAG"
-            )
-        if reset is None and (live := marks.live_reset(now)) is not None:
-            reset, reset_table = live, following
-    return Resolution(configured=configured, active=chain[-1], chain=tuple(chain), reset=reset, reset_table=reset_table)
+    chain = marks_chain(client, configured)
+    if chain.end is ChainEnd.MISSING and len(chain.names) > 1:
+        raise MaintenanceError(
+            f"lease table {chain.names[-2]!r} was superseded by {chain.last!r}, which does not exist or has no "
+            "metadata item; restore a checkpoint backup with the connector's restore DAG"
+        )
+    if chain.end in (ChainEnd.LOOP, ChainEnd.HOP_LIMIT):
+        raise MaintenanceError(chain.describe())
+    reset, reset_table = None, None
+    for marks in chain.found:
+        if (live := marks.live_reset(now)) is not None:
+            reset, reset_table = live, marks.table_name
+            break
+    return Resolution(configured=configured, active=chain.last, chain=chain.names, reset=reset, reset_table=reset_table)
 
 
 # -- which generation: Snowflake's record over DynamoDB's cache ------------------------------------
@@ -561,6 +558,7 @@ class CheckpointBackup:
     extra: Mapping[str, Any] = field(default_factory=dict)
     destination: str | None = None
     stream_arn: str | None = None
+    stream_created_at: str | None = None
     version: int = BACKUP_VERSION
 
     @property
@@ -579,6 +577,7 @@ class CheckpointBackup:
             "application_name": self.application_name,
             "stream_name": self.stream_name,
             "stream_arn": self.stream_arn,
+            "stream_created_at": self.stream_created_at,
             "destination": self.destination,
             "generation_id": self.generation_id,
             "superseded_by": self.superseded_by,
@@ -610,11 +609,12 @@ class CheckpointBackup:
                 created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
                 reason=str(data["reason"]),
                 leases=tuple(lease_from_dict(lease) for lease in data["leases"]),
-                connector_id=_optional_text(data.get("connector_id")),
+                connector_id=optional_text(data.get("connector_id")),
                 superseded_by=data.get("superseded_by"),
                 extra=dict(data.get("extra") or {}),
-                destination=_optional_text(data.get("destination")),
-                stream_arn=_optional_text(data.get("stream_arn")),
+                destination=optional_text(data.get("destination")),
+                stream_arn=optional_text(data.get("stream_arn")),
+                stream_created_at=optional_text(data.get("stream_created_at")),
                 version=int(version),
             )
         except (KeyError, TypeError, ValueError) as err:
@@ -629,8 +629,12 @@ class CheckpointBackup:
         return cls.from_dict(data)
 
 
-def _optional_text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
+def optional_text(value: Any) -> str | None:
+    """None for an empty or missing value (a template renders a missing Param as '' or 'None')."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text if text and text != "None" else None
 
 
 def snapshot(
@@ -661,6 +665,7 @@ def snapshot(
         superseded_by=marks.superseded_by,
         destination=destination or marks.destination,
         stream_arn=marks.stream_arn,
+        stream_created_at=marks.stream_created_at,
     )
 
 
@@ -676,6 +681,10 @@ class RestoreTarget:
         the backup's table when it points into that chain or names this connector.
     :param destination: ``DATABASE.SCHEMA.TABLE`` of the connector; None when not known (not checked).
     :param table_connector_id: the connector the backup's lease table names now, if it exists and says.
+    :param stream_arn: the ARN of the connector's stream now; None when not known (not checked).
+    :param table_exists: the backup's lease table exists now (a restore would write into it).
+    :param stream_created_at: when the connector's stream was created (DescribeStreamSummary
+        ``StreamCreationTimestamp``); None when not known (not checked).
     """
 
     connector_id: str
@@ -683,6 +692,57 @@ class RestoreTarget:
     applications: tuple[str, ...]
     destination: str | None = None
     table_connector_id: str | None = None
+    stream_arn: str | None = None
+    table_exists: bool = False
+    stream_created_at: str | None = None
+
+
+def restore_target(
+    *,
+    connector_id: str,
+    stream_name: str,
+    chain: Chain[TableMarks],
+    backup_table: TableMarks | None,
+    destination: str | None = None,
+    stream_arn: str | None = None,
+    stream_created_at: str | None = None,
+) -> RestoreTarget:
+    """Which lease tables are provably this connector's, from what DynamoDB says.
+
+    :param chain: the connector's ``superseded_by`` chain from its configured table
+        (:func:`marks_chain`); every name on it counts, a missing last hop included.
+    :param backup_table: the metadata item of the backup's lease table now; None when it does not exist.
+    """
+    applications = list(chain.names)
+    if backup_table is not None and backup_table.table_name not in applications:
+        # An earlier name of this connector (superseded into its chain), or a table naming it.
+        if backup_table.superseded_by in applications or backup_table.connector_id == connector_id:
+            applications.append(backup_table.table_name)
+    return RestoreTarget(
+        connector_id=connector_id,
+        stream_name=stream_name,
+        applications=tuple(applications),
+        destination=destination,
+        table_connector_id=backup_table.connector_id if backup_table is not None else None,
+        stream_arn=stream_arn,
+        table_exists=backup_table is not None,
+        stream_created_at=stream_created_at,
+    )
+
+
+def _instant(value: str | None) -> float | None:
+    """Epoch seconds of a recorded time (ISO 8601 or epoch seconds); None when not recorded or unreadable."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def same_destination(left: str, right: str) -> bool:
@@ -693,9 +753,12 @@ def same_destination(left: str, right: str) -> bool:
 def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
     """Refuse a backup that is not of this connector, naming the backup's and the connector's values.
 
-    The backup's stream, and its connector and destination where it records them, must be this
-    connector's; so must the connector its lease table names now, if it exists and names one. A
-    backup that does not record its connector (a version 1 backup, or one of a table whose metadata
+    The backup's stream (and its ARN, when both sides know it: a stream deleted and created again
+    under the same name is another stream), and its connector and destination where it records
+    them, must be this connector's; so must the connector its lease table names now, if it exists
+    and names one. A backup that records this connector must still be of a table on the
+    connector's chain, one that names this connector, or one that no longer exists. A backup
+    that does not record its connector (a version 1 backup, or one of a table whose metadata
     item predates it) is accepted only when its application name is provably this connector's (see
     :class:`RestoreTarget`): restoring it into another connector's table would take that table over
     and rewind it.
@@ -705,6 +768,22 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
     mismatches = []
     if backup.stream_name != target.stream_name:
         mismatches.append(f"stream {backup.stream_name!r} in the backup, {target.stream_name!r} for the connector")
+    elif backup.stream_arn is not None and target.stream_arn is not None and backup.stream_arn != target.stream_arn:
+        # Same name, another stream: deleted and created again, its sequence numbers mean nothing now.
+        mismatches.append(
+            f"stream ARN {backup.stream_arn} in the backup, {target.stream_arn} for the connector (the stream was "
+            "deleted and created again since)"
+        )
+    elif (
+        (created := _instant(backup.stream_created_at)) is not None
+        and (now_created := _instant(target.stream_created_at)) is not None
+        and abs(created - now_created) > 1
+    ):
+        # A stream deleted and created again keeps its name and ARN; only its creation time tells.
+        mismatches.append(
+            f"stream created at {backup.stream_created_at} in the backup, {target.stream_created_at} for the "
+            "connector (the stream was deleted and created again since)"
+        )
     if backup.connector_id is not None and backup.connector_id != target.connector_id:
         mismatches.append(f"connector {backup.connector_id!r} in the backup, {target.connector_id!r} for the connector")
     if (
@@ -724,8 +803,16 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
             f"{'; '.join(mismatches)}. Nothing was changed; restore it with the restore DAG of the connector it "
             "belongs to"
         )
-    if backup.connector_id is None and backup.application_name not in target.applications:
-        known = ", ".join(target.applications)
+    if backup.application_name in target.applications:
+        return
+    known = ", ".join(target.applications)
+    if backup.connector_id is not None and target.table_exists:
+        raise MaintenanceError(
+            f"the backup of lease table {backup.application_name!r} records connector {backup.connector_id}, but that "
+            f"table exists, is not on connector {target.connector_id}'s chain ({known}) and does not name it as its "
+            "connector: restoring would take it over. Nothing was changed"
+        )
+    if backup.connector_id is None:
         fill = ", ".join(
             f'"{name}": "{value}"'
             for name, value, recorded in (
@@ -740,20 +827,6 @@ def check_backup_owner(backup: CheckpointBackup, target: RestoreTarget) -> None:
             f"one of connector {target.connector_id}'s lease tables ({known}). Nothing was changed. If you know it "
             f"is this connector's, add {fill} to the backup file and trigger again"
         )
-
-
-def connector_applications(client: Any, configured: str) -> tuple[str, ...]:
-    """The configured application name and every table its ``superseded_by`` chain reaches.
-
-    Unlike :func:`resolve_application` a missing or looping hop ends the chain instead of raising:
-    the missing table is still this connector's (a restore is how it comes back).
-    """
-    chain = [configured]
-    marks = read_marks(client, configured)
-    while marks is not None and marks.superseded_by and marks.superseded_by not in chain and len(chain) <= MAX_HOPS:
-        chain.append(marks.superseded_by)
-        marks = read_marks(client, marks.superseded_by)
-    return tuple(chain)
 
 
 # -- restore --------------------------------------------------------------------------------------

@@ -14,9 +14,12 @@ from airflow.sdk.exceptions import AirflowException
 from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.backups import write_backup, write_checkpoint_backup
+from airflow_kinesis_snowflake.core.chain import walk_chain
 from airflow_kinesis_snowflake.core.cleanup import (
+    ACTIVE,
     DEFAULT_RETENTION_SECONDS,
     FAN_OUT_CONSUMER,
+    GONE,
     LEASE_TABLE,
     MIGRATION_TABLE,
     ConnectorUse,
@@ -25,6 +28,8 @@ from airflow_kinesis_snowflake.core.cleanup import (
     LeaseTableFacts,
     MigrationTableFacts,
     Rule,
+    confirm_consumer,
+    confirm_pointer,
     decide_lease_tables,
     decide_migration_table,
     deletion_order,
@@ -33,13 +38,18 @@ from airflow_kinesis_snowflake.core.cleanup import (
 )
 from airflow_kinesis_snowflake.core.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
 from airflow_kinesis_snowflake.core.maintenance import (
-    MAX_HOPS,
     MaintenanceError,
+    ResetMark,
+    clear_reset_mark,
     delete_table,
+    hold_leases,
     last_activity,
     list_table_names,
+    optional_text,
     read_marks,
+    release_leases,
     resolve_application,
+    set_reset_mark,
     snapshot,
     table_tags,
 )
@@ -54,7 +64,7 @@ from airflow_kinesis_snowflake.core.migration import (
 from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink, destination_from_text
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.operators.reset import as_bool, as_number, optional_text
+from airflow_kinesis_snowflake.operators.reset import LOCK_MARGIN_SECONDS, as_bool, as_number, maintenance_owner
 
 CONFIRMATION = "DELETE"
 ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
@@ -75,15 +85,19 @@ class CleanupOrphanedTablesOperator(BaseOperator):
       now reads with SHARED_THROUGHPUT.
 
     Never touched: untagged tables, tables with a live lease or a running reset, the active and
-    configured application of any connector, and consumers whose name is no application this
-    provider knows. Whether a table is in use is read from the table and the ledger, not only from
-    ``connectors``, so that a connector in another DAG folder keeps its table: a checkpoint,
+    configured application of this DAG's connectors, and consumers whose name is no application
+    this provider knows. Whether a table is in use is read from the table and the ledger, not only
+    from ``connectors``, so that a connector in another DAG folder keeps its table: a checkpoint,
     heartbeat, ingest run (``last_ingest_at`` of its metadata item) or ledger commit
     (``UPDATED_AT`` of ``KINESIS_INGEST_LEDGER`` in the schema of the destination its metadata item
-    names) within ``retention_days``, or within the stream's retention period if that is longer,
-    keeps it; so does a stream or ledger that cannot be read. A dry run (the default) only reports.
-    To delete, ``confirm`` must be ``DELETE``; every lease table's checkpoints and every migration
-    copy's items are backed up first, and each candidate is checked again just before it goes.
+    names) within ``retention_days``, or within the stream's retention period plus a day if that is
+    longer, keeps it; so does a stream or ledger that cannot be read, a destination not recorded,
+    and checkpoints with no commit of the application in that ledger. A superseded table stays
+    while the table it leads to is kept, not ACTIVE, or gone with a recent ledger commit; every
+    table a kept table leads to stays. A dry run (the default) only reports. To delete,
+    ``confirm`` must be ``DELETE``; each lease table is then marked as under maintenance and its
+    leases held (ingest runs skip it), decided on again, backed up and deleted; a consumer that
+    follows its lease table goes only once that table went.
 
     :param connectors: the configured connectors of this AWS connection and region, as mappings
         with ``connector_id``, ``application_name``, ``stream_name`` and ``consumer_type``.
@@ -158,8 +172,9 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         now = time.time()
         uses = [self._use(dynamodb, connector) for connector in self.connectors]
         evidence = _Evidence(kinesis.conn, self.snowflake_conn_id)
+        owner = maintenance_owner(context, "cleanup")
         try:
-            return self._run(dynamodb, kinesis, evidence, uses, now, preview_only, retention, patterns)
+            return self._run(dynamodb, kinesis, evidence, uses, now, preview_only, retention, patterns, owner)
         finally:
             evidence.close()
 
@@ -173,15 +188,21 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         preview_only: bool,
         retention: float,
         patterns: Sequence[str],
+        owner: str,
     ) -> dict[str, Any]:
-        tables: list[LeaseTableFacts] = []
+        known: dict[str, LeaseTableFacts] = {}
         migrations: list[MigrationTableFacts] = []
         for name in list_table_names(dynamodb):
             facts = self._table_facts(dynamodb, name, now)
             if isinstance(facts, MigrationTableFacts):
                 migrations.append(facts)
             elif facts is not None:
-                tables.append(evidence.add_to(facts, patterns))
+                known[facts.name] = evidence.add_to(facts, patterns)
+        # Successors not listed (created or deleted since): read, or confirmed gone with their ledger.
+        for facts in list(known.values()):
+            if facts.superseded_by:
+                self._chain(dynamodb, evidence, facts.name, now, patterns, known=known)
+        tables = list(known.values())
         streams = {use.stream_name for use in uses} | {t.stream_name for t in tables if t.tagged and t.stream_name}
         consumers = self._consumers(kinesis, sorted(streams))
         decisions = plan_cleanup(
@@ -221,9 +242,30 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             raise AirflowException(
                 f"confirm must be {CONFIRMATION!r} to delete (got {self.confirm!r}); nothing was deleted"
             )
+        deleted_tables: set[tuple[str | None, str | None]] = set()
+        kept_after_all: set[str] = set()
         for decision in deletion_order(candidates, tables):
-            if self._delete(dynamodb, kinesis, evidence, decision, uses, retention, patterns, result["backups"]):
+            if decision.kind == FAN_OUT_CONSUMER:
+                decision = confirm_consumer(decision, deleted_tables)
+            successors = walk_chain(decision.resource, known.get, lambda f: f.superseded_by).names[1:]
+            decision = confirm_pointer(decision, successors, kept_after_all)
+            if not decision.delete:
+                self.log.warning("Kept %s after all: %s", decision.resource, decision.describe())
+                kept_after_all.add(decision.resource)
+                continue
+            pointing = [
+                t.name
+                for t in tables
+                if decision.resource in walk_chain(t.name, known.get, lambda f: f.superseded_by).names[1:]
+            ]
+            if self._delete(
+                dynamodb, kinesis, evidence, decision, uses, retention, patterns, owner, pointing, result["backups"]
+            ):
                 result["deleted"].append(decision.to_dict())
+                if decision.kind == LEASE_TABLE:
+                    deleted_tables.add((decision.stream_name, decision.application_name))
+            elif decision.kind == LEASE_TABLE:
+                kept_after_all.add(decision.resource)
         self.log.info("Clean-up deleted %d of %d candidates", len(result["deleted"]), len(candidates))
         return result
 
@@ -245,11 +287,20 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             enhanced_fan_out=str(connector.get("consumer_type", "")) == ENHANCED_FAN_OUT,
         )
 
-    def _table_facts(self, client: Any, name: str, now: float) -> LeaseTableFacts | MigrationTableFacts | None:
+    def _table_facts(
+        self, client: Any, name: str, now: float, *, owner: str | None = None
+    ) -> LeaseTableFacts | MigrationTableFacts | None:
+        """What DynamoDB says of one table; None when it does not exist.
+
+        :param owner: a clean-up working on the table: its own reset mark and held leases are not
+            counted as someone else's.
+        """
         table = LeaseTable(client, name)
         description = table.describe()
-        if description is None or description.get("TableStatus") != "ACTIVE":
-            return None  # gone, or being created or deleted: next run
+        if description is None:
+            return None
+        if description.get("TableStatus") != ACTIVE:
+            return LeaseTableFacts(name=name, status=str(description.get("TableStatus")))  # decided on next run
         tags = table_tags(client, description["TableArn"])
         if tags.get(CREATED_BY_TAG) != CREATED_BY:
             return LeaseTableFacts(name=name, tags=tags)
@@ -259,20 +310,67 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         if marks is None:
             return LeaseTableFacts(name=name, tags=tags)
         leases = table.leases()
+        live = sorted(s for s, lease in leases.items() if lease.is_held(now) and lease.lease_owner != owner)
+        reset = marks.live_reset(now)
         return LeaseTableFacts(
             name=name,
             tags=tags,
             application_name=marks.application_name,
             stream_name=marks.stream_name,
             superseded_by=marks.superseded_by,
-            live_leases=tuple(sorted(shard_id for shard_id, lease in leases.items() if lease.is_held(now))),
-            reset_in_progress=marks.live_reset(now) is not None,
+            live_leases=tuple(live),
+            reset_in_progress=reset is not None and reset.owner != owner,
             last_activity=last_activity(marks, leases.values(), table.workers().values()),
             connector_id=marks.connector_id,
             destination=marks.destination,
             last_ingest_at=marks.last_ingest_at,
             stream_arn=marks.stream_arn,
+            has_checkpoints=any(lease.checkpoint is not None for lease in leases.values()),
         )
+
+    def _chain(
+        self,
+        client: Any,
+        evidence: _Evidence,
+        start: str,
+        now: float,
+        patterns: Sequence[str],
+        *,
+        known: dict[str, LeaseTableFacts] | None = None,
+        owner: str | None = None,
+    ) -> list[LeaseTableFacts]:
+        """The lease tables from ``start`` along ``superseded_by``, read fresh unless in ``known`` (which
+        gets what was read). A successor that does not exist comes back with status :data:`GONE`, the
+        destination of the table pointing to it, and its application's last ledger commit there."""
+        cache = known if known is not None else {}
+        previous: list[LeaseTableFacts] = []
+
+        def lookup(name: str) -> LeaseTableFacts | None:
+            facts: LeaseTableFacts | MigrationTableFacts | None = cache.get(name)
+            if facts is None:
+                facts = self._table_facts(client, name, now, owner=owner)
+                if facts is None and previous:
+                    pointer = previous[-1]
+                    facts = LeaseTableFacts(
+                        name=name,
+                        tags={CREATED_BY_TAG: CREATED_BY},
+                        application_name=name,
+                        stream_name=pointer.stream_name,
+                        destination=pointer.destination,
+                        stream_arn=pointer.stream_arn,
+                        status=GONE,
+                    )
+                    # Whatever the patterns: a pointer goes only when this is known.
+                    facts = evidence.add_to(facts, ("*",))
+                elif isinstance(facts, LeaseTableFacts):
+                    facts = evidence.add_to(facts, patterns)
+            if not isinstance(facts, LeaseTableFacts):
+                return None  # not there, or a migration copy where a lease table should be: unknown
+            cache[name] = facts
+            previous.append(facts)
+            return facts
+
+        return list(walk_chain(start, lookup, lambda facts: facts.superseded_by).found)
 
     def _migration_facts(self, client: Any, name: str, tags: Mapping[str, str]) -> MigrationTableFacts:
         application = tags[MIGRATION_OF_TAG]
@@ -319,6 +417,8 @@ class CleanupOrphanedTablesOperator(BaseOperator):
         uses: Sequence[ConnectorUse],
         retention: float,
         patterns: Sequence[str],
+        owner: str,
+        pointing: Sequence[str],
         backups: dict[str, str],
     ) -> bool:
         if decision.kind == FAN_OUT_CONSUMER:
@@ -326,34 +426,13 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             kinesis.deregister_consumer(decision.arn)
             self.log.info("Deregistered fan-out consumer %s of stream %s", decision.resource, decision.stream_name)
             return True
-        # A batch or a reset may have started since the plan: decide again on fresh facts.
+        if decision.kind == LEASE_TABLE:
+            return self._delete_lease_table(
+                dynamodb, evidence, decision, uses, retention, patterns, owner, pointing, backups
+            )
+        # A migration may have moved on since the plan: decide again on fresh facts.
         now = time.time()
         facts = self._table_facts(dynamodb, decision.resource, now)
-        if decision.kind == LEASE_TABLE and isinstance(facts, LeaseTableFacts):
-            # With the tables it points to: a successor in use keeps it.
-            chain = [evidence.add_to(facts, patterns)]
-            while (following := chain[-1].superseded_by) and len(chain) <= MAX_HOPS:
-                successor = self._table_facts(dynamodb, following, now)
-                if not isinstance(successor, LeaseTableFacts) or any(t.name == following for t in chain):
-                    break
-                chain.append(evidence.add_to(successor, patterns))
-            decided = decide_lease_tables(chain, uses, now=now, retention_seconds=retention, patterns=patterns)
-            mine = next(d for d in decided if d.resource == decision.resource)
-            if not mine.delete:
-                self.log.warning("Kept %s after all: %s", decision.resource, mine.describe())
-                return False
-            backup = snapshot(LeaseTable(dynamodb, decision.resource), reason="cleanup")
-            backups[decision.resource] = write_checkpoint_backup(backup, self.backup_dir)
-            self.log.info(
-                "Backed up %s (connector %s, destination %s) to %s",
-                decision.resource,
-                backup.connector_id or "not recorded",
-                backup.destination or "not recorded",
-                backups[decision.resource],
-            )
-            delete_table(dynamodb, decision.resource)
-            self.log.info("Deleted lease table %s (%s)", decision.resource, decision.rule.value)
-            return True
         if decision.kind == MIGRATION_TABLE and isinstance(facts, MigrationTableFacts):
             again = decide_migration_table(facts, now=now, retention_seconds=retention, patterns=patterns)
             if not again.delete:
@@ -376,6 +455,82 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             return True
         self.log.warning("Kept %s after all: it changed since the plan", decision.resource)
         return False
+
+    def _delete_lease_table(
+        self,
+        dynamodb: Any,
+        evidence: _Evidence,
+        decision: Decision,
+        uses: Sequence[ConnectorUse],
+        retention: float,
+        patterns: Sequence[str],
+        owner: str,
+        pointing: Sequence[str],
+        backups: dict[str, str],
+    ) -> bool:
+        """Mark the table as under maintenance and hold its leases, as a reset does, so that no ingest run
+        starts on it; decide again on fresh facts; back it up and delete it, or give it back."""
+        name = decision.resource
+        table = LeaseTable(dynamodb, name)
+        now = time.time()
+        try:
+            set_reset_mark(dynamodb, name, ResetMark(owner, "cleanup", now, now + LOCK_MARGIN_SECONDS))
+        except MaintenanceError as err:
+            self.log.warning("Kept %s after all: %s", name, err)
+            return False
+        held: dict[str, Any] = {}
+        deleted = False
+        try:
+            try:
+                # No waiting: a batch holding a lease means the table is in use.
+                held = hold_leases(table, owner, hold_seconds=LOCK_MARGIN_SECONDS, timeout_seconds=0)
+            except MaintenanceError as err:
+                self.log.warning("Kept %s after all: %s", name, err)
+                return False
+            now = time.time()
+            fresh: dict[str, LeaseTableFacts] = {}
+            # With the tables it leads to (a successor in use keeps it) and those leading to it (a kept one keeps it).
+            for start in (name, *pointing):
+                self._chain(dynamodb, evidence, start, now, patterns, known=fresh, owner=owner)
+            if name not in fresh:
+                self.log.warning("Kept %s after all: it changed since the plan", name)
+                return False
+            decided = decide_lease_tables(
+                list(fresh.values()), uses, now=now, retention_seconds=retention, patterns=patterns
+            )
+            mine = next(d for d in decided if d.resource == name)
+            if not mine.delete:
+                self.log.warning("Kept %s after all: %s", name, mine.describe())
+                return False
+            backup = snapshot(table, reason="cleanup")
+            backups[name] = write_checkpoint_backup(backup, self.backup_dir)
+            self.log.info(
+                "Backed up %s (connector %s, destination %s) to %s",
+                name,
+                backup.connector_id or "not recorded",
+                backup.destination or "not recorded",
+                backups[name],
+            )
+            delete_table(dynamodb, name)
+            deleted = True
+            self.log.info("Deleted lease table %s (%s)", name, decision.rule.value)
+            return True
+        finally:
+            if not deleted:
+                self._give_back(dynamodb, table, held, owner)
+
+    def _give_back(self, dynamodb: Any, table: LeaseTable, held: Mapping[str, Any], owner: str) -> None:
+        """Release the leases and remove the mark of a table kept after all (best effort: both expire)."""
+        try:
+            release_leases(table, held.values())
+            clear_reset_mark(dynamodb, table.table_name, owner)
+        except (ClientError, BotoCoreError) as err:
+            self.log.warning(
+                "Could not give back %s (%s); its mark and leases expire within %d s",
+                table.table_name,
+                err,
+                LOCK_MARGIN_SECONDS,
+            )
 
 
 class _Evidence:
@@ -429,11 +584,7 @@ class _Evidence:
 
     def _last_load(self, destination: str | None, application: str) -> tuple[float | None, str | None]:
         if destination is None:
-            return None, (
-                "its metadata item records no destination (a table of an earlier version, not used by an ingest run "
-                "since), so its ledger cannot be found; an ingest run of its connector records it, or delete the "
-                "table by hand once you know it is unused"
-            )
+            return None, None  # the decision names it: no destination recorded, so kept
         try:
             target = destination_from_text(destination)
         except ValueError as err:

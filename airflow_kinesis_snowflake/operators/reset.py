@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
+from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.backups import read_backup, write_checkpoint_backup
 from airflow_kinesis_snowflake.config import validate_application_name
@@ -44,17 +45,18 @@ from airflow_kinesis_snowflake.core.maintenance import (
     ResetMark,
     ResetMode,
     Resolution,
-    RestoreTarget,
     check_backup_owner,
     clear_reset_mark,
     clear_superseded,
-    connector_applications,
     delete_table,
     hold_leases,
     mark_superseded,
+    marks_chain,
+    optional_text,
     read_marks,
     resolve_application,
     restore_leases,
+    restore_target,
     set_generation,
     set_reset_mark,
     snapshot,
@@ -92,14 +94,6 @@ def as_number(value: float | int | str, name: str, *, minimum: float = 0) -> flo
     if number < minimum:
         raise AirflowException(f"{name} must be at least {minimum:g}, not {value!r}")
     return number
-
-
-def optional_text(value: str | None) -> str | None:
-    """None for an empty or missing value (a template renders a missing Param as '' or 'None')."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text if text and text != "None" else None
 
 
 def maintenance_owner(context: Context, kind: str) -> str:
@@ -768,23 +762,32 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
 
     def _check_owner(self, client: Any, backup: CheckpointBackup) -> None:
         """Refuse another connector's backup before anything is written (see :func:`check_backup_owner`)."""
-        applications = list(connector_applications(client, self.application_name))
-        marks = read_marks(client, backup.application_name)
-        if marks is not None and backup.application_name not in applications:
-            # An earlier name of this connector (superseded into its chain), or a table naming it.
-            if marks.superseded_by in applications or marks.connector_id == self.connector_id:
-                applications.append(backup.application_name)
-        target = RestoreTarget(
+        target = restore_target(
             connector_id=self.connector_id,
             stream_name=self.stream_name,
-            applications=tuple(applications),
+            chain=marks_chain(client, self.application_name),
+            backup_table=read_marks(client, backup.application_name),
             destination=optional_text(self.destination),
-            table_connector_id=marks.connector_id if marks is not None else None,
+            **self._stream_identity(),
         )
         try:
             check_backup_owner(backup, target)
         except MaintenanceError as err:
             raise AirflowException(f"{self.backup}: {err}") from err
+
+    def _stream_identity(self) -> dict[str, str | None]:
+        """The ARN and creation time of the connector's stream now; None when not read (then not compared)."""
+        kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+        try:
+            summary = kinesis.describe_stream_summary(StreamName=self.stream_name)["StreamDescriptionSummary"]
+        except (ClientError, BotoCoreError) as err:
+            self.log.warning("Cannot read stream %s to compare with the backup's: %s", self.stream_name, err)
+            return {"stream_arn": None, "stream_created_at": None}
+        created = summary.get("StreamCreationTimestamp")
+        return {
+            "stream_arn": summary["StreamARN"],
+            "stream_created_at": created.isoformat() if isinstance(created, datetime) else None,
+        }
 
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = as_bool(self.preview_only, "preview_only")

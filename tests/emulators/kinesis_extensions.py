@@ -112,11 +112,17 @@ def _moto_shard_end(stream_name: str) -> bool:
 def _dynamodb_update_item(original: Any) -> Any:
     """``{"operation": "DynamoDB.UpdateItem", "contains": "...", "action": "kill", "pid": N}``: when an
     UpdateItem whose body contains the text arrives, SIGKILL process N (and its children) first;
-    with ``"error": "Code"`` instead of an action, fail that UpdateItem with that AWS error."""
+    with ``"error": "Code"`` instead of an action, fail that UpdateItem with that AWS error.
+    ``"contains_all": [...]`` instead of ``contains``: the body contains each text."""
 
     def update_item(self: Any) -> Any:
         body = self.body if isinstance(self.body, str) else str(self.body)
-        fault = FAULTS.fire(lambda f: f["operation"] == "DynamoDB.UpdateItem" and f.get("contains", "") in body)
+        fault = FAULTS.fire(
+            lambda f: (
+                f["operation"] == "DynamoDB.UpdateItem"
+                and all(text in body for text in f.get("contains_all", [f.get("contains", "")]))
+            )
+        )
         if fault is not None:
             if "error" in fault:
                 raise JsonRESTError(fault["error"], f"injected {fault['error']} for UpdateItem")

@@ -45,6 +45,31 @@ def connector(connector_id: str, stream: str, app: str, table: str) -> dict[str,
     }
 
 
+def age_lease_table(dynamodb: Any, name: str, destination: str) -> None:
+    """Date a lease table's checkpoints, heartbeats and creation a month back and drop its last ingest run,
+    so that only the ledger can tell it is in use; its metadata item names ``destination``."""
+    month_ago = datetime.now(UTC) - timedelta(days=30)
+    for item in dynamodb.scan(TableName=name, ConsistentRead=True)["Items"]:
+        attribute, value = {
+            "METADATA": ("created_at", {"S": month_ago.isoformat()}),
+            "SHARD": ("checkpointed_at", {"N": str(month_ago.timestamp())}),
+            "WORKER": ("last_heartbeat", {"N": str(month_ago.timestamp())}),
+        }[item["item_type"]["S"]]
+        dynamodb.update_item(
+            TableName=name,
+            Key={KEY_ATTRIBUTE: item[KEY_ATTRIBUTE]},
+            UpdateExpression="SET #a = :v REMOVE last_ingest_at",
+            ExpressionAttributeNames={"#a": attribute},
+            ExpressionAttributeValues={":v": value},
+        )
+    dynamodb.update_item(
+        TableName=name,
+        Key={KEY_ATTRIBUTE: {"S": METADATA_KEY}},
+        UpdateExpression="SET destination = :d",
+        ExpressionAttributeValues={":d": {"S": destination}},
+    )
+
+
 def run(dag_id: str, env: dict[str, str], dag_file: Path, log: Path, conf: dict[str, Any] | None = None) -> str:
     proc = run_dag(dag_id, env, dag_file=dag_file, log_path=log, conf=json.dumps(conf) if conf else None)
     output = proc.stdout + proc.stderr
@@ -84,6 +109,9 @@ def test_clean_up_of_one_folder_keeps_the_live_table_of_another_and_removes_an_o
         },
     )
 
+    # Folder 2's DynamoDB says nothing recent: only its ledger commit, minutes ago, says it is in use.
+    age_lease_table(dynamodb, second_app, f"ANALYTICS.RAW.{tables[second_app]}")
+
     # Folder 1's clean-up, deleting, with no retention asked for: only folder 1's connector is in its DAG.
     output = run(
         "cleanup_1",
@@ -92,7 +120,8 @@ def test_clean_up_of_one_folder_keeps_the_live_table_of_another_and_removes_an_o
         tmp_path / "cleanup.log",
         {"dry_run": False, "confirm": "DELETE", "retention_days": 0, "application_name_patterns": [f"{prefix}*"]},
     )
-    assert f"keep lease-table {second_app} [within-retention]" in output
+    assert f"keep lease-table {second_app} [recent-load]" in output
+    assert f"the ledger of ANALYTICS.RAW.{tables[second_app]} has a commit of this application" in output
     assert f"the retention period of stream '{stream}'" in output
     assert f"DELETE lease-table {orphan} [orphaned-lease-table]" in output
     assert LeaseTable(dynamodb, second_app).exists()

@@ -31,8 +31,8 @@ from airflow_kinesis_snowflake.core.maintenance import delete_table
 from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
+from tests.integration.test_cleanup_dag import age_lease_table, dag_folder
 from tests.integration.test_cleanup_dag import connector as cleanup_connector
-from tests.integration.test_cleanup_dag import dag_folder
 from tests.integration.test_ingest_dag import checkpoints, shard_tips, write_connector
 
 pytestmark = pytest.mark.integration
@@ -52,6 +52,9 @@ class Case:
     rows_after_fault: int | None = None
     # After a successful first run, the clean-up DAG of another DAG folder deletes what it takes for unused.
     cleanup_elsewhere: bool = False
+    # Before that clean-up, the lease table's checkpoints and heartbeats are dated a month back: only
+    # the ledger's commit says the table is in use.
+    aged_checkpoints: bool = False
     # Ingest runs at least this many times in all, whether or not the table already looks complete.
     min_runs: int = 1
     # The first run succeeds; then its lease table is deleted, and the next run must load nothing again.
@@ -91,6 +94,8 @@ CASES = [
     Case("Clean-up in another folder (retention 0, confirmed) after the batch",
          cleanup_elsewhere=True, rows_after_fault=RECORDS, min_runs=2),
     Case("Lease table deleted between runs", delete_lease_table=True, rows_after_fault=RECORDS),
+    Case("Clean-up in another folder after the batch, with month-old checkpoints (kept by the ledger)",
+         cleanup_elsewhere=True, aged_checkpoints=True, rows_after_fault=RECORDS, min_runs=2),
 ]  # fmt: skip
 
 
@@ -205,6 +210,8 @@ def test_every_record_exactly_once_after_the_fault(
             code = proc.wait(timeout=600)
         fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
         if case.cleanup_elsewhere and code == 0:
+            if case.aged_checkpoints:
+                age_lease_table(emulators.boto3_client("dynamodb"), app, f"ANALYTICS.RAW.{table}")
             fired = cleanup_from_another_folder(dag_env, tmp_path, name, app)
         if case.delete_lease_table and code == 0:
             delete_table(emulators.boto3_client("dynamodb"), app)

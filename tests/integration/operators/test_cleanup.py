@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -11,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_kinesis_snowflake.core.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable, StartPosition
 from airflow_kinesis_snowflake.core.maintenance import (
     CheckpointBackup,
     ResetMark,
     mark_superseded,
+    resolve_application,
     set_reset_mark,
 )
 from airflow_kinesis_snowflake.core.migration import LegacyMigration, MigrationState
@@ -26,6 +30,7 @@ from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.shards import list_shards
 from airflow_kinesis_snowflake.core.snowflake_sink import SinkObjects, support_objects_ddl
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
+from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.conftest import create_stream, put_json, query
 from tests.emulators import Emulators
 
@@ -68,21 +73,27 @@ def identify(world: World, name: str, **attributes: dict[str, str]) -> None:
     )
 
 
-def ledger_commit(world: World, application: str, destination: Destination = DESTINATION) -> None:
-    """A row of the exactly-once ledger, committed now, as a batch of ``application`` leaves it."""
+def ledger_commit(
+    world: World, application: str, destination: Destination = DESTINATION, *, at: datetime | None = None
+) -> None:
+    """A row of the exactly-once ledger, as a batch of ``application`` leaves it, committed now or ``at``."""
     assert world.emulators is not None
+    updated = f"'{at.isoformat()}'::TIMESTAMP_TZ" if at else "CURRENT_TIMESTAMP()"
     query(
         world.emulators,
         f"INSERT INTO {SinkObjects.for_destination(destination).ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, "
-        f"SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, BATCH_ID) VALUES ('{application}', 'g', 'shardId-000000000000', "
-        "'1', 0, 'b')",
+        f"SEQUENCE_NUMBER, SUB_SEQUENCE_NUMBER, BATCH_ID, UPDATED_AT) VALUES ('{application}', 'g', "
+        f"'shardId-000000000000', '1', 0, 'b', {updated})",
     )
 
 
-def lease_table(world: World, short: str, *, old: bool = True, destination: str | None = None) -> LeaseTable:
+def lease_table(
+    world: World, short: str, *, old: bool = True, destination: str | None = None, ledger: bool = True
+) -> LeaseTable:
     """A lease table with one checkpointed shard; ``old`` dates every activity 30 days back.
 
-    Its metadata item names its connector and destination, as ingest runs record them.
+    Its metadata item names its connector and destination, as ingest runs record them; the ledger of
+    that destination holds the commit of its checkpoint (unless ``ledger`` is false), as old as it.
     """
     name = world.name(short)
     table = LeaseTable(world.dynamodb, name)
@@ -98,6 +109,8 @@ def lease_table(world: World, short: str, *, old: bool = True, destination: str 
     assert lease is not None
     table.heartbeat("batch", 60)
     table.release(table.checkpoint(lease, Checkpoint("1")))
+    if ledger and destination is None:
+        ledger_commit(world, name, at=OLD if old else None)
     if old:
         stamp = str(OLD.timestamp())
         for item in world.dynamodb.scan(TableName=name, ConsistentRead=True)["Items"]:
@@ -320,8 +333,9 @@ def test_retention_and_patterns_come_from_the_trigger_form(world: World, tmp_pat
         application_name_patterns=f'["{world.prefix}orph*"]',
         region_name="us-east-1",
     ).execute(context={})
-    assert rules(narrowed, world)[("lease-table", "orphan")] == "orphaned-lease-table"
     assert rules(narrowed, world)[("lease-table", "sx")] == "out-of-scope"
+    # sx, out of scope and so kept, supersedes into the orphan: what a kept table leads to stays.
+    assert rules(narrowed, world)[("lease-table", "orphan")] == "reached-from-kept-table"
 
 
 def test_tables_in_use_by_connectors_this_clean_up_does_not_know_are_kept(world: World, tmp_path: Path) -> None:
@@ -334,6 +348,7 @@ def test_tables_in_use_by_connectors_this_clean_up_does_not_know_are_kept(world:
     lease_table(world, "ran")
     identify(world, world.name("ran"), last_ingest_at={"N": str(time.time() - 3600)})
     lease_table(world, "no-ledger", destination="ANALYTICS.NO_SUCH_SCHEMA.EVENTS")
+    lease_table(world, "other-deployment", ledger=False)  # loads into another account's ANALYTICS.RAW
     lease_table(world, "legacy")  # created before tables recorded their destination
     world.dynamodb.update_item(
         TableName=world.name("legacy"),
@@ -351,19 +366,21 @@ def test_tables_in_use_by_connectors_this_clean_up_does_not_know_are_kept(world:
     result = cleanup(world, tmp_path, retention_days=0, preview_only=False, confirm="DELETE")
     decided = rules(result, world)
     assert {short: decided[("lease-table", short)] for short in (
-        "elsewhere", "pointer", "loaded", "ran", "no-ledger", "legacy", "lost-stream", "orphan", "sx",
+        "elsewhere", "pointer", "loaded", "ran", "no-ledger", "other-deployment", "legacy", "lost-stream", "orphan",
+        "sx",
     )} == {
         "elsewhere": "within-retention",
         "pointer": "points-to-live-table",
         "loaded": "recent-load",
         "ran": "recent-ingest-run",
         "no-ledger": "ledger-unreadable",
-        "legacy": "ledger-unreadable",
+        "other-deployment": "no-ledger-commit",
+        "legacy": "no-destination",
         "lost-stream": "stream-unknown",
         "orphan": "orphaned-lease-table",
         "sx": "superseded-lease-table",
     }  # fmt: skip
-    for short in ("elsewhere", "pointer", "loaded", "ran", "no-ledger", "legacy", "lost-stream"):
+    for short in ("elsewhere", "pointer", "loaded", "ran", "no-ledger", "other-deployment", "legacy", "lost-stream"):
         assert world.exists(short), short
     assert not world.exists("orphan") and not world.exists("sx")
     # Each kept table says why, in the log and the result.
@@ -371,4 +388,125 @@ def test_tables_in_use_by_connectors_this_clean_up_does_not_know_are_kept(world:
     assert f"the retention period of stream '{world.stream}'" in details["elsewhere"]
     assert "records no destination" in details["legacy"]
     assert "NO_SUCH_SCHEMA" in details["no-ledger"]
+    assert "holds checkpoints, but the ledger of ANALYTICS.RAW.CLEANUP_EVENTS" in details["other-deployment"]
     assert "ResourceNotFoundException" in details["lost-stream"]
+
+
+def test_a_pointer_to_a_missing_table_goes_only_once_that_application_stopped_loading(
+    world: World, tmp_path: Path
+) -> None:
+    """Another folder's configured table pointing at a successor this run cannot see."""
+    lease_table(world, "lone")  # its successor was deleted by hand; its connector still loads through a restore
+    mark_superseded(world.dynamodb, world.name("lone"), by=world.name("lone-v2"), now=OLD.timestamp())
+    ledger_commit(world, world.name("lone-v2"))
+    lease_table(world, "dead")  # its successor is gone and loaded last a month ago
+    mark_superseded(world.dynamodb, world.name("dead"), by=world.name("dead-v2"), now=OLD.timestamp())
+    ledger_commit(world, world.name("dead-v2"), at=OLD)
+
+    result = cleanup(world, tmp_path, preview_only=False, confirm="DELETE")
+    decided = rules(result, world)
+    assert (decided[("lease-table", "lone")], decided[("lease-table", "dead")]) == (
+        "points-to-live-table",
+        "superseded-lease-table",
+    )
+    assert ("lease-table", "lone-v2") not in decided  # a missing table gets no decision of its own
+    assert world.exists("lone") and not world.exists("dead")
+    detail = next(d["detail"] for d in result["kept"] if d["resource"] == world.name("lone"))
+    assert f"lease table '{world.name('lone-v2')}' it leads to does not exist" in detail
+
+
+MARKED_CLEANUP = """
+import sys
+from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
+CleanupOrphanedTablesOperator(
+    task_id="cleanup", connectors=[], application_name_patterns=[sys.argv[1]], backup_dir=sys.argv[2],
+    region_name="us-east-1", preview_only=False, confirm="DELETE",
+).execute(context={})
+"""
+
+
+def test_no_batch_starts_on_a_table_clean_up_is_about_to_delete(world: World, tmp_path: Path) -> None:
+    """Clean-up marks the table and then takes its leases before deciding for the last time.
+
+    Its process is killed right there (at its first lease write), so the window between the
+    final decision and DeleteTable stays open: ingestion resolving the table sees the mark and
+    skips, no worker can take a lease, and nothing was deleted or lost.
+    """
+    assert world.emulators is not None
+    table = lease_table(world, "doomed")
+    before = table.leases()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MARKED_CLEANUP, world.name("doomed"), str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    # Only the lease write of this table by a clean-up: the reset mark went before it.
+    world.emulators.inject_kinesis_faults(
+        [
+            {
+                "operation": "DynamoDB.UpdateItem",
+                "contains_all": [world.name("doomed"), "lease_owner = :owner", "cleanup/"],
+                "action": "kill",
+                "pid": proc.pid,
+            }
+        ]
+    )
+    try:
+        assert proc.wait(timeout=300) < 0  # killed
+    finally:
+        world.emulators.inject_kinesis_faults([])
+    assert world.exists("doomed")
+    resolution = resolve_application(world.dynamodb, world.name("doomed"))
+    assert resolution.reset is not None and resolution.reset.owner.startswith("cleanup/")
+    assert resolution.reset.mode == "cleanup"
+    # What the ingest task does with it: skip, reading nothing.
+    ingest = SparkKinesisIngestOperator(
+        task_id="ingest",
+        stream_name=world.stream,
+        application_name=world.name("doomed"),
+        database=DESTINATION.database,
+        schema=DESTINATION.schema,
+        table=DESTINATION.table,
+        region_name="us-east-1",
+    )
+    with pytest.raises(AirflowSkipException, match=f"reset of {world.name('doomed')} in progress"):
+        ingest.execute(context={})
+    assert table.leases() == before
+    assert list(tmp_path.iterdir()) == []  # never got as far as the backup
+
+
+def test_a_table_a_batch_starts_on_after_the_plan_is_given_back_with_its_pointer_and_consumer(
+    world: World, tmp_path: Path
+) -> None:
+    """A batch wins the race for the lease clean-up takes at its final check: nothing of it goes."""
+    assert world.emulators is not None
+    lease_table(world, "raced")
+    lease_table(world, "raced-old")  # another folder's configured table, pointing to it
+    mark_superseded(world.dynamodb, world.name("raced-old"), by=world.name("raced"), now=OLD.timestamp())
+    register(world, "raced")
+    planned = rules(cleanup(world, tmp_path), world)
+    assert (planned[("lease-table", "raced")], planned[("fan-out-consumer", "raced")]) == (
+        "orphaned-lease-table",
+        "unused-fan-out-consumer",
+    )
+    # The lease write of clean-up's final check loses, as to a batch that took the lease first.
+    world.emulators.inject_kinesis_faults(
+        [
+            {
+                "operation": "DynamoDB.UpdateItem",
+                "contains_all": [world.name("raced"), "lease_owner = :owner", "cleanup/"],
+                "error": "ConditionalCheckFailedException",
+            }
+        ]
+    )
+    try:
+        result = cleanup(world, tmp_path, preview_only=False, confirm="DELETE")
+    finally:
+        world.emulators.inject_kinesis_faults([])
+    deleted = {d["resource"].removeprefix(world.prefix) for d in result["deleted"]}
+    assert {"raced", "raced-old"} & deleted == set()
+    assert world.exists("raced") and world.exists("raced-old")
+    assert world.name("raced") in world.consumers()
+    # Given back: no mark left, every lease free for the next batch.
+    assert resolve_application(world.dynamodb, world.name("raced-old")).reset is None
+    assert all(lease.lease_owner is None or not lease.lease_owner.startswith("cleanup/") for lease in
+               LeaseTable(world.dynamodb, world.name("raced")).leases().values())  # fmt: skip

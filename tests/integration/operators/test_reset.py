@@ -425,6 +425,28 @@ def test_restore_refuses_a_backup_of_another_stream_or_connector(connector: Conn
         restore(connector, tmp_path, str(tmp_path / "missing.json"))
 
 
+def test_restore_refuses_a_backup_of_a_stream_deleted_and_created_again(connector: Connector, tmp_path: Path) -> None:
+    done = reset(connector, tmp_path, mode="delete_table", preview_only=False, confirm=connector.app)
+    document = json.loads(Path(done["backup_location"]).read_text())
+    summary = connector.kinesis.describe_stream_summary(StreamName=connector.stream)["StreamDescriptionSummary"]
+    # Same name, same ARN (Kinesis reuses it), created a year before the stream there is now.
+    earlier = summary["StreamCreationTimestamp"].replace(year=summary["StreamCreationTimestamp"].year - 1)
+    before = tmp_path / "before-recreate.json"
+    before.write_text(
+        json.dumps(document | {"stream_arn": summary["StreamARN"], "stream_created_at": earlier.isoformat()})
+    )
+    items = connector.items()
+    for dry_run in (True, False):
+        with pytest.raises(AirflowException, match="the stream was deleted and created again since"):
+            restore(connector, tmp_path, str(before), preview_only=dry_run, confirm=connector.app)
+    assert connector.items() == items
+    # The backup of the stream there is now is restored.
+    same = tmp_path / "same-stream.json"
+    created = summary["StreamCreationTimestamp"].isoformat()
+    same.write_text(json.dumps(document | {"stream_arn": summary["StreamARN"], "stream_created_at": created}))
+    restore(connector, tmp_path, str(same), preview_only=False, confirm=connector.app)
+
+
 def test_restore_refuses_another_connectors_backup_before_any_write(connector: Connector, tmp_path: Path) -> None:
     # Connector "clicks" reads the same stream through its own lease table, from another DAG folder.
     clicks = unique("clicks-app")
@@ -468,6 +490,21 @@ def test_restore_refuses_another_connectors_backup_before_any_write(connector: C
     message = str(refused.value)
     assert "connector 'clicks' in the backup, 'orders' for the connector" in message
     assert "destination ANALYTICS.RAW.CLICKS in the backup, ANALYTICS.RAW.ORDERS for the connector" in message
+    assert (connector.items(clicks), connector.items()) == (theirs, mine)
+
+
+def test_a_backup_naming_this_connector_does_not_take_over_another_table(connector: Connector, tmp_path: Path) -> None:
+    # Another connector's table, which does not record its connector; a backup of it that says "orders".
+    clicks = unique("clicks-app")
+    table = connector.table(clicks)
+    table.create(stream_name=connector.stream, application_name=clicks)
+    table.sync_shards(list_shards(connector.kinesis, connector.stream), TRIM)
+    connector.advance(clicks, 6)
+    claimed = tmp_path / "claimed.json"
+    claimed.write_text(json.dumps(snapshot(table, reason="cleanup").to_dict() | {"connector_id": "orders"}))
+    theirs, mine = connector.items(clicks), connector.items()
+    with pytest.raises(AirflowException, match="restoring would take it over"):
+        restore(connector, tmp_path, str(claimed), preview_only=False, confirm=connector.app)
     assert (connector.items(clicks), connector.items()) == (theirs, mine)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_kinesis_snowflake.core.cleanup import (
     FAN_OUT_CONSUMER,
+    GONE,
     LEASE_TABLE,
     MIGRATION_TABLE,
     ConnectorUse,
@@ -16,6 +17,7 @@ from airflow_kinesis_snowflake.core.cleanup import (
     LeaseTableFacts,
     MigrationTableFacts,
     Rule,
+    confirm_consumer,
     decide_consumer,
     decide_lease_table,
     decide_lease_tables,
@@ -39,13 +41,14 @@ CONNECTORS = (ORDERS, PAYMENTS)
 
 
 def table(name: str, **kwargs: object) -> LeaseTableFacts:
-    """An idle table: last used 30 days ago, on a stream keeping records 24 hours, no ledger commit."""
+    """An idle table: checkpoints and a ledger commit 30 days old, on a stream keeping records 24 hours."""
     facts = LeaseTableFacts(
         name=name,
         tags={**TAGS, APPLICATION_TAG: name},
         application_name=name,
         stream_name="orders",
         last_activity=NOW - 30 * DAY,
+        last_load_at=NOW - 30 * DAY,
         destination="ANALYTICS.RAW.ORDERS",
         stream_retention_seconds=DAY,
     )
@@ -156,8 +159,12 @@ def test_the_retention_is_never_shorter_than_the_streams() -> None:
     facts = table("elsewhere-app", last_activity=NOW - 2 * DAY, stream_retention_seconds=WEEK)
     decision = decide_lease_table(facts, CONNECTORS, now=NOW, retention_seconds=0)
     assert decision.rule is Rule.WITHIN_RETENTION and not decision.delete
-    assert "the retention period of stream 'orders'" in decision.detail and "7.0 days" in decision.detail
-    # Past the stream's retention too, it goes.
+    assert "the retention period of stream 'orders' plus 1.0 days" in decision.detail
+    assert "8.0 days" in decision.detail
+    # Kinesis trims lazily: just past the stream's retention period, records may still be read. Kept.
+    trimming = replace(facts, last_activity=NOW - WEEK - 3600, last_load_at=NOW - WEEK - 3600)
+    assert decide_lease_table(trimming, CONNECTORS, now=NOW, retention_seconds=0).rule is Rule.WITHIN_RETENTION
+    # Past the stream's retention and the margin, it goes.
     gone = decide_lease_table(replace(facts, last_activity=NOW - 8 * DAY), CONNECTORS, now=NOW, retention_seconds=0)
     assert gone.rule is Rule.ORPHANED_LEASE_TABLE
 
@@ -281,7 +288,7 @@ def test_consumers_that_are_never_candidates(facts: ConsumerFacts, rule: Rule) -
     assert decision.rule is rule and not decision.delete
 
 
-def test_plan_lists_consumers_before_tables_and_keys_consumers_by_stream() -> None:
+def test_plan_lists_tables_before_consumers_and_keys_consumers_by_stream() -> None:
     tables = [table("zz-removed"), table("orders-app"), LeaseTableFacts(name="untagged", tags={})]
     plan = plan_cleanup(
         tables=tables,
@@ -292,15 +299,15 @@ def test_plan_lists_consumers_before_tables_and_keys_consumers_by_stream() -> No
         retention_seconds=WEEK,
     )
     assert [(d.kind, d.resource, d.stream_name, d.rule) for d in plan] == [
-        (FAN_OUT_CONSUMER, "zz-removed", "clicks", Rule.UNKNOWN_CONSUMER),
-        (FAN_OUT_CONSUMER, "orders-app", "orders", Rule.NOT_ENHANCED_FAN_OUT),
-        (FAN_OUT_CONSUMER, "zz-removed", "orders", Rule.UNUSED_FAN_OUT_CONSUMER),
         (LEASE_TABLE, "orders-app", "orders", Rule.ACTIVE_APPLICATION),
         (LEASE_TABLE, "untagged", None, Rule.UNTAGGED),
         (LEASE_TABLE, "zz-removed", "orders", Rule.ORPHANED_LEASE_TABLE),
         (MIGRATION_TABLE, "legacy-app_migration", None, Rule.LEFTOVER_MIGRATION_TABLE),
+        (FAN_OUT_CONSUMER, "zz-removed", "clicks", Rule.UNKNOWN_CONSUMER),
+        (FAN_OUT_CONSUMER, "orders-app", "orders", Rule.NOT_ENHANCED_FAN_OUT),
+        (FAN_OUT_CONSUMER, "zz-removed", "orders", Rule.UNUSED_FAN_OUT_CONSUMER),
     ]
-    assert [d.to_dict()["delete"] for d in plan] == [False, True, True, False, False, True, True]
+    assert [d.to_dict()["delete"] for d in plan] == [False, False, True, True, False, True, True]
 
 
 def test_rules_that_delete() -> None:
@@ -319,3 +326,122 @@ def test_what_is_known_to_keep_a_table_is_said_before_what_is_unknown() -> None:
     assert decide(table("orders-app", **unknown_stream)).rule is Rule.ACTIVE_APPLICATION
     unreadable = {"ledger_problem": "cannot connect to Snowflake"}
     assert decide(table("old-app", last_ingest_at=NOW - DAY, **unreadable)).rule is Rule.RECENT_INGEST_RUN
+
+
+def test_a_table_whose_destination_is_not_recorded_is_kept() -> None:
+    # Its ledger cannot be found, so whether it loaded recently is unknown: with or without checkpoints.
+    for facts in (table("old-app", destination=None), table("old-app", destination=None, has_checkpoints=False)):
+        decision = decide(facts)
+        assert decision.rule is Rule.NO_DESTINATION and not decision.delete
+        assert "records no destination" in decision.detail
+
+
+def test_checkpoints_without_a_ledger_commit_are_not_proof_of_idleness() -> None:
+    # Another deployment's table loading into a schema of the same name: this ledger has no row of it.
+    decision = decide(table("other-deployment-app", last_load_at=None))
+    assert decision.rule is Rule.NO_LEDGER_COMMIT and not decision.delete
+    assert "holds checkpoints" in decision.detail and "ANALYTICS.RAW.ORDERS" in decision.detail
+    # A table that never checkpointed anything loaded nothing: it may go.
+    empty = decide(table("never-loaded-app", last_load_at=None, has_checkpoints=False))
+    assert empty.rule is Rule.ORPHANED_LEASE_TABLE
+    assert "holds no commit of this application, and it holds no checkpoint" in empty.detail
+
+
+def test_a_table_that_is_not_active_is_kept() -> None:
+    decision = decide(table("old-app", status="UPDATING"))
+    assert decision.rule is Rule.TABLE_NOT_ACTIVE and not decision.delete
+
+
+POINTER = table("clicks-app", superseded_by="clicks-v2")
+
+
+def decide_all(*tables: LeaseTableFacts) -> dict[str, Rule]:
+    return {d.resource: d.rule for d in decide_lease_tables(tables, CONNECTORS, now=NOW, retention_seconds=WEEK)}
+
+
+@pytest.mark.parametrize(
+    ("successor", "rule"),
+    [
+        (None, Rule.SUCCESSOR_UNKNOWN),  # not listed: cannot be seen
+        (table("clicks-v2", status="CREATING"), Rule.POINTS_TO_LIVE_TABLE),
+        (table("clicks-v2", status="UPDATING", last_activity=0.0), Rule.POINTS_TO_LIVE_TABLE),
+        (table("clicks-v2", status=GONE, last_load_at=NOW - DAY), Rule.POINTS_TO_LIVE_TABLE),
+        (table("clicks-v2", status=GONE, last_load_at=None, ledger_problem="timeout"), Rule.SUCCESSOR_UNKNOWN),
+        (table("clicks-v2", status=GONE, destination=None), Rule.SUCCESSOR_UNKNOWN),
+        (table("clicks-v2", status=GONE), Rule.SUPERSEDED_LEASE_TABLE),
+        (table("clicks-v2", status=GONE, last_load_at=None), Rule.SUPERSEDED_LEASE_TABLE),
+    ],
+    ids=[
+        "not-seen",
+        "creating",
+        "updating",
+        "gone-recent-ledger-commit",
+        "gone-ledger-unreadable",
+        "gone-no-destination",
+        "gone-old-ledger-commit",
+        "gone-never-loaded",
+    ],
+)
+def test_a_pointer_goes_only_once_its_successor_is_gone_and_idle(successor: LeaseTableFacts | None, rule: Rule) -> None:
+    decided = decide_all(POINTER, *([successor] if successor else []))
+    assert decided["clicks-app"] is rule
+    # A table that is not there, or not ACTIVE, gets no decision to delete it.
+    assert decided.get("clicks-v2") in (None, Rule.TABLE_NOT_ACTIVE)
+
+
+def test_a_pointer_into_a_loop_is_kept() -> None:
+    decided = decide_all(POINTER, table("clicks-v2", superseded_by="clicks-app"))
+    assert decided["clicks-app"] is Rule.SUCCESSOR_UNKNOWN
+    assert not any(rule.deletes for rule in decided.values())
+
+
+def test_every_table_a_kept_table_leads_to_is_kept() -> None:
+    # A batch holds a lease of the configured table of another folder's connector: what it points to stays.
+    live_pointer = replace(POINTER, live_leases=("shardId-000000000000",))
+    middle = table("clicks-v2", superseded_by="clicks-v3")
+    end = table("clicks-v3")
+    assert decide_all(live_pointer, middle, end) == {
+        "clicks-app": Rule.LIVE_LEASE,
+        "clicks-v2": Rule.REACHED_FROM_KEPT_TABLE,
+        "clicks-v3": Rule.REACHED_FROM_KEPT_TABLE,
+    }
+    # And the other way: the end of the chain is in use, so every table leading to it stays.
+    in_use = replace(end, last_activity=NOW - 3600)
+    assert decide_all(POINTER, middle, in_use) == {
+        "clicks-app": Rule.POINTS_TO_LIVE_TABLE,
+        "clicks-v2": Rule.POINTS_TO_LIVE_TABLE,
+        "clicks-v3": Rule.WITHIN_RETENTION,
+    }
+    # Nothing kept on it: the whole chain goes.
+    assert decide_all(POINTER, middle, end) == {
+        "clicks-app": Rule.SUPERSEDED_LEASE_TABLE,
+        "clicks-v2": Rule.SUPERSEDED_LEASE_TABLE,
+        "clicks-v3": Rule.ORPHANED_LEASE_TABLE,
+    }
+
+
+def test_consumers_go_after_their_tables_and_only_if_the_table_went() -> None:
+    tables = [table("zz-removed"), table("aa-pointer", superseded_by="zz-removed")]
+    plan = plan_cleanup(
+        tables=tables,
+        migrations=[migration()],
+        consumers=[consumer("zz-removed"), consumer("orders-app")],
+        connectors=CONNECTORS,
+        now=NOW,
+        retention_seconds=WEEK,
+    )
+    assert [(d.kind, d.resource) for d in deletion_order(plan, tables)] == [
+        (LEASE_TABLE, "zz-removed"),
+        (LEASE_TABLE, "aa-pointer"),
+        (MIGRATION_TABLE, "legacy-app_migration"),
+        (FAN_OUT_CONSUMER, "orders-app"),
+        (FAN_OUT_CONSUMER, "zz-removed"),
+    ]
+    follows = next(d for d in plan if d.kind == FAN_OUT_CONSUMER and d.resource == "zz-removed")
+    assert confirm_consumer(follows, {("orders", "zz-removed")}) == follows
+    # Its table was kept when checked again (a batch started meanwhile): the consumer stays too.
+    stays = confirm_consumer(follows, set())
+    assert stays.rule is Rule.LEASE_TABLE_KEPT and not stays.delete
+    # One that does not follow a table is not affected.
+    shared = next(d for d in plan if d.kind == FAN_OUT_CONSUMER and d.resource == "orders-app")
+    assert confirm_consumer(shared, set()) == shared

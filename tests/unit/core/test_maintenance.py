@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from airflow_kinesis_snowflake.core.chain import Chain, ChainEnd, walk_chain
 from airflow_kinesis_snowflake.core.impact import (
     Count,
     ShardImpact,
@@ -27,6 +28,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     last_activity,
     lease_from_dict,
     lease_to_dict,
+    restore_target,
 )
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 
@@ -274,3 +276,95 @@ def test_ledger_note_says_rows_are_loaded_again() -> None:
     assert "marks of 'a' (generation g1) do not apply to 'b' (generation g2)" in note
     assert "loaded again as new rows" in note
     assert position_text(TRIM) == "TRIM_HORIZON"
+
+
+ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
+
+
+def test_a_backup_of_a_stream_deleted_and_created_again_is_refused() -> None:
+    recreated = replace(ORDERS_TARGET, stream_arn="arn:aws:kinesis:us-east-1:123456789012:stream/orders-2")
+    with pytest.raises(MaintenanceError, match="the stream was deleted and created again") as refused:
+        check_backup_owner(replace(backup(), stream_arn=ARN), recreated)
+    assert f"stream ARN {ARN} in the backup" in str(refused.value)
+    # The same stream, or a side that does not know the ARN: accepted.
+    check_backup_owner(replace(backup(), stream_arn=ARN), replace(ORDERS_TARGET, stream_arn=ARN))
+    check_backup_owner(replace(backup(), stream_arn=None), recreated)
+    check_backup_owner(replace(backup(), stream_arn=ARN), replace(ORDERS_TARGET, stream_arn=None))
+
+
+def test_a_backup_naming_this_connector_must_still_be_of_one_of_its_tables() -> None:
+    # Its table exists, is not on the chain and does not name this connector: restoring would take it over.
+    elsewhere = replace(backup(), application_name="clicks-app")
+    with pytest.raises(MaintenanceError, match="restoring would take it over") as refused:
+        check_backup_owner(elsewhere, replace(ORDERS_TARGET, table_exists=True))
+    assert "is not on connector orders's chain (orders-app)" in str(refused.value)
+    # A table clean-up removed since: restoring it creates it again, taking nothing over.
+    check_backup_owner(elsewhere, replace(ORDERS_TARGET, table_exists=False))
+
+
+def table_marks(name: str, **kwargs: object) -> TableMarks:
+    return replace(TableMarks(name, name, "orders", "g1", ""), **kwargs)  # type: ignore[arg-type]
+
+
+def chain_of(*names: str, missing_last: bool = False) -> Chain[TableMarks]:
+    tables = {
+        n: table_marks(n, superseded_by=following) for n, following in zip(names, [*names[1:], None], strict=True)
+    }
+    if missing_last:
+        del tables[names[-1]]
+    return walk_chain(names[0], tables.get, lambda m: m.superseded_by)
+
+
+@pytest.mark.parametrize(
+    ("backup_table", "applications", "exists"),
+    [
+        (None, ("orders-app", "orders-v2"), False),
+        (table_marks("orders-v0", superseded_by="orders-v2"), ("orders-app", "orders-v2", "orders-v0"), True),
+        (table_marks("orders-old", connector_id="orders"), ("orders-app", "orders-v2", "orders-old"), True),
+        (table_marks("clicks-app", connector_id="clicks"), ("orders-app", "orders-v2"), True),
+        (table_marks("clicks-app"), ("orders-app", "orders-v2"), True),
+    ],
+    ids=["gone", "points-into-the-chain", "names-this-connector", "names-another", "names-none"],
+)
+def test_which_tables_are_this_connectors(
+    backup_table: TableMarks | None, applications: tuple[str, ...], exists: bool
+) -> None:
+    target = restore_target(
+        connector_id="orders",
+        stream_name="orders",
+        chain=chain_of("orders-app", "orders-v2"),
+        backup_table=backup_table,
+        stream_arn=ARN,
+    )
+    assert (target.applications, target.table_exists, target.stream_arn) == (applications, exists, ARN)
+    # A missing last hop is still this connector's: a restore is how it comes back.
+    assert restore_target(
+        connector_id="orders", stream_name="orders", chain=chain_of("orders-app", "orders-v2", missing_last=True),
+        backup_table=None,
+    ).applications == ("orders-app", "orders-v2")  # fmt: skip
+
+
+def test_a_walk_along_superseded_by_says_why_it_ended() -> None:
+    pointers = {"a": "b", "b": "c", "c": None, "x": "y", "y": "x", "m": "gone"}
+    walk = lambda start: walk_chain(start, lambda n: n if n in pointers else None, pointers.get)  # noqa: E731
+    assert (walk("a").names, walk("a").end) == (("a", "b", "c"), ChainEnd.END)
+    assert (walk("m").names, walk("m").end) == (("m", "gone"), ChainEnd.MISSING)
+    assert (walk("x").names, walk("x").end, walk("x").next_name) == (("x", "y"), ChainEnd.LOOP, "x")
+    assert (walk("nothing").names, walk("nothing").found, walk("nothing").end) == (("nothing",), (), ChainEnd.MISSING)
+    long = {f"t{i}": f"t{i + 1}" for i in range(20)}
+    capped = walk_chain("t0", lambda n: n, long.get, max_hops=3)
+    assert (capped.names, capped.end, capped.next_name) == (("t0", "t1", "t2", "t3"), ChainEnd.HOP_LIMIT, "t4")
+
+
+def test_a_stream_created_again_under_the_same_name_and_arn_is_another_stream() -> None:
+    # Kinesis gives a stream deleted and created again the same ARN: its creation time tells them apart.
+    old = replace(backup(), stream_arn=ARN, stream_created_at="2025-01-01T00:00:00+00:00")
+    now = replace(ORDERS_TARGET, stream_arn=ARN, stream_created_at="2026-03-01T12:00:00+00:00")
+    with pytest.raises(MaintenanceError, match="the stream was deleted and created again") as refused:
+        check_backup_owner(old, now)
+    assert "stream created at 2025-01-01T00:00:00+00:00 in the backup" in str(refused.value)
+    # Recorded as epoch seconds or ISO text, the same moment is the same stream.
+    check_backup_owner(
+        replace(old, stream_created_at="1735689600"), replace(now, stream_created_at=old.stream_created_at)
+    )
+    check_backup_owner(old, replace(now, stream_created_at=None))
