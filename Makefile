@@ -34,7 +34,7 @@ unit: install
 	$(VENV)/bin/pytest tests/unit -q
 
 test: install check-java lint typecheck
-	$(VENV)/bin/pytest -q -n auto
+	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
 clean:
 	rm -rf .demo .test-work .pytest_cache .mypy_cache .ruff_cache
