@@ -346,6 +346,7 @@ def choose_generation(
     table_generation: str | None,
     recorded: GenerationRecord | None,
     ledger_generations: Sequence[str],
+    recorded_table_generation: str | None = None,
     connector_id: str | None = None,
     start: StartPosition | None = None,
     stream_arn: str | None = None,
@@ -368,7 +369,14 @@ def choose_generation(
     :param recorded: the connector's newest row in the generations table.
     :param ledger_generations: generations the ledger holds marks for under ``active`` (or
         ``configured``), newest first; used only while nothing is recorded.
-    :param start: where a first start begins (recorded with it).
+    :param recorded_table_generation: the generation the recorded application's lease table holds
+        now; None when it has none. While it is still the one a reset or restore replaced
+        (``recorded.replaces``), that reset or restore stopped before it changed the table: its
+        shard leases are the replaced generation's, and switching the table's generation under
+        them would let a checkpoint behind that generation's ledger load its last batch again.
+        The change is then withdrawn: the run reads with what DynamoDB holds, and records that.
+    :param start: where a first start begins (recorded with it), or where shards with no lease
+        start when a stopped reset or restore is withdrawn.
     :raises IdentityError: when the recorded generation read a stream that was since deleted and
         created again.
     :raises MaintenanceError: when nothing is recorded and DynamoDB has no usable table either.
@@ -384,6 +392,17 @@ def choose_generation(
                 f"{recorded.generation_id} of application {recorded.application_name!r} read the stream created at "
                 f"{recorded.stream_created_at}, the stream now was created at {stream_created_at}. Trigger the "
                 "connector's reset DAG (mode delete_table) to start reading the new stream. Nothing was read"
+            )
+        if recorded.replaces is not None and recorded_table_generation == recorded.replaces:
+            return _withdrawn(
+                recorded,
+                configured=configured,
+                active=active,
+                table_generation=table_generation,
+                connector_id=connector_id,
+                start=start,
+                stream_arn=stream_arn,
+                stream_created_at=stream_created_at,
             )
         have = f"{active} generation {table_generation}" if active and table_generation else "no usable lease table"
         return GenerationChoice(
@@ -437,6 +456,94 @@ def choose_generation(
             stream_created_at=stream_created_at,
         ),
         "first recorded",
+    )
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What an ingest run does in DynamoDB to hold the generation Snowflake records (see :func:`plan_adoption`).
+
+    :param create: the lease table is missing: create it with the generation.
+    :param catch_up: the generation the table's shard leases belong to now, when it is another:
+        every lease is first held and moved to that generation's ledger marks, so that no
+        checkpoint behind what that generation committed survives the switch.
+    :param set_generation: give the existing table the adopted generation.
+    :param clear_superseded: the table itself points elsewhere: make it active again.
+    :param point: tables to point at it (``superseded_by``), the configured one last.
+    """
+
+    create: bool
+    catch_up: str | None
+    set_generation: bool
+    clear_superseded: bool
+    point: tuple[str, ...]
+
+
+def plan_adoption(
+    choice: GenerationChoice,
+    *,
+    configured: str,
+    table: TableMarks | None,
+    has_leases: bool,
+    chain: Sequence[str],
+    existing: Iterable[str],
+) -> Adoption:
+    """Decide how an adopted generation is put into DynamoDB; no I/O.
+
+    :param table: the marks of ``choice.application_name``'s table; None when it is missing.
+    :param has_leases: that table holds shard leases.
+    :param chain: the tables resolution read, configured first.
+    :param existing: which of those (and ``configured``) have a metadata item.
+    """
+    name = choice.application_name
+    switch = table is not None and table.generation_id != choice.generation_id
+    present = set(existing)
+    return Adoption(
+        create=table is None,
+        catch_up=table.generation_id if switch and has_leases and table is not None else None,
+        set_generation=switch,
+        clear_superseded=table is not None and table.superseded_by is not None,
+        point=tuple(other for other in dict.fromkeys((*chain, configured)) if other != name and other in present),
+    )
+
+
+def _withdrawn(
+    recorded: GenerationRecord,
+    *,
+    configured: str,
+    active: str | None,
+    table_generation: str | None,
+    connector_id: str | None,
+    start: StartPosition | None,
+    stream_arn: str | None,
+    stream_created_at: str | None,
+) -> GenerationChoice:
+    """A reset or restore recorded in Snowflake that stopped before it changed its lease table."""
+    stopped = (
+        f"{recorded.reason.value} to {recorded.application_name} generation {recorded.generation_id} was recorded, "
+        f"but lease table {recorded.application_name} still holds generation {recorded.replaces}: it stopped before "
+        "it changed DynamoDB"
+    )
+    if active is None or table_generation is None:
+        raise MaintenanceError(
+            f"{stopped}, and the connector has no usable lease table to go on with; trigger the reset or restore again"
+        )
+    return GenerationChoice(
+        active,
+        table_generation,
+        start,
+        False,
+        GenerationRecord(
+            configured,
+            active,
+            table_generation,
+            GenerationReason.RESET_WITHDRAWN,
+            start,
+            connector_id=connector_id,
+            stream_arn=stream_arn,
+            stream_created_at=stream_created_at,
+        ),
+        f"{stopped}; withdrawn, {active} generation {table_generation} goes on (trigger it again to carry it out)",
     )
 
 

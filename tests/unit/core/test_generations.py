@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from airflow_kinesis_snowflake.core.leases import IdentityError, StartPosition
-from airflow_kinesis_snowflake.core.maintenance import GenerationChoice, MaintenanceError, choose_generation
+from airflow_kinesis_snowflake.core.maintenance import (
+    GenerationChoice,
+    MaintenanceError,
+    TableMarks,
+    choose_generation,
+    plan_adoption,
+)
 from airflow_kinesis_snowflake.core.positions import InitialPosition
 from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord
 
@@ -104,3 +111,69 @@ def test_adopting_a_generation_of_a_stream_since_recreated_is_refused() -> None:
             recorded=record("orders-app", "g1", GenerationReason.FIRST_START),
             stream_created_at="2026-02-01T00:00:00+00:00",
         )
+
+
+# -- a reset or restore that recorded its intent and stopped before it changed DynamoDB ----------
+
+
+def stopped(reason: GenerationReason, application: str = "orders-app", replaces: str = "g1") -> GenerationRecord:
+    return replace(record(application, "g2", reason, RESET_AT), replaces=replaces)
+
+
+def test_a_delete_table_reset_stopped_before_deleting_the_table_is_withdrawn() -> None:
+    # The table still holds g1 and its leases: switching it to g2 would drop g1's ledger marks.
+    choice = choose(recorded=stopped(GenerationReason.RESET_DELETE_TABLE), recorded_table_generation="g1")
+    assert (choice.application_name, choice.generation_id, choice.adopted) == ("orders-app", "g1", False)
+    assert choice.record == record("orders-app", "g1", GenerationReason.RESET_WITHDRAWN)
+    assert "stopped before it changed DynamoDB" in choice.why
+
+
+def test_a_restore_stopped_before_writing_another_table_is_withdrawn_to_the_active_one() -> None:
+    recorded = stopped(GenerationReason.RESTORE, application="orders-app-old", replaces="g0")
+    choice = choose(active="orders-app-v2", table_generation="g5", recorded=recorded, recorded_table_generation="g0")
+    assert (choice.application_name, choice.generation_id, choice.adopted) == ("orders-app-v2", "g5", False)
+    assert choice.record is not None and choice.record.reason is GenerationReason.RESET_WITHDRAWN
+
+
+def test_a_stopped_reset_with_no_table_to_go_on_with_is_an_error() -> None:
+    recorded = stopped(GenerationReason.RESTORE, application="orders-app-old", replaces="g0")
+    with pytest.raises(MaintenanceError, match="trigger the reset or restore again"):
+        choose(active=None, table_generation=None, recorded=recorded, recorded_table_generation="g0")
+
+
+def test_a_reset_whose_table_was_deleted_and_created_again_is_carried_out() -> None:
+    # The table holds neither the replaced generation nor the recorded one: it was recreated.
+    choice = choose(
+        table_generation="g3", recorded=stopped(GenerationReason.RESET_DELETE_TABLE), recorded_table_generation="g3"
+    )
+    assert (choice.generation_id, choice.adopted, choice.start) == ("g2", True, RESET_AT)
+
+
+def adopted(generation: str = "g2") -> GenerationChoice:
+    return GenerationChoice("orders-app", generation, TRIM, True, None, "adopted")
+
+
+def marks(generation: str, superseded_by: str | None = None) -> TableMarks:
+    return TableMarks("orders-app", "orders-app", "orders", generation, "", superseded_by=superseded_by)
+
+
+def test_adopting_into_a_table_with_another_generations_leases_catches_them_up_first() -> None:
+    plan = plan_adoption(
+        adopted(), configured="orders-app", table=marks("g1"), has_leases=True, chain=("orders-app",), existing=()
+    )
+    assert (plan.create, plan.catch_up, plan.set_generation) == (False, "g1", True)
+
+
+def test_adopting_into_a_table_without_leases_switches_it_directly() -> None:
+    plan = plan_adoption(
+        adopted(), configured="orders-app", table=marks("g1"), has_leases=False, chain=("orders-app",), existing=()
+    )
+    assert (plan.catch_up, plan.set_generation) == (None, True)
+
+
+def test_adopting_into_a_missing_table_creates_it_and_points_the_configured_table_at_it() -> None:
+    choice = replace(adopted(), application_name="orders-app-v2")
+    plan = plan_adoption(
+        choice, configured="orders-app", table=None, has_leases=False, chain=("orders-app",), existing=("orders-app",)
+    )
+    assert (plan.create, plan.catch_up, plan.set_generation, plan.point) == (True, None, False, ("orders-app",))
