@@ -38,7 +38,7 @@ from airflow_kinesis_snowflake.core.leases import (
     StartPosition,
     lease_to_item,
 )
-from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord
 
 SUPERSEDED_BY = "superseded_by"
@@ -317,13 +317,21 @@ def resolve_application(client: Any, configured: str, *, now: float | None = Non
 # -- which generation: Snowflake's record over DynamoDB's cache ------------------------------------
 
 
+# Where shards with no ledger mark start in a generation adopted from the ledger (and in a recorded
+# one whose row has no start): nothing of them was loaded in that generation, so reading from the
+# oldest record loads nothing twice, while the connector's initial position resolved now (LATEST, or
+# a later timestamp) would skip every record before the adopting run.
+ADOPTED_START = StartPosition(InitialPosition.TRIM_HORIZON)
+
+
 @dataclass(frozen=True)
 class GenerationChoice:
     """The application name and generation an ingest run reads with, and what it must repair first.
 
     :param application_name: the lease table to read with.
     :param generation_id: the generation keying the ledger's marks.
-    :param start: where shards with no lease start; None: the connector's initial position.
+    :param start: where shards with no lease start; None: the connector's initial position (never
+        for an adopted generation: its recorded start, or TRIM_HORIZON).
     :param adopted: DynamoDB does not hold this (a lease table was lost, recreated, or lost its
         ``superseded_by``): the table must be given this generation (created if missing) and the
         configured table pointed at it before anything is read.
@@ -408,7 +416,8 @@ def choose_generation(
         return GenerationChoice(
             recorded.application_name,
             recorded.generation_id,
-            recorded.start,
+            # Never the initial position resolved now (LATEST): records before this run would be skipped.
+            recorded.start or ADOPTED_START,
             True,
             None,
             f"Snowflake records {recorded.application_name} generation {recorded.generation_id} "
@@ -425,14 +434,14 @@ def choose_generation(
         return GenerationChoice(
             application,
             adopted,
-            None,
+            ADOPTED_START,
             True,
             GenerationRecord(
                 configured,
                 application,
                 adopted,
                 GenerationReason.ADOPTED,
-                None,
+                ADOPTED_START,
                 connector_id=connector_id,
                 stream_arn=stream_arn,
                 stream_created_at=stream_created_at,

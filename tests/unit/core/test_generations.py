@@ -91,7 +91,7 @@ def test_nothing_recorded_and_a_table_the_ledger_does_not_know_adopts_the_ledger
     # A table lost before the generations table existed: the ledger's newest generation wins.
     choice = choose(table_generation="g3", ledger_generations=("g2", "g1"))
     assert (choice.generation_id, choice.adopted) == ("g2", True)
-    assert choice.record == record("orders-app", "g2", GenerationReason.ADOPTED, None)
+    assert choice.record == record("orders-app", "g2", GenerationReason.ADOPTED, TRIM)
 
 
 def test_nothing_recorded_and_a_table_the_ledger_knows_is_recorded() -> None:
@@ -177,3 +177,21 @@ def test_adopting_into_a_missing_table_creates_it_and_points_the_configured_tabl
         choice, configured="orders-app", table=None, has_leases=False, chain=("orders-app",), existing=("orders-app",)
     )
     assert (plan.create, plan.catch_up, plan.set_generation, plan.point) == (True, None, False, ("orders-app",))
+
+
+# -- where shards without a ledger mark start in an adopted generation -----------------------------
+
+LATEST_NOW = StartPosition(InitialPosition.AT_TIMESTAMP, datetime(2026, 3, 1, tzinfo=UTC))  # LATEST, resolved now
+
+
+def test_an_adoption_from_the_ledger_starts_unmarked_shards_at_the_oldest_record_not_now() -> None:
+    # A LATEST connector whose table was lost: a quiet shard has no mark, and was never loaded.
+    choice = choose(table_generation="g3", ledger_generations=("g2",), start=LATEST_NOW)
+    assert choice.start == TRIM
+    assert choice.record is not None and choice.record.start == TRIM
+
+
+def test_a_recorded_row_without_a_start_is_adopted_from_the_oldest_record_not_now() -> None:
+    recorded = record("orders-app", "g2", GenerationReason.ADOPTED, None)
+    choice = choose(table_generation="g3", recorded=recorded, start=LATEST_NOW)
+    assert (choice.generation_id, choice.adopted, choice.start) == ("g2", True, TRIM)
