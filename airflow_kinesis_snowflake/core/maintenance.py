@@ -356,6 +356,7 @@ def choose_generation(
     ledger_generations: Sequence[str],
     recorded_table_generation: str | None = None,
     connector_id: str | None = None,
+    destination: str | None = None,
     start: StartPosition | None = None,
     stream_arn: str | None = None,
     stream_created_at: str | None = None,
@@ -385,10 +386,21 @@ def choose_generation(
         The change is then withdrawn: the run reads with what DynamoDB holds, and records that.
     :param start: where a first start begins (recorded with it), or where shards with no lease
         start when a stopped reset or restore is withdrawn.
-    :raises IdentityError: when the recorded generation read a stream that was since deleted and
+    :param destination: the table this connector loads; rows recording another are not its own.
+    :raises IdentityError: when the connector's row records another destination (two connectors
+        share the application name), or when the recorded generation read a stream that was since deleted and
         created again.
     :raises MaintenanceError: when nothing is recorded and DynamoDB has no usable table either.
     """
+    if recorded is not None and recorded.destination and destination and recorded.destination != destination:
+        raise IdentityError(
+            f"application name {recorded.application_name!r} is recorded in Snowflake for connector "
+            f"{recorded.connector_id or '(unknown)'!r}, which loads {recorded.destination}; connector "
+            f"{connector_id or '(unknown)'!r} loads {destination}. One application name serves one destination "
+            "(the ledger's marks are kept per application name): the connector that recorded it keeps it and "
+            f"needs no change; give connector {connector_id or '(this one)'!r} an application_name of its own. "
+            "Nothing was read"
+        )
     if recorded is not None:
         if (active, table_generation) == (recorded.application_name, recorded.generation_id):
             return GenerationChoice(
@@ -411,6 +423,7 @@ def choose_generation(
                 start=start,
                 stream_arn=stream_arn,
                 stream_created_at=stream_created_at,
+                destination=destination,
             )
         have = f"{active} generation {table_generation}" if active and table_generation else "no usable lease table"
         return GenerationChoice(
@@ -445,6 +458,7 @@ def choose_generation(
                 connector_id=connector_id,
                 stream_arn=stream_arn,
                 stream_created_at=stream_created_at,
+                destination=destination,
             ),
             f"lease table {application} has generation {table_generation}, which the ledger has no marks for, "
             f"while it holds marks of generation {adopted}",
@@ -463,6 +477,7 @@ def choose_generation(
             connector_id=connector_id,
             stream_arn=stream_arn,
             stream_created_at=stream_created_at,
+            destination=destination,
         ),
         "first recorded",
     )
@@ -526,6 +541,7 @@ def _withdrawn(
     start: StartPosition | None,
     stream_arn: str | None,
     stream_created_at: str | None,
+    destination: str | None,
 ) -> GenerationChoice:
     """A reset or restore recorded in Snowflake that stopped before it changed its lease table."""
     stopped = (
@@ -551,6 +567,7 @@ def _withdrawn(
             connector_id=connector_id,
             stream_arn=stream_arn,
             stream_created_at=stream_created_at,
+            destination=destination,
         ),
         f"{stopped}; withdrawn, {active} generation {table_generation} goes on (trigger it again to carry it out)",
     )

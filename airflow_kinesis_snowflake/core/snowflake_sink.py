@@ -198,12 +198,12 @@ def generations_ddl(destination: Destination) -> SupportObjectDDL:
         "CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, "
         "GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, "
         "START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, "
-        "RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), REPLACED_GENERATION_ID VARCHAR)",
+        "RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), REPLACED_GENERATION_ID VARCHAR, DESTINATION VARCHAR)",
     )
 
 
 # Columns added to the generations table after its first release: added to existing tables too.
-GENERATIONS_ADDED_COLUMNS = (("REPLACED_GENERATION_ID", "VARCHAR"),)
+GENERATIONS_ADDED_COLUMNS = (("REPLACED_GENERATION_ID", "VARCHAR"), ("DESTINATION", "VARCHAR"))
 
 
 def generations_columns_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
@@ -275,6 +275,8 @@ class GenerationRecord:
     :param recorded_at: when (set by Snowflake; None before it is written).
     :param replaces: a reset's or restore's: the generation the lease table held when it was
         recorded. While the table still holds it, the change was not carried out.
+    :param destination: the table the connector loads, ``DATABASE.SCHEMA.TABLE``: an application
+        name serves one destination, and another connector's rows are never adopted.
     """
 
     configured_application_name: str
@@ -287,6 +289,7 @@ class GenerationRecord:
     stream_created_at: str | None = None
     recorded_at: datetime | None = None
     replaces: str | None = None
+    destination: str | None = None
 
 
 @dataclass(frozen=True)
@@ -475,8 +478,8 @@ class SnowflakeSink:
         """
         rows = self._execute(
             "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, REASON, START_POSITION, "
-            "START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT, REPLACED_GENERATION_ID "
-            f"FROM {self.generations} "
+            "START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT, REPLACED_GENERATION_ID, "
+            f"DESTINATION FROM {self.generations} "
             "WHERE CONFIGURED_APPLICATION_NAME = %s OR APPLICATION_NAME = %s ORDER BY RECORDED_AT DESC LIMIT 1",
             (configured_application_name, configured_application_name),
         )
@@ -495,6 +498,7 @@ class SnowflakeSink:
             stream_created_at=r[8],
             recorded_at=r[9] if isinstance(r[9], datetime) else None,
             replaces=r[10],
+            destination=r[11],
         )
 
     def record_generation(self, record: GenerationRecord) -> None:
@@ -503,7 +507,7 @@ class SnowflakeSink:
         self._execute(
             f"INSERT INTO {self.generations} (CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, "
             "REASON, START_POSITION, START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, "
-            "REPLACED_GENERATION_ID) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "REPLACED_GENERATION_ID, DESTINATION) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 record.configured_application_name,
                 record.application_name,
@@ -515,6 +519,7 @@ class SnowflakeSink:
                 record.stream_arn,
                 record.stream_created_at,
                 record.replaces,
+                record.destination,
             ),
         )
 

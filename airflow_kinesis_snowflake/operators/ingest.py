@@ -367,6 +367,7 @@ class SparkKinesisIngestOperator(BaseOperator):
                     ledger_generations=sink.ledger_generations(active or configured) if recorded is None else (),
                     recorded_table_generation=recorded_table.generation_id if recorded_table else None,
                     connector_id=identity.connector_id,
+                    destination=identity.destination,
                     start=start,
                     stream_arn=stream_arn,
                     stream_created_at=stream_created,

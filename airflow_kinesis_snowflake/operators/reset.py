@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -149,7 +149,7 @@ class _SnowflakeRecords:
 
     def _record(self, record: GenerationRecord) -> None:
         with self._generations() as sink:
-            sink.record_generation(record)
+            sink.record_generation(replace(record, destination=record.destination or self._destination_text()))
 
 
 def _clear_marks(client: Any, tables: Iterable[str], owner: str, log: Any) -> None:
@@ -428,6 +428,7 @@ class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
                         # A delete_table reset replaces the generation of the table it deletes: while the
                         # table still holds it, ingest knows the reset stopped before it changed anything.
                         replaces=marks.generation_id if settings.mode is ResetMode.DELETE_TABLE else None,
+                        destination=identity.destination,
                     )
                 )
             self.log.info(

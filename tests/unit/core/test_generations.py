@@ -195,3 +195,34 @@ def test_a_recorded_row_without_a_start_is_adopted_from_the_oldest_record_not_no
     recorded = record("orders-app", "g2", GenerationReason.ADOPTED, None)
     choice = choose(table_generation="g3", recorded=recorded, start=LATEST_NOW)
     assert (choice.generation_id, choice.adopted, choice.start) == ("g2", True, TRIM)
+
+
+# -- one application name, one destination ---------------------------------------------------------
+
+
+def test_another_connectors_recorded_application_name_is_refused_naming_both() -> None:
+    # The lease table was lost; the second connector of the schema must not adopt the first one's marks.
+    recorded = replace(record("orders-app", "g1", GenerationReason.FIRST_START), destination="ANALYTICS.RAW.ORDERS")
+    with pytest.raises(IdentityError) as refused:
+        choose(
+            active="orders-app",
+            table_generation="g7",
+            recorded=recorded,
+            connector_id="refunds",
+            destination="ANALYTICS.RAW.REFUNDS",
+        )
+    message = str(refused.value)
+    assert "'orders', which loads ANALYTICS.RAW.ORDERS" in message
+    assert "'refunds' loads ANALYTICS.RAW.REFUNDS" in message
+    assert "needs no change; give connector 'refunds' an application_name of its own" in message
+
+
+def test_the_recorded_destination_is_the_connectors_own() -> None:
+    recorded = replace(record("orders-app", "g1", GenerationReason.FIRST_START), destination="ANALYTICS.RAW.ORDERS")
+    choice = choose(table_generation="g7", recorded=recorded, destination="ANALYTICS.RAW.ORDERS")
+    assert (choice.generation_id, choice.adopted) == ("g1", True)
+
+
+def test_the_first_record_names_the_destination() -> None:
+    choice = choose(destination="ANALYTICS.RAW.ORDERS")
+    assert choice.record is not None and choice.record.destination == "ANALYTICS.RAW.ORDERS"

@@ -144,6 +144,7 @@ def test_support_objects_come_from_the_sink_ddl() -> None:
         "stage",
         "generations",
         "generations columns",
+        "generations columns",
     ]
 
 
