@@ -32,11 +32,13 @@ from airflow_kinesis_snowflake.core.impact import (
     totals,
 )
 from airflow_kinesis_snowflake.core.leases import (
+    IdentityError,
     Lease,
     LeaseTable,
     LeaseTableError,
     StartPosition,
     TableIdentity,
+    check_identity,
     earliest_start,
 )
 from airflow_kinesis_snowflake.core.maintenance import (
@@ -146,6 +148,18 @@ class _SnowflakeRecords:
             yield sink
         finally:
             conn.close()
+
+    def _check_identity(self, client: Any, *names: str | None) -> None:
+        """Refuse a lease table whose progress belongs to a connector loading another destination."""
+        current = TableIdentity(self.connector_id, self._destination_text())
+        for name in dict.fromkeys(n for n in names if n):
+            metadata = LeaseTable(client, name).metadata() if LeaseTable(client, name).exists() else None
+            if metadata is None:
+                continue
+            try:
+                check_identity(name, metadata.identity, current)
+            except IdentityError as err:
+                raise AirflowException(f"{err} (nothing was changed)") from err
 
     def _record(self, record: GenerationRecord) -> None:
         with self._generations() as sink:
@@ -385,6 +399,7 @@ class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
                 "nothing was changed"
             )
         self._destination()  # where the change is recorded: checked before anything is marked
+        self._check_identity(client, self.application_name, current)
         owner = maintenance_owner(context, "reset")
         lock = settings.lease_wait_timeout_seconds + LOCK_MARGIN_SECONDS
         mark = ResetMark(owner, settings.mode.value, now.timestamp(), now.timestamp() + lock)
@@ -867,6 +882,7 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                 f"confirm must be the current application name {expected!r} (got {self.confirm!r}); nothing was changed"
             )
         self._destination()  # where the restore is recorded: checked before anything is marked
+        self._check_identity(client, self.application_name, current, target)
 
         now = datetime.now(UTC).timestamp()
         owner = maintenance_owner(context, "restore")
