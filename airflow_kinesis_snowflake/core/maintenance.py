@@ -249,16 +249,49 @@ def clear_superseded(client: Any, table_name: str) -> None:
     )
 
 
-def set_generation(client: Any, table_name: str, generation_id: str) -> None:
-    """Give a table a generation id; a restore brings back the one the ledger marks belong to."""
-    client.update_item(
-        TableName=table_name,
-        Key=_metadata_key(),
-        UpdateExpression="SET generation_id = :g",
-        ConditionExpression="attribute_exists(#k)",
-        ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-        ExpressionAttributeValues={":g": {"S": generation_id}},
+def set_generation(
+    client: Any,
+    table_name: str,
+    generation_id: str,
+    *,
+    expected: str | None = None,
+    owner: str | None = None,
+    now: float | None = None,
+) -> None:
+    """Give a table a generation id; a restore brings back the one the ledger marks belong to.
+
+    Conditional: the table must still hold ``expected`` (when given), and no live reset or restore
+    mark but ``owner``'s may be on it, so a run that decided on an older view changes nothing.
+
+    :raises MaintenanceError: when the table changed meanwhile or another reset's mark is live.
+    """
+    now = time.time() if now is None else now
+    condition = (
+        f"attribute_exists(#k) AND (attribute_not_exists({RESET_OWNER}) OR {RESET_EXPIRES_AT} < :now"
+        + (f" OR {RESET_OWNER} = :owner)" if owner is not None else ")")
+        + (" AND generation_id = :expected" if expected is not None else "")
     )
+    values: dict[str, Any] = {":g": {"S": generation_id}, ":now": {"N": str(now)}}
+    if owner is not None:
+        values[":owner"] = {"S": owner}
+    if expected is not None:
+        values[":expected"] = {"S": expected}
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key=_metadata_key(),
+            UpdateExpression="SET generation_id = :g",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as err:
+        if not _is_conditional_failure(err):
+            raise
+        raise MaintenanceError(
+            f"lease table {table_name!r} changed while its generation was being set to {generation_id} "
+            f"(expected {expected or 'any'}; a reset or restore may be working on it); nothing was changed"
+        ) from err
 
 
 # -- which application is active ------------------------------------------------------------------
@@ -491,7 +524,8 @@ class Adoption:
     :param catch_up: the generation the table's shard leases belong to now, when it is another:
         every lease is first held and moved to that generation's ledger marks, so that no
         checkpoint behind what that generation committed survives the switch.
-    :param set_generation: give the existing table the adopted generation.
+    :param set_generation: give the existing table the adopted generation (conditional on it
+        still holding ``current_generation``).
     :param clear_superseded: the table itself points elsewhere: make it active again.
     :param point: tables to point at it (``superseded_by``), the configured one last.
     """
@@ -501,6 +535,7 @@ class Adoption:
     set_generation: bool
     clear_superseded: bool
     point: tuple[str, ...]
+    current_generation: str | None = None
 
 
 def plan_adoption(
@@ -528,6 +563,7 @@ def plan_adoption(
         set_generation=switch,
         clear_superseded=table is not None and table.superseded_by is not None,
         point=tuple(other for other in dict.fromkeys((*chain, configured)) if other != name and other in present),
+        current_generation=table.generation_id if table is not None else None,
     )
 
 

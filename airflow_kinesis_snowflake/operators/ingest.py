@@ -509,7 +509,10 @@ class SparkKinesisIngestOperator(BaseOperator):
         if adoption.catch_up is not None:
             self._catch_up(table, adoption.catch_up, caught_up)
         if adoption.set_generation:
-            set_generation(client, name, choice.generation_id)
+            try:
+                set_generation(client, name, choice.generation_id, expected=adoption.current_generation)
+            except MaintenanceError as err:
+                raise AirflowException(f"{err}; the next run decides again") from err
         if adoption.clear_superseded:
             clear_superseded(client, name)
         for other in adoption.point:

@@ -950,7 +950,7 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                         "The restore stopped after it wrote leases into %s: trigger it again to finish it", target
                     )
                 raise
-            set_generation(client, target, backup.generation_id)
+            set_generation(client, target, backup.generation_id, owner=owner)
             clear_superseded(client, target)
             holding = [(t, held) for t, held in holding if t.table_name != target]
             if current is not None and current != target:
