@@ -157,7 +157,8 @@ def check_identity(table_name: str, recorded: TableIdentity, current: TableIdent
             f"application name {table_name!r} is already used by connector {recorded.connector_id or '(unknown)'!r}, "
             f"which loads {recorded.destination}; connector {current.connector_id or '(unknown)'!r} loads "
             f"{current.destination}. One application name serves one destination (its checkpoints and the "
-            "ledger would split records between the tables): give connector "
+            "ledger would split records between the tables): connector "
+            f"{recorded.connector_id or '(unknown)'!r} keeps it and needs no change; give connector "
             f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
         )
     if (

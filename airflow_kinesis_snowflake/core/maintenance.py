@@ -38,7 +38,7 @@ from airflow_kinesis_snowflake.core.leases import (
     StartPosition,
     lease_to_item,
 )
-from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord
 
 SUPERSEDED_BY = "superseded_by"
@@ -249,16 +249,49 @@ def clear_superseded(client: Any, table_name: str) -> None:
     )
 
 
-def set_generation(client: Any, table_name: str, generation_id: str) -> None:
-    """Give a table a generation id; a restore brings back the one the ledger marks belong to."""
-    client.update_item(
-        TableName=table_name,
-        Key=_metadata_key(),
-        UpdateExpression="SET generation_id = :g",
-        ConditionExpression="attribute_exists(#k)",
-        ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-        ExpressionAttributeValues={":g": {"S": generation_id}},
+def set_generation(
+    client: Any,
+    table_name: str,
+    generation_id: str,
+    *,
+    expected: str | None = None,
+    owner: str | None = None,
+    now: float | None = None,
+) -> None:
+    """Give a table a generation id; a restore brings back the one the ledger marks belong to.
+
+    Conditional: the table must still hold ``expected`` (when given), and no live reset or restore
+    mark but ``owner``'s may be on it, so a run that decided on an older view changes nothing.
+
+    :raises MaintenanceError: when the table changed meanwhile or another reset's mark is live.
+    """
+    now = time.time() if now is None else now
+    condition = (
+        f"attribute_exists(#k) AND (attribute_not_exists({RESET_OWNER}) OR {RESET_EXPIRES_AT} < :now"
+        + (f" OR {RESET_OWNER} = :owner)" if owner is not None else ")")
+        + (" AND generation_id = :expected" if expected is not None else "")
     )
+    values: dict[str, Any] = {":g": {"S": generation_id}, ":now": {"N": str(now)}}
+    if owner is not None:
+        values[":owner"] = {"S": owner}
+    if expected is not None:
+        values[":expected"] = {"S": expected}
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key=_metadata_key(),
+            UpdateExpression="SET generation_id = :g",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as err:
+        if not _is_conditional_failure(err):
+            raise
+        raise MaintenanceError(
+            f"lease table {table_name!r} changed while its generation was being set to {generation_id} "
+            f"(expected {expected or 'any'}; a reset or restore may be working on it); nothing was changed"
+        ) from err
 
 
 # -- which application is active ------------------------------------------------------------------
@@ -317,13 +350,21 @@ def resolve_application(client: Any, configured: str, *, now: float | None = Non
 # -- which generation: Snowflake's record over DynamoDB's cache ------------------------------------
 
 
+# Where shards with no ledger mark start in a generation adopted from the ledger (and in a recorded
+# one whose row has no start): nothing of them was loaded in that generation, so reading from the
+# oldest record loads nothing twice, while the connector's initial position resolved now (LATEST, or
+# a later timestamp) would skip every record before the adopting run.
+ADOPTED_START = StartPosition(InitialPosition.TRIM_HORIZON)
+
+
 @dataclass(frozen=True)
 class GenerationChoice:
     """The application name and generation an ingest run reads with, and what it must repair first.
 
     :param application_name: the lease table to read with.
     :param generation_id: the generation keying the ledger's marks.
-    :param start: where shards with no lease start; None: the connector's initial position.
+    :param start: where shards with no lease start; None: the connector's initial position (never
+        for an adopted generation: its recorded start, or TRIM_HORIZON).
     :param adopted: DynamoDB does not hold this (a lease table was lost, recreated, or lost its
         ``superseded_by``): the table must be given this generation (created if missing) and the
         configured table pointed at it before anything is read.
@@ -346,7 +387,9 @@ def choose_generation(
     table_generation: str | None,
     recorded: GenerationRecord | None,
     ledger_generations: Sequence[str],
+    recorded_table_generation: str | None = None,
     connector_id: str | None = None,
+    destination: str | None = None,
     start: StartPosition | None = None,
     stream_arn: str | None = None,
     stream_created_at: str | None = None,
@@ -368,11 +411,29 @@ def choose_generation(
     :param recorded: the connector's newest row in the generations table.
     :param ledger_generations: generations the ledger holds marks for under ``active`` (or
         ``configured``), newest first; used only while nothing is recorded.
-    :param start: where a first start begins (recorded with it).
-    :raises IdentityError: when the recorded generation read a stream that was since deleted and
+    :param recorded_table_generation: the generation the recorded application's lease table holds
+        now; None when it has none. While it is still the one a reset or restore replaced
+        (``recorded.replaces``), that reset or restore stopped before it changed the table: its
+        shard leases are the replaced generation's, and switching the table's generation under
+        them would let a checkpoint behind that generation's ledger load its last batch again.
+        The change is then withdrawn: the run reads with what DynamoDB holds, and records that.
+    :param start: where a first start begins (recorded with it), or where shards with no lease
+        start when a stopped reset or restore is withdrawn.
+    :param destination: the table this connector loads; rows recording another are not its own.
+    :raises IdentityError: when the connector's row records another destination (two connectors
+        share the application name), or when the recorded generation read a stream that was since deleted and
         created again.
     :raises MaintenanceError: when nothing is recorded and DynamoDB has no usable table either.
     """
+    if recorded is not None and recorded.destination and destination and recorded.destination != destination:
+        raise IdentityError(
+            f"application name {recorded.application_name!r} is recorded in Snowflake for connector "
+            f"{recorded.connector_id or '(unknown)'!r}, which loads {recorded.destination}; connector "
+            f"{connector_id or '(unknown)'!r} loads {destination}. One application name serves one destination "
+            "(the ledger's marks are kept per application name): the connector that recorded it keeps it and "
+            f"needs no change; give connector {connector_id or '(this one)'!r} an application_name of its own. "
+            "Nothing was read"
+        )
     if recorded is not None:
         if (active, table_generation) == (recorded.application_name, recorded.generation_id):
             return GenerationChoice(
@@ -385,11 +446,24 @@ def choose_generation(
                 f"{recorded.stream_created_at}, the stream now was created at {stream_created_at}. Trigger the "
                 "connector's reset DAG (mode delete_table) to start reading the new stream. Nothing was read"
             )
+        if recorded.replaces is not None and recorded_table_generation == recorded.replaces:
+            return _withdrawn(
+                recorded,
+                configured=configured,
+                active=active,
+                table_generation=table_generation,
+                connector_id=connector_id,
+                start=start,
+                stream_arn=stream_arn,
+                stream_created_at=stream_created_at,
+                destination=destination,
+            )
         have = f"{active} generation {table_generation}" if active and table_generation else "no usable lease table"
         return GenerationChoice(
             recorded.application_name,
             recorded.generation_id,
-            recorded.start,
+            # Never the initial position resolved now (LATEST): records before this run would be skipped.
+            recorded.start or ADOPTED_START,
             True,
             None,
             f"Snowflake records {recorded.application_name} generation {recorded.generation_id} "
@@ -406,17 +480,18 @@ def choose_generation(
         return GenerationChoice(
             application,
             adopted,
-            None,
+            ADOPTED_START,
             True,
             GenerationRecord(
                 configured,
                 application,
                 adopted,
                 GenerationReason.ADOPTED,
-                None,
+                ADOPTED_START,
                 connector_id=connector_id,
                 stream_arn=stream_arn,
                 stream_created_at=stream_created_at,
+                destination=destination,
             ),
             f"lease table {application} has generation {table_generation}, which the ledger has no marks for, "
             f"while it holds marks of generation {adopted}",
@@ -435,8 +510,102 @@ def choose_generation(
             connector_id=connector_id,
             stream_arn=stream_arn,
             stream_created_at=stream_created_at,
+            destination=destination,
         ),
         "first recorded",
+    )
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What an ingest run does in DynamoDB to hold the generation Snowflake records (see :func:`plan_adoption`).
+
+    :param create: the lease table is missing: create it with the generation.
+    :param catch_up: the generation the table's shard leases belong to now, when it is another:
+        every lease is first held and moved to that generation's ledger marks, so that no
+        checkpoint behind what that generation committed survives the switch.
+    :param set_generation: give the existing table the adopted generation (conditional on it
+        still holding ``current_generation``).
+    :param clear_superseded: the table itself points elsewhere: make it active again.
+    :param point: tables to point at it (``superseded_by``), the configured one last.
+    """
+
+    create: bool
+    catch_up: str | None
+    set_generation: bool
+    clear_superseded: bool
+    point: tuple[str, ...]
+    current_generation: str | None = None
+
+
+def plan_adoption(
+    choice: GenerationChoice,
+    *,
+    configured: str,
+    table: TableMarks | None,
+    has_leases: bool,
+    chain: Sequence[str],
+    existing: Iterable[str],
+) -> Adoption:
+    """Decide how an adopted generation is put into DynamoDB; no I/O.
+
+    :param table: the marks of ``choice.application_name``'s table; None when it is missing.
+    :param has_leases: that table holds shard leases.
+    :param chain: the tables resolution read, configured first.
+    :param existing: which of those (and ``configured``) have a metadata item.
+    """
+    name = choice.application_name
+    switch = table is not None and table.generation_id != choice.generation_id
+    present = set(existing)
+    return Adoption(
+        create=table is None,
+        catch_up=table.generation_id if switch and has_leases and table is not None else None,
+        set_generation=switch,
+        clear_superseded=table is not None and table.superseded_by is not None,
+        point=tuple(other for other in dict.fromkeys((*chain, configured)) if other != name and other in present),
+        current_generation=table.generation_id if table is not None else None,
+    )
+
+
+def _withdrawn(
+    recorded: GenerationRecord,
+    *,
+    configured: str,
+    active: str | None,
+    table_generation: str | None,
+    connector_id: str | None,
+    start: StartPosition | None,
+    stream_arn: str | None,
+    stream_created_at: str | None,
+    destination: str | None,
+) -> GenerationChoice:
+    """A reset or restore recorded in Snowflake that stopped before it changed its lease table."""
+    stopped = (
+        f"{recorded.reason.value} to {recorded.application_name} generation {recorded.generation_id} was recorded, "
+        f"but lease table {recorded.application_name} still holds generation {recorded.replaces}: it stopped before "
+        "it changed DynamoDB"
+    )
+    if active is None or table_generation is None:
+        raise MaintenanceError(
+            f"{stopped}, and the connector has no usable lease table to go on with; trigger the reset or restore again"
+        )
+    return GenerationChoice(
+        active,
+        table_generation,
+        start,
+        False,
+        GenerationRecord(
+            configured,
+            active,
+            table_generation,
+            GenerationReason.RESET_WITHDRAWN,
+            start,
+            connector_id=connector_id,
+            stream_arn=stream_arn,
+            stream_created_at=stream_created_at,
+            destination=destination,
+        ),
+        f"{stopped}; withdrawn, {active} generation {table_generation} goes on (trigger it again to carry it out)",
     )
 
 

@@ -592,6 +592,7 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
         "parse failures": "parse-failure table",
         "stage": "stage",
         "generations": "generations table",
+        "generations columns": "generations table's columns added since its first release",
     }
     for ddl in support_objects_ddl(destination):
         out.append(Statement(ddl.sql, f"the provider's {purposes[ddl.kind]}", True))

@@ -186,7 +186,7 @@ class SinkObjects:
 class SupportObjectDDL:
     """One idempotent statement creating an object the ingestion needs next to its table."""
 
-    kind: str  # "ledger", "parse failures", "stage" or "generations"
+    kind: str  # "ledger", "parse failures", "stage", "generations" or "generations columns"
     sql: str
 
 
@@ -198,7 +198,20 @@ def generations_ddl(destination: Destination) -> SupportObjectDDL:
         "CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, "
         "GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, "
         "START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, "
-        "RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+        "RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), REPLACED_GENERATION_ID VARCHAR, DESTINATION VARCHAR)",
+    )
+
+
+# Columns added to the generations table after its first release: added to existing tables too.
+GENERATIONS_ADDED_COLUMNS = (("REPLACED_GENERATION_ID", "VARCHAR"), ("DESTINATION", "VARCHAR"))
+
+
+def generations_columns_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
+    """Columns a generations table created by an earlier release lacks (idempotent DDL)."""
+    name = SinkObjects.for_destination(destination).generations
+    return tuple(
+        SupportObjectDDL("generations columns", f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind}")
+        for column, kind in GENERATIONS_ADDED_COLUMNS
     )
 
 
@@ -225,6 +238,7 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
         ),
         SupportObjectDDL("stage", f"CREATE STAGE IF NOT EXISTS {objects.stage}"),
         generations_ddl(destination),
+        *generations_columns_ddl(destination),
     )
 
 
@@ -259,6 +273,10 @@ class GenerationRecord:
     :param stream_created_at: the stream's creation time (ISO 8601 UTC): a stream deleted and
         created again under the same name has another.
     :param recorded_at: when (set by Snowflake; None before it is written).
+    :param replaces: a reset's or restore's: the generation the lease table held when it was
+        recorded. While the table still holds it, the change was not carried out.
+    :param destination: the table the connector loads, ``DATABASE.SCHEMA.TABLE``: an application
+        name serves one destination, and another connector's rows are never adopted.
     """
 
     configured_application_name: str
@@ -270,6 +288,8 @@ class GenerationRecord:
     stream_arn: str | None = None
     stream_created_at: str | None = None
     recorded_at: datetime | None = None
+    replaces: str | None = None
+    destination: str | None = None
 
 
 @dataclass(frozen=True)
@@ -447,7 +467,8 @@ class SnowflakeSink:
 
     def ensure_generations_table(self) -> None:
         """The generations table alone (reset and restore record in it; idempotent DDL)."""
-        self._execute(generations_ddl(self.destination).sql)
+        for ddl in (generations_ddl(self.destination), *generations_columns_ddl(self.destination)):
+            self._execute(ddl.sql)
 
     def latest_generation(self, configured_application_name: str) -> GenerationRecord | None:
         """The newest record of the connector whose connector file names ``configured_application_name``.
@@ -457,7 +478,8 @@ class SnowflakeSink:
         """
         rows = self._execute(
             "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, REASON, START_POSITION, "
-            f"START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT FROM {self.generations} "
+            "START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT, REPLACED_GENERATION_ID, "
+            f"DESTINATION FROM {self.generations} "
             "WHERE CONFIGURED_APPLICATION_NAME = %s OR APPLICATION_NAME = %s ORDER BY RECORDED_AT DESC LIMIT 1",
             (configured_application_name, configured_application_name),
         )
@@ -475,6 +497,8 @@ class SnowflakeSink:
             stream_arn=r[7],
             stream_created_at=r[8],
             recorded_at=r[9] if isinstance(r[9], datetime) else None,
+            replaces=r[10],
+            destination=r[11],
         )
 
     def record_generation(self, record: GenerationRecord) -> None:
@@ -482,8 +506,8 @@ class SnowflakeSink:
         start = record.start.to_dict() if record.start is not None else {"position": None, "timestamp": None}
         self._execute(
             f"INSERT INTO {self.generations} (CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, "
-            "REASON, START_POSITION, START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "REASON, START_POSITION, START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, "
+            "REPLACED_GENERATION_ID, DESTINATION) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 record.configured_application_name,
                 record.application_name,
@@ -494,6 +518,8 @@ class SnowflakeSink:
                 record.connector_id,
                 record.stream_arn,
                 record.stream_created_at,
+                record.replaces,
+                record.destination,
             ),
         )
 

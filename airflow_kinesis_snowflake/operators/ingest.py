@@ -30,12 +30,15 @@ from airflow_kinesis_snowflake.core.leases import (
     earliest_start,
 )
 from airflow_kinesis_snowflake.core.maintenance import (
+    Adoption,
     GenerationChoice,
     MaintenanceError,
     Resolution,
     choose_generation,
     clear_superseded,
+    hold_leases,
     mark_superseded,
+    plan_adoption,
     read_marks,
     resolve_application,
     set_generation,
@@ -52,7 +55,7 @@ from airflow_kinesis_snowflake.core.planning import (
 )
 from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
-from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink
+from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
@@ -347,9 +350,14 @@ class SparkKinesisIngestOperator(BaseOperator):
             sink.describe_columns()  # fail early, before taking leases, if the table is missing
             recorded = sink.latest_generation(configured)
             start = self._start_position(now)
-            if recorded is None and found is not None and active is not None:
-                # The first run since generations are recorded: the table's own first start, if it has leases.
+            if found is not None and active is not None:
+                # The table's own first start: a first recorded run, or a stopped reset withdrawn.
                 start = earliest_start(LeaseTable(client, active).leases().values()) or start
+            recorded_table = (
+                found
+                if recorded is None or recorded.application_name == active
+                else read_marks(client, recorded.application_name)
+            )
             try:
                 choice = choose_generation(
                     configured=configured,
@@ -357,7 +365,9 @@ class SparkKinesisIngestOperator(BaseOperator):
                     table_generation=found.generation_id if found else None,
                     recorded=recorded,
                     ledger_generations=sink.ledger_generations(active or configured) if recorded is None else (),
+                    recorded_table_generation=recorded_table.generation_id if recorded_table else None,
                     connector_id=identity.connector_id,
+                    destination=identity.destination,
                     start=start,
                     stream_arn=stream_arn,
                     stream_created_at=stream_created,
@@ -365,13 +375,29 @@ class SparkKinesisIngestOperator(BaseOperator):
             except (MaintenanceError, IdentityError) as err:
                 cause = f" ({resolution})" if isinstance(resolution, MaintenanceError) else ""
                 raise AirflowException(f"{err}{cause}") from err
+            adoption, caught_up = None, {}
+            if choice.adopted:
+                target = read_marks(client, choice.application_name)
+                chain = resolution.chain if isinstance(resolution, Resolution) else (configured,)
+                adoption = plan_adoption(
+                    choice,
+                    configured=configured,
+                    table=target,
+                    has_leases=target is not None and bool(LeaseTable(client, choice.application_name).leases()),
+                    chain=chain,
+                    existing=[n for n in dict.fromkeys((*chain, configured)) if read_marks(client, n) is not None],
+                )
+                if adoption.catch_up is not None:
+                    caught_up = sink.read_ledger(choice.application_name, adoption.catch_up)
             if choice.record is not None:
                 sink.record_generation(choice.record)
             ledger = sink.read_ledger(choice.application_name, choice.generation_id)
         finally:
             conn.close()
-        if choice.adopted:
-            self._adopt(client, resolution, choice, identity, ledger)
+        if choice.record is not None and choice.record.reason is GenerationReason.RESET_WITHDRAWN:
+            self.log.warning("%s", choice.why)
+        if adoption is not None:
+            self._adopt(client, adoption, choice, identity, ledger, caught_up)
         self.application_name = choice.application_name
         table = LeaseTable(client, choice.application_name)
         self._check_identity(table, identity)
@@ -467,29 +493,30 @@ class SparkKinesisIngestOperator(BaseOperator):
     def _adopt(
         self,
         client: Any,
-        resolution: Resolution | MaintenanceError,
+        adoption: Adoption,
         choice: GenerationChoice,
         identity: TableIdentity,
         ledger: dict[str, Checkpoint],
+        caught_up: dict[str, Checkpoint],
     ) -> None:
         """Make DynamoDB hold the generation Snowflake records: the lease table, its generation, the pointers."""
         name = choice.application_name
         table = LeaseTable(client, name)
-        if table.create(
+        if adoption.create and table.create(
             stream_name=self.stream_name, application_name=name, identity=identity, generation_id=choice.generation_id
         ):
             self.log.warning("Lease table %s did not exist: created it again", name)
-        marks = read_marks(client, name)
-        if marks is None:
-            raise AirflowException(f"lease table {name!r} has no metadata item after it was created")
-        if marks.generation_id != choice.generation_id:
-            set_generation(client, name, choice.generation_id)
-        if marks.superseded_by:
+        if adoption.catch_up is not None:
+            self._catch_up(table, adoption.catch_up, caught_up)
+        if adoption.set_generation:
+            try:
+                set_generation(client, name, choice.generation_id, expected=adoption.current_generation)
+            except MaintenanceError as err:
+                raise AirflowException(f"{err}; the next run decides again") from err
+        if adoption.clear_superseded:
             clear_superseded(client, name)
-        chain = resolution.chain if isinstance(resolution, Resolution) else (self.application_name,)
-        for other in dict.fromkeys((*chain, self.application_name)):
-            if other != name and read_marks(client, other) is not None:
-                mark_superseded(client, other, by=name)
+        for other in adoption.point:
+            mark_superseded(client, other, by=name)
         self.log.warning(
             "Lease table lost or recreated: %s. Adopted generation %s of application %s from Snowflake; shards %s "
             "resume from the ledger's marks (nothing is loaded twice), shards without a mark start at %s. Only the "
@@ -499,6 +526,27 @@ class SparkKinesisIngestOperator(BaseOperator):
             name,
             ", ".join(f"{shard} at {mark.sequence_number}" for shard, mark in sorted(ledger.items())) or "(none)",
             (choice.start or self._start_position(datetime.now(UTC))).to_dict(),
+        )
+
+    def _catch_up(self, table: LeaseTable, generation: str, marks: dict[str, Checkpoint]) -> None:
+        """Hold every shard lease of ``table`` and move it to ``generation``'s ledger marks, loading nothing."""
+        owner = f"adopt/{self.dag_id}/{uuid.uuid4().hex[:8]}"
+        held = hold_leases(
+            table,
+            owner,
+            hold_seconds=self.lease_duration_seconds,
+            timeout_seconds=self.lease_duration_seconds * 2,
+        )
+        try:
+            for shard_id, lease in list(held.items()):
+                held[shard_id] = self._fast_forward(table, lease, marks.get(shard_id))
+        finally:
+            for lease in held.values():
+                self._release(table, lease)
+        self.log.warning(
+            "The shard leases of %s belonged to generation %s: moved to its ledger marks before the switch",
+            table.table_name,
+            generation,
         )
 
     def _report(

@@ -58,7 +58,10 @@ class CreateLeaseTableOperator(BaseOperator):
             stream_arn, created_at = KinesisStreamHook(
                 aws_conn_id=self.aws_conn_id, region_name=self.region_name
             ).stream_identity(self.stream_name)
-            identity = TableIdentity(self.connector_id, self.destination, stream_arn, created_at)
+            # The stream only: this task cannot tell a first start from a table lost and created again,
+            # where another connector sharing the application name must not claim it before the ingest
+            # run compared the destination with Snowflake's record. The ingest run records the rest.
+            identity = TableIdentity(stream_arn=stream_arn, stream_created_at=created_at)
         created = hook.lease_table.create(
             stream_name=self.stream_name, application_name=self.application_name, identity=identity
         )

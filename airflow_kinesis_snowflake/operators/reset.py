@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,11 +32,13 @@ from airflow_kinesis_snowflake.core.impact import (
     totals,
 )
 from airflow_kinesis_snowflake.core.leases import (
+    IdentityError,
     Lease,
     LeaseTable,
     LeaseTableError,
     StartPosition,
     TableIdentity,
+    check_identity,
     earliest_start,
 )
 from airflow_kinesis_snowflake.core.maintenance import (
@@ -45,6 +47,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     ResetMark,
     ResetMode,
     Resolution,
+    TableMarks,
     check_backup_owner,
     clear_reset_mark,
     clear_superseded,
@@ -62,7 +65,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     snapshot,
 )
 from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.shards import Shard
 from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord, SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
@@ -146,9 +149,21 @@ class _SnowflakeRecords:
         finally:
             conn.close()
 
+    def _check_identity(self, client: Any, *names: str | None) -> None:
+        """Refuse a lease table whose progress belongs to a connector loading another destination."""
+        current = TableIdentity(self.connector_id, self._destination_text())
+        for name in dict.fromkeys(n for n in names if n):
+            metadata = LeaseTable(client, name).metadata() if LeaseTable(client, name).exists() else None
+            if metadata is None:
+                continue
+            try:
+                check_identity(name, metadata.identity, current)
+            except IdentityError as err:
+                raise AirflowException(f"{err} (nothing was changed)") from err
+
     def _record(self, record: GenerationRecord) -> None:
         with self._generations() as sink:
-            sink.record_generation(record)
+            sink.record_generation(replace(record, destination=record.destination or self._destination_text()))
 
 
 def _clear_marks(client: Any, tables: Iterable[str], owner: str, log: Any) -> None:
@@ -384,6 +399,7 @@ class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
                 "nothing was changed"
             )
         self._destination()  # where the change is recorded: checked before anything is marked
+        self._check_identity(client, self.application_name, current)
         owner = maintenance_owner(context, "reset")
         lock = settings.lease_wait_timeout_seconds + LOCK_MARGIN_SECONDS
         mark = ResetMark(owner, settings.mode.value, now.timestamp(), now.timestamp() + lock)
@@ -418,7 +434,16 @@ class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
                 previous = sink.latest_generation(self.application_name)
                 sink.record_generation(
                     GenerationRecord(
-                        self.application_name, target, generation, reason, new_start, *identity_fields(identity)
+                        self.application_name,
+                        target,
+                        generation,
+                        reason,
+                        new_start,
+                        *identity_fields(identity),
+                        # A delete_table reset replaces the generation of the table it deletes: while the
+                        # table still holds it, ingest knows the reset stopped before it changed anything.
+                        replaces=marks.generation_id if settings.mode is ResetMode.DELETE_TABLE else None,
+                        destination=identity.destination,
                     )
                 )
             self.log.info(
@@ -857,6 +882,7 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                 f"confirm must be the current application name {expected!r} (got {self.confirm!r}); nothing was changed"
             )
         self._destination()  # where the restore is recorded: checked before anything is marked
+        self._check_identity(client, self.application_name, current, target)
 
         now = datetime.now(UTC).timestamp()
         owner = maintenance_owner(context, "restore")
@@ -886,6 +912,7 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                 holding.append(
                     (target_table, hold_leases(target_table, owner, hold_seconds=lock, timeout_seconds=timeout))
                 )
+            replaced = read_marks(client, target)
             self._record(
                 GenerationRecord(
                     self.application_name,
@@ -894,6 +921,13 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                     GenerationReason.RESTORE,
                     earliest_start(backup.leases),
                     self.connector_id,
+                    # While the table still holds another generation, ingest knows the restore stopped
+                    # before it changed anything.
+                    replaces=(
+                        replaced.generation_id
+                        if replaced is not None and replaced.generation_id != backup.generation_id
+                        else None
+                    ),
                 )
             )
             self.log.info(
@@ -902,12 +936,21 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                 target,
                 backup.generation_id,
             )
-            if target_table.create(stream_name=self.stream_name, application_name=target):
-                self.log.info("Lease table %s did not exist; created it again", target)
-                set_reset_mark(client, target, mark)
-                marked.append(target)
-            restored = restore_leases(target_table, backup, owner)
-            set_generation(client, target, backup.generation_id)
+            try:
+                if target_table.create(stream_name=self.stream_name, application_name=target):
+                    self.log.info("Lease table %s did not exist; created it again", target)
+                    set_reset_mark(client, target, mark)
+                    marked.append(target)
+                restored = restore_leases(target_table, backup, owner)
+            except BaseException:
+                if _checkpoints(target_table.leases() if target_table.exists() else {}) == _checkpoints(present):
+                    self._withdraw_restore(current, current_marks)
+                else:
+                    self.log.warning(
+                        "The restore stopped after it wrote leases into %s: trigger it again to finish it", target
+                    )
+                raise
+            set_generation(client, target, backup.generation_id, owner=owner)
             clear_superseded(client, target)
             holding = [(t, held) for t, held in holding if t.table_name != target]
             if current is not None and current != target:
@@ -932,6 +975,35 @@ class RestoreCheckpointsOperator(_SnowflakeRecords, BaseOperator):
                 _release(table, held.values(), self.log)
             _clear_marks(client, marked, owner, self.log)
         return result
+
+    def _withdraw_restore(self, current: str | None, current_marks: TableMarks | None) -> None:
+        """A restore that failed before it wrote a lease: record that the active generation stays."""
+        if current is None or current_marks is None:
+            self.log.error(
+                "The restore stopped before it wrote a lease and the connector had no active lease table; the next "
+                "ingest run refuses until the restore is triggered again"
+            )
+            return
+        try:
+            self._record(
+                GenerationRecord(
+                    self.application_name,
+                    current,
+                    current_marks.generation_id,
+                    GenerationReason.RESET_WITHDRAWN,
+                    None,
+                    self.connector_id,
+                )
+            )
+        except Exception:
+            self.log.error(
+                "Could not withdraw the restore recorded in Snowflake: the next ingest run withdraws it",
+                exc_info=True,
+            )
+
+
+def _checkpoints(leases: dict[str, Lease]) -> dict[str, tuple[Checkpoint | None, bool]]:
+    return {shard_id: (lease.checkpoint, lease.shard_ended) for shard_id, lease in leases.items()}
 
 
 def _checkpoint(lease: Lease) -> str:

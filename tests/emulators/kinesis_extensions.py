@@ -133,6 +133,22 @@ def _dynamodb_update_item(original: Any) -> Any:
     return update_item
 
 
+def _dynamodb_kill(operation: str, original: Any) -> Any:
+    """``{"operation": "DynamoDB.DeleteTable", "contains": "...", "action": "kill", "pid": N}`` (or
+    ``DynamoDB.PutItem``): when such a request whose body contains the text arrives, SIGKILL
+    process N (and its children) before it is carried out, as a worker dying right before it."""
+
+    def call(self: Any) -> Any:
+        body = self.body if isinstance(self.body, str) else str(self.body)
+        fault = FAULTS.fire(lambda f: f["operation"] == operation and f.get("contains", "") in body)
+        if fault is not None:
+            kill_process(int(fault["pid"]))
+            raise JsonRESTError("InternalServerError", "the caller was killed")
+        return original(self)
+
+    return call
+
+
 def _stream_of_iterator(response: KinesisResponse) -> tuple[str, str, str]:
     stream_name, shard_id, last_sequence_id = decompose_shard_iterator(response._get_param("ShardIterator"))
     return stream_name, shard_id, last_sequence_id
@@ -190,4 +206,6 @@ def install() -> None:
     )
     KinesisResponse.list_shards = _with_fault("ListShards", KinesisResponse.list_shards)  # type: ignore[method-assign]
     DynamoHandler.update_item = _dynamodb_update_item(DynamoHandler.update_item)  # type: ignore[method-assign]
+    DynamoHandler.delete_table = _dynamodb_kill("DynamoDB.DeleteTable", DynamoHandler.delete_table)  # type: ignore[method-assign]
+    DynamoHandler.put_item = _dynamodb_kill("DynamoDB.PutItem", DynamoHandler.put_item)  # type: ignore[method-assign]
     _installed = True

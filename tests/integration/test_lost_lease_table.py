@@ -189,3 +189,27 @@ def test_a_recreated_stream_is_refused_until_the_reset_dag_starts_it_over(connec
     connectors.run(f"{dag}_reset", {"mode": "delete_table", "dry_run": False, "confirm": app})
     connectors.run(f"{dag}_ingest")
     assert ids(emulators, table) == Counter([*range(20), *range(100, 110)])
+
+
+def test_a_lost_table_is_not_adopted_by_another_connector_sharing_its_application_name(
+    connectors: Connectors,
+) -> None:
+    emulators = connectors.emulators
+    stream, app, table, kinesis, dag = new_connector(connectors, "share", 20)
+    connectors.run(f"{dag}_ingest")
+    other = "SECOND_" + app.split("-")[-1].upper()
+    create_table(emulators, "ANALYTICS", "RAW", other, "ID NUMBER(38,0)")
+    other_dag = connectors.add("second_" + app.split("-")[-1], stream, app, other)
+    delete_table(emulators.boto3_client("dynamodb"), app)  # by hand, or by clean-up
+    put_json(kinesis, stream, [{"id": i} for i in range(20, 30)])
+
+    # The second connector runs first: it creates the table again, but Snowflake records the first.
+    output = connectors.run(f"{other_dag}_ingest", succeed=False)
+
+    assert f"recorded in Snowflake for connector '{app.replace('-', '_')}', which loads ANALYTICS.RAW.{table}" in output
+    assert f"connector 'second_{app.split('-')[-1]}' loads ANALYTICS.RAW.{other}" in output
+    assert ids(emulators, other) == Counter()
+    # The first connector is not told to change anything: it adopts its generation and goes on.
+    output = connectors.run(f"{dag}_ingest")
+    assert ids(emulators, table) == Counter(range(30))
+    assert checkpoints(emulators, app) == shard_tips(kinesis, stream)

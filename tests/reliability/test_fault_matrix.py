@@ -20,14 +20,14 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.leases import LeaseTable
-from airflow_kinesis_snowflake.core.maintenance import delete_table
+from airflow_kinesis_snowflake.core.leases import KEY_ATTRIBUTE, LeaseTable
+from airflow_kinesis_snowflake.core.maintenance import RESET_EXPIRES_AT, delete_table, read_marks, snapshot
 from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
@@ -59,11 +59,20 @@ class Case:
     min_runs: int = 1
     # The first run succeeds; then its lease table is deleted, and the next run must load nothing again.
     delete_lease_table: bool = False
+    # After the first run, the connector's "reset" (mode delete_table) or "restore" (of a backup of
+    # another generation) DAG is killed once it has recorded its intent in Snowflake, right before
+    # it changes the lease table (the DynamoDB operation named in aws_kill).
+    maintenance_killed: str | None = None
+    aws_kill: str = ""
 
     @property
     def restarts_snowflake(self) -> bool:
         return any(fault["action"] == "restart" for fault in self.snowflake)
 
+
+CHECKPOINT_FAILS = [
+    {"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number", "error": "AccessDeniedException"}
+]
 
 CASES = [
     Case("SIGKILL spark-submit after reading, before staging",
@@ -96,6 +105,13 @@ CASES = [
     Case("Lease table deleted between runs", delete_lease_table=True, rows_after_fault=RECORDS),
     Case("Clean-up in another folder after the batch, with month-old checkpoints (kept by the ledger)",
          cleanup_elsewhere=True, aged_checkpoints=True, rows_after_fault=RECORDS, min_runs=2),
+    # The first run's checkpoint write fails after its commit, so the ledger is ahead of DynamoDB when
+    # the maintenance DAG dies between its record in Snowflake and its first change to the lease table.
+    Case("Reset (delete_table) killed between its record in Snowflake and deleting the lease table",
+         aws=CHECKPOINT_FAILS, maintenance_killed="reset", aws_kill="DynamoDB.DeleteTable",
+         rows_after_fault=RECORDS),
+    Case("Restore killed between its record in Snowflake and writing the leases",
+         aws=CHECKPOINT_FAILS, maintenance_killed="restore", aws_kill="DynamoDB.PutItem", rows_after_fault=RECORDS),
 ]  # fmt: skip
 
 
@@ -168,6 +184,63 @@ def cleanup_from_another_folder(dag_env: dict[str, str], tmp_path: Path, stream:
     return proc.returncode == 0 and f"lease-table {app} [" in proc.stdout + proc.stderr
 
 
+def kill_maintenance(
+    case: Case, emulators: Emulators, env: dict[str, str], dag_file: Path, connector: dict[str, Any], tmp_path: Path
+) -> bool:
+    """Run the connector's reset or restore DAG, killed right before ``case.aws_kill``; True once it was."""
+    time.sleep(LEASE_SECONDS + 1)  # the failed run's leases expire
+    cid, app = connector["connector_id"], connector["source"]["application_name"]
+    dynamodb = emulators.boto3_client("dynamodb")
+    generation = read_marks(dynamodb, app).generation_id  # type: ignore[union-attr]
+    if case.maintenance_killed == "reset":
+        conf: dict[str, Any] = {"mode": "delete_table", "dry_run": False, "confirm": app}
+    else:
+        # A backup of an earlier generation, whose ledger marks are not this generation's.
+        destination = "ANALYTICS.RAW." + connector["destination"]["table"]
+        backup = replace(
+            snapshot(LeaseTable(dynamodb, app), reason="test", connector_id=cid, destination=destination),
+            generation_id=uuid.uuid4().hex,
+        )
+        location = tmp_path / "backup.json"
+        location.write_text(backup.to_json())
+        conf = {"backup": str(location), "dry_run": False, "confirm": app}
+    log = tmp_path / f"{case.maintenance_killed}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file),
+             f"kinesis_snowflake_{cid}_{case.maintenance_killed}", "--conf", json.dumps(conf)],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        emulators.inject_kinesis_faults(
+            [{"operation": case.aws_kill, "contains": app, "action": "kill", "pid": proc.pid}]
+        )
+        code = proc.wait(timeout=600)
+    killed = code < 0 and bool(emulators.served_kinesis_faults())
+    emulators.inject_kinesis_faults([])
+    # Killed after the record: Snowflake records the change, the table is unchanged, its generation too.
+    recorded = query(
+        emulators,
+        "SELECT REASON FROM ANALYTICS.RAW.KINESIS_INGEST_GENERATIONS WHERE CONFIGURED_APPLICATION_NAME = "
+        f"'{app}' ORDER BY RECORDED_AT DESC LIMIT 1",
+    )
+    assert recorded == [("reset-delete_table" if case.maintenance_killed == "reset" else "restore",)], recorded
+    assert read_marks(dynamodb, app).generation_id == generation, log.read_text()[-3000:]  # type: ignore[union-attr]
+    expire_locks(dynamodb, app)
+    return killed
+
+
+def expire_locks(dynamodb: Any, app: str) -> None:
+    """Date back the reset mark and the leases a killed reset or restore left, as when their time has passed."""
+    for item in dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]:
+        key = {KEY_ATTRIBUTE: item[KEY_ATTRIBUTE]}
+        if RESET_EXPIRES_AT in item:
+            dynamodb.update_item(TableName=app, Key=key, UpdateExpression=f"SET {RESET_EXPIRES_AT} = :past",
+                                 ExpressionAttributeValues={":past": {"N": "0"}})  # fmt: skip
+        elif "lease_owner" in item:
+            dynamodb.update_item(TableName=app, Key=key, UpdateExpression="SET lease_expires_at = :past",
+                                 ExpressionAttributeValues={":past": {"N": "0"}})  # fmt: skip
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_record_exactly_once_after_the_fault(
     case: Case,
@@ -216,6 +289,9 @@ def test_every_record_exactly_once_after_the_fault(
         if case.delete_lease_table and code == 0:
             delete_table(emulators.boto3_client("dynamodb"), app)
             fired = True
+        if case.maintenance_killed is not None:
+            emulators.inject_kinesis_faults([])
+            fired = kill_maintenance(case, emulators, run_env, dag_file, connector, tmp_path) and fired
     finally:
         emulators.inject_snowflake_faults([])
         emulators.inject_kinesis_faults([])

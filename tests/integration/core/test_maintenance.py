@@ -233,3 +233,16 @@ def test_estimate_counts_records_read_again_and_skipped(emulators: Emulators) ->
     # A lease whose shard left the stream's retention is listed, not read.
     gone = estimate_impact(kinesis, stream, shards, {**leases, "shardId-old": Lease("shardId-old", 0, TRIM)}, TRIM)
     assert [(i.shard_id, i.in_stream, i.read_again) for i in gone][1] == ("shardId-old", False, None)
+
+
+def test_a_generation_is_set_only_on_the_table_a_run_decided_on(emulators: Emulators) -> None:
+    client = emulators.boto3_client("dynamodb")
+    table = lease_table(emulators)
+    current = table.metadata().generation_id  # type: ignore[union-attr]
+    with pytest.raises(MaintenanceError, match="changed while its generation was being set"):
+        set_generation(client, table.table_name, "g-adopted", expected="g-seen-earlier")
+    set_reset_mark(client, table.table_name, ResetMark("restore/x", "restore", time.time(), time.time() + 60))
+    with pytest.raises(MaintenanceError, match="a reset or restore may be working on it"):
+        set_generation(client, table.table_name, "g-adopted", expected=current)
+    set_generation(client, table.table_name, "g-restored", owner="restore/x")  # the mark's owner may
+    assert table.metadata().generation_id == "g-restored"  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ from airflow_kinesis_snowflake.core.leases import (
     METADATA_KEY,
     LeaseTable,
     StartPosition,
+    TableIdentity,
 )
 from airflow_kinesis_snowflake.core.maintenance import (
     CheckpointBackup,
@@ -562,3 +563,18 @@ def test_acting_needs_the_destination_where_the_reset_is_recorded(connector: Con
         operator.execute(context={})
     assert connector.items() == before
     assert no_marks(connector, connector.app)
+
+
+# -- another connector's table ------------------------------------------------------------------------
+
+
+def test_a_reset_of_another_connectors_table_is_refused_before_anything_is_marked(
+    connector: Connector, tmp_path: Path
+) -> None:
+    # The application name's progress belongs to a connector loading another table.
+    connector.table().record_identity(TableIdentity("refunds", "ANALYTICS.RAW.REFUNDS"))
+    before = connector.items()
+    with pytest.raises(AirflowException, match=r"'refunds', which loads ANALYTICS.RAW.REFUNDS"):
+        reset(connector, tmp_path, mode="delete_table", preview_only=False, confirm=connector.app)
+    assert connector.items() == before
+    assert connector.table().exists()

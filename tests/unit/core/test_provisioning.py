@@ -137,7 +137,15 @@ def test_support_objects_come_from_the_sink_ddl() -> None:
     ddl = [d.sql for d in support_objects_ddl(Destination("ANALYTICS", "RAW", "ORDERS"))]
 
     assert [s.sql for s in plan.statements if s.sql in ddl] == ddl
-    assert len(ddl) == 4  # ledger, parse failures, stage, generations
+    # ledger, parse failures, stage, generations, and the generations columns added to existing tables
+    assert [d.kind for d in support_objects_ddl(Destination("ANALYTICS", "RAW", "ORDERS"))] == [
+        "ledger",
+        "parse failures",
+        "stage",
+        "generations",
+        "generations columns",
+        "generations columns",
+    ]
 
 
 def test_only_the_ownership_transfer_is_checked_before_it_runs() -> None:
