@@ -524,6 +524,7 @@ def test_creating_the_tagged_lease_table_needs_tag_resource(iam_moto: IamMoto, m
     next(s for s in policy["Statement"] if s["Sid"] == "DynamoDBLeaseTable")["Action"].remove("dynamodb:TagResource")
     _, key = iam_moto.user(inline={"connector": policy})
     conn_id = iam_moto.connection(key, monkeypatch)
+    create_stream(iam_moto, stream)  # the lease table records the stream's identity
 
     with pytest.raises(ClientError) as error:
         CreateLeaseTableOperator(

@@ -168,10 +168,16 @@ def test_provisions_a_table_and_a_second_run_changes_nothing(
         ["GRANT", "SELECT,"],
         ["GRANT", "SELECT,"],
         ["GRANT", "READ,"],
+        ["GRANT", "SELECT,"],
     ]
     assert first["executed"] == len(first["statements"]) and first["skipped"] == 0
     assert schema in schemas(aws_connections)
-    assert tables_of(aws_connections, schema) == {"ORDERS", "ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER"}
+    assert tables_of(aws_connections, schema) == {
+        "ORDERS",
+        "ORDERS_PARSE_FAILURES",
+        "KINESIS_INGEST_LEDGER",
+        "KINESIS_INGEST_GENERATIONS",
+    }
     assert stages_of(aws_connections, schema) == {"KINESIS_INGEST_STAGE"}
     created = columns_of(aws_connections, schema, "ORDERS")
     assert [name for name, _ in created] == ["ORDER_ID", "CUSTOMER", "AMOUNT", "KINESISMETADATA"]
@@ -188,7 +194,12 @@ def test_provisions_a_table_and_a_second_run_changes_nothing(
 
     assert columns_of(aws_connections, schema, "ORDERS") == created
     assert query(aws_connections, f"SELECT ORDER_ID, CUSTOMER FROM {DATABASE}.{schema}.ORDERS") == [(7, "kept")]
-    assert tables_of(aws_connections, schema) == {"ORDERS", "ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER"}
+    assert tables_of(aws_connections, schema) == {
+        "ORDERS",
+        "ORDERS_PARSE_FAILURES",
+        "KINESIS_INGEST_LEDGER",
+        "KINESIS_INGEST_GENERATIONS",
+    }
     assert second["statements"] == first["statements"]
 
 
@@ -201,8 +212,13 @@ def test_without_a_role_only_objects_are_created(
     summary = provision(conn_id, schema).execute(context={})
 
     assert text_only_sql(summary) == []
-    assert [s["status"] for s in summary["statements"]] == ["executed"] * 6
-    assert tables_of(aws_connections, schema) == {"ORDERS", "ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER"}
+    assert [s["status"] for s in summary["statements"]] == ["executed"] * 9
+    assert tables_of(aws_connections, schema) == {
+        "ORDERS",
+        "ORDERS_PARSE_FAILURES",
+        "KINESIS_INGEST_LEDGER",
+        "KINESIS_INGEST_GENERATIONS",
+    }
 
 
 @pytest.mark.parametrize(
@@ -247,7 +263,9 @@ def test_every_destination_type_runs_twice_on_the_emulator(
 
     assert second["statements"] == first["statements"]
     assert first["destination_type"] == kwargs["destination_type"]
-    expected_tables = {"ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER"} | ({"ORDERS"} if destination_table else set())
+    expected_tables = {"ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER", "KINESIS_INGEST_GENERATIONS"} | (
+        {"ORDERS"} if destination_table else set()
+    )
     assert tables_of(aws_connections, schema) == expected_tables
     if destination_table:
         assert [c for c, _ in columns_of(aws_connections, schema, "ORDERS")] == [*COLUMNS, "KINESISMETADATA"]
@@ -291,7 +309,7 @@ def test_a_failing_statement_is_reported_with_the_snowflake_error_and_no_key(
 
     message = str(info.value)
     body = "".join(public_key_pem.strip().splitlines()[1:-1])
-    assert "stopped at statement 7/16 " in message
+    assert "stopped at statement 7/20 " in message
     assert "(the connector's service user, key-pair authentication)" in message
     assert 'CREATE USER IF NOT EXISTS "U" TYPE = SERVICE RSA_PUBLIC_KEY = \'<redacted RSA public key SHA256:' in message
     assert "Snowflake error:" in message and "CREATE USER" in message.split("Snowflake error:")[1]
@@ -423,7 +441,7 @@ def test_operators_from_the_shipped_connector_file() -> None:
     summary = provision_op.execute(context={})
 
     assert provision_op.snowflake_conn_id == verify_op.snowflake_conn_id == "snowflake_default"
-    assert [s["status"] for s in summary["statements"]] == ["planned"] * 6
+    assert [s["status"] for s in summary["statements"]] == ["planned"] * 9
     assert summary["statements"][2]["sql"].startswith(
         'CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS" ("ORDER_ID" NUMBER(38,0), "CUSTOMER" VARCHAR, '
         '"AMOUNT" FLOAT, "STATUS" VARCHAR, "CREATED_AT" TIMESTAMP_TZ, "KINESISMETADATA" OBJECT)'
