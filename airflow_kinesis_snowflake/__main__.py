@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
-from airflow_kinesis_snowflake.core.iam import (
+from airflow_kinesis_snowflake.core.admin.iam import (
     ACCOUNT_ID_PLACEHOLDER,
     IamPolicyError,
     policy_document,

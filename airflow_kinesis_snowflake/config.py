@@ -25,12 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from airflow_kinesis_snowflake.core.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.iam import IamCheckMode, check_mode_from_skip_if_denied
-from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.positions import InitialPosition
-from airflow_kinesis_snowflake.core.provisioning import (
+from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode, check_mode_from_skip_if_denied
+from airflow_kinesis_snowflake.core.admin.provisioning import (
     IDENTIFIER,
     IDENTIFIER_RULE,
     SNOWFLAKE_CATALOG,
@@ -40,7 +36,11 @@ from airflow_kinesis_snowflake.core.provisioning import (
     normalize_base_location,
     normalize_column_type,
 )
-from airflow_kinesis_snowflake.core.schema import METADATA_COLUMN
+from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
+from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
+from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -489,7 +489,7 @@ class ConnectorConfig(_Strict):
         return f'"{d.database}"."{d.schema_}"."{d.table}"'
 
     def provisioning_spec(self, public_key: str | None = None) -> ProvisioningSpec:
-        """What :func:`~airflow_kinesis_snowflake.core.provisioning.build_plan` needs.
+        """What :func:`~airflow_kinesis_snowflake.core.admin.provisioning.build_plan` needs.
 
         :param public_key: the service user's RSA public key, read at run time from the Variable or
             connection ``snowflake`` names.

@@ -50,10 +50,10 @@ from airflow_kinesis_snowflake.config import (
     load_connector_config,
     load_connector_configs,
 )
-from airflow_kinesis_snowflake.core.cleanup import DEFAULT_RETENTION_SECONDS
-from airflow_kinesis_snowflake.core.iam import IamCheckMode
-from airflow_kinesis_snowflake.core.maintenance import ResetMode
-from airflow_kinesis_snowflake.core.positions import InitialPosition
+from airflow_kinesis_snowflake.core.admin.cleanup import DEFAULT_RETENTION_SECONDS
+from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
+from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.state.maintenance import ResetMode
 from airflow_kinesis_snowflake.operators.cleanup import CONFIRMATION, CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator

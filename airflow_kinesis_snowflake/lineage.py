@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
 
-from airflow_kinesis_snowflake.core.snowflake_sink import PARSE_FAILURES_SUFFIX
+from airflow_kinesis_snowflake.core.load.snowflake_sink import PARSE_FAILURES_SUFFIX
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from airflow_kinesis_snowflake.config import load_connector_config  # noqa: E402
-from airflow_kinesis_snowflake.core.iam import policy_document, required_permissions  # noqa: E402
+from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions  # noqa: E402
 from tests.emulators import local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, run_dag  # noqa: E402
 

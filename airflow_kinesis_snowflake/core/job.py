@@ -36,7 +36,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from airflow_kinesis_snowflake.core.evolution import (
+from airflow_kinesis_snowflake.core.keys import private_key_der
+from airflow_kinesis_snowflake.core.load.evolution import (
     NEVER_EVOLVED,
     EvolutionPolicy,
     KeySummary,
@@ -49,20 +50,19 @@ from airflow_kinesis_snowflake.core.evolution import (
     summarize,
     takes_like,
 )
-from airflow_kinesis_snowflake.core.keys import private_key_der
-from airflow_kinesis_snowflake.core.pipe import pipe_batch
+from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
+from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.load.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
+from airflow_kinesis_snowflake.core.load.transform import build_batch, failure_table
 from airflow_kinesis_snowflake.core.planning import ENHANCED_FAN_OUT, BatchPlan, ShardRange
-from airflow_kinesis_snowflake.core.positions import Checkpoint
-from airflow_kinesis_snowflake.core.readers import (
+from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
+from airflow_kinesis_snowflake.core.sources.readers import (
     RangeRead,
     kinesis_client,
     read_shard_range,
     read_shard_range_fan_out,
 )
-from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
-from airflow_kinesis_snowflake.core.schema import ColumnMap, TableColumn
-from airflow_kinesis_snowflake.core.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
-from airflow_kinesis_snowflake.core.transform import build_batch, failure_table
 
 SNOWFLAKE_ENV = "SNOWFLAKE_CONNECTION_JSON"
 # The job's argument naming the Secrets Manager secret with the Snowflake connection. No word

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from airflow_kinesis_snowflake.core.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.leases import Lease, StartPosition
-from airflow_kinesis_snowflake.core.positions import Checkpoint
+from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
+from airflow_kinesis_snowflake.core.state.leases import Lease, StartPosition
 
 # How a batch reads its shards: GetRecords, or SubscribeToShard through a registered consumer.
 SHARED_THROUGHPUT = "SHARED_THROUGHPUT"

@@ -14,8 +14,7 @@ from airflow.sdk.exceptions import AirflowException
 from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.backups import write_backup, write_checkpoint_backup
-from airflow_kinesis_snowflake.core.chain import walk_chain
-from airflow_kinesis_snowflake.core.cleanup import (
+from airflow_kinesis_snowflake.core.admin.cleanup import (
     ACTIVE,
     DEFAULT_RETENTION_SECONDS,
     FAN_OUT_CONSUMER,
@@ -36,8 +35,10 @@ from airflow_kinesis_snowflake.core.cleanup import (
     in_scope,
     plan_cleanup,
 )
-from airflow_kinesis_snowflake.core.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
-from airflow_kinesis_snowflake.core.maintenance import (
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink, destination_from_text
+from airflow_kinesis_snowflake.core.state.chain import walk_chain
+from airflow_kinesis_snowflake.core.state.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
+from airflow_kinesis_snowflake.core.state.maintenance import (
     MaintenanceError,
     ResetMark,
     clear_reset_mark,
@@ -53,7 +54,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     snapshot,
     table_tags,
 )
-from airflow_kinesis_snowflake.core.migration import (
+from airflow_kinesis_snowflake.core.state.migration import (
     MIGRATION_OF_TAG,
     LegacyMigration,
     MigrationError,
@@ -61,7 +62,6 @@ from airflow_kinesis_snowflake.core.migration import (
     lease_agrees,
     migration_state,
 )
-from airflow_kinesis_snowflake.core.snowflake_sink import SnowflakeSink, destination_from_text
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.operators.reset import LOCK_MARGIN_SECONDS, as_bool, as_number, maintenance_owner

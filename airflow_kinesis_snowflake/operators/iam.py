@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from botocore.parsers import ResponseParserError
 
-from airflow_kinesis_snowflake.core.iam import (
+from airflow_kinesis_snowflake.core.admin.iam import (
     IMPLICIT_DENY,
     SHARED_THROUGHPUT,
     CheckCannotRun,
@@ -60,9 +60,9 @@ class CheckIamPermissionsOperator(BaseOperator):
     :param include_migration_table: also check ``<application>_migration``, used when migrating
         checkpoints from a legacy KCL lease table.
     :param check_mode: ``required`` (default), ``best_effort`` or ``off``, as above: an
-        :class:`~airflow_kinesis_snowflake.core.iam.IamCheckMode` or its value. A missing
+        :class:`~airflow_kinesis_snowflake.core.admin.iam.IamCheckMode` or its value. A missing
         permission fails the task in both ``required`` and ``best_effort``. Why the check cannot
-        run is decided by :func:`~airflow_kinesis_snowflake.core.iam.why_check_cannot_run`.
+        run is decided by :func:`~airflow_kinesis_snowflake.core.admin.iam.why_check_cannot_run`.
     :param skip_if_simulation_denied: deprecated: ``True`` is ``check_mode="best_effort"``,
         ``False`` is ``check_mode="required"``.
     :return: ``principal_arn``, ``check_mode``, the ``policy`` document and one ``decisions`` entry

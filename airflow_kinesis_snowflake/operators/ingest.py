@@ -18,8 +18,20 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core import job as spark_job
-from airflow_kinesis_snowflake.core.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.leases import (
+from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
+from airflow_kinesis_snowflake.core.load.snowflake_sink import GenerationReason, SnowflakeSink
+from airflow_kinesis_snowflake.core.planning import (
+    CONSUMER_TYPES,
+    ENHANCED_FAN_OUT,
+    SHARED_THROUGHPUT,
+    BatchPlan,
+    Destination,
+    eligible_leases,
+    plan_ranges,
+)
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.state.leases import (
     IdentityError,
     Lease,
     LeaseLostError,
@@ -29,7 +41,7 @@ from airflow_kinesis_snowflake.core.leases import (
     check_identity,
     earliest_start,
 )
-from airflow_kinesis_snowflake.core.maintenance import (
+from airflow_kinesis_snowflake.core.state.maintenance import (
     Adoption,
     GenerationChoice,
     MaintenanceError,
@@ -43,19 +55,7 @@ from airflow_kinesis_snowflake.core.maintenance import (
     resolve_application,
     set_generation,
 )
-from airflow_kinesis_snowflake.core.pipe import validate_pipe_definition
-from airflow_kinesis_snowflake.core.planning import (
-    CONSUMER_TYPES,
-    ENHANCED_FAN_OUT,
-    SHARED_THROUGHPUT,
-    BatchPlan,
-    Destination,
-    eligible_leases,
-    plan_ranges,
-)
-from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.renewal import LeaseKeeper
-from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, SnowflakeSink
+from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
@@ -89,8 +89,8 @@ def _package_core(directory: Path) -> Path:
     archive = directory / "kinesis_snowflake_core.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(package / "__init__.py", "airflow_kinesis_snowflake/__init__.py")
-        for path in sorted((package / "core").glob("*.py")):
-            zf.write(path, f"airflow_kinesis_snowflake/core/{path.name}")
+        for path in sorted((package / "core").rglob("*.py")):
+            zf.write(path, f"airflow_kinesis_snowflake/{path.relative_to(package).as_posix()}")
     return archive
 
 
@@ -257,7 +257,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         """Skip while a reset works on the connector; read with the name a reset switched to.
 
         ``application_name`` (the connector file's) is where resolution starts; see
-        :func:`~airflow_kinesis_snowflake.core.maintenance.resolve_application`. A broken chain
+        :func:`~airflow_kinesis_snowflake.core.state.maintenance.resolve_application`. A broken chain
         (a table it points to is gone) is returned: Snowflake's record may repair it.
         """
         try:

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kinesis_snowflake.core.migration import migrate_legacy_table, migration_state
+from airflow_kinesis_snowflake.core.state.migration import migrate_legacy_table, migration_state
 from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
 
 

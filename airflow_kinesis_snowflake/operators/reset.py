@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.backups import read_backup, write_checkpoint_backup
 from airflow_kinesis_snowflake.config import validate_application_name
-from airflow_kinesis_snowflake.core.impact import (
+from airflow_kinesis_snowflake.core.admin.impact import (
     DEFAULT_MAX_RECORDS,
     DUPLICATE_AND_LOSS_WARNING,
     ShardImpact,
@@ -31,7 +31,11 @@ from airflow_kinesis_snowflake.core.impact import (
     position_text,
     totals,
 )
-from airflow_kinesis_snowflake.core.leases import (
+from airflow_kinesis_snowflake.core.load.snowflake_sink import GenerationReason, GenerationRecord, SnowflakeSink
+from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.sources.shards import Shard
+from airflow_kinesis_snowflake.core.state.leases import (
     IdentityError,
     Lease,
     LeaseTable,
@@ -41,7 +45,7 @@ from airflow_kinesis_snowflake.core.leases import (
     check_identity,
     earliest_start,
 )
-from airflow_kinesis_snowflake.core.maintenance import (
+from airflow_kinesis_snowflake.core.state.maintenance import (
     CheckpointBackup,
     MaintenanceError,
     ResetMark,
@@ -64,10 +68,6 @@ from airflow_kinesis_snowflake.core.maintenance import (
     set_reset_mark,
     snapshot,
 )
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.shards import Shard
-from airflow_kinesis_snowflake.core.snowflake_sink import GenerationReason, GenerationRecord, SnowflakeSink
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 

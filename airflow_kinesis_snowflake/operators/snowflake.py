@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import mask_secret
 from snowflake.connector.errors import Error as SnowflakeError
 
-from airflow_kinesis_snowflake.core.provisioning import (
+from airflow_kinesis_snowflake.core.admin.provisioning import (
     SNOWFLAKE_CATALOG,
     DestinationType,
     ProvisioningPlan,
@@ -21,7 +21,7 @@ from airflow_kinesis_snowflake.core.provisioning import (
     expected_objects,
     missing_objects,
 )
-from airflow_kinesis_snowflake.core.snowflake_sink import qualified_name
+from airflow_kinesis_snowflake.core.load.snowflake_sink import qualified_name
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class ProvisionSnowflakeObjectsOperator(BaseOperator):
     interactive) with a ``KINESISMETADATA`` OBJECT column, schema evolution, error logging and row
     timestamps, owned by the role; the provider's ledger, parse-failure table and stage with the
     role's privileges on them; and, for a PIPE destination, the user's pipe. See
-    :func:`~airflow_kinesis_snowflake.core.provisioning.build_plan`.
+    :func:`~airflow_kinesis_snowflake.core.admin.provisioning.build_plan`.
 
     Run it with a role allowed to create roles and users and to grant (e.g. ``ACCOUNTADMIN``, or
     ``SECURITYADMIN`` together with a role owning the schema); an Iceberg table also needs the

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_kinesis_snowflake.core.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable
 from tests.conftest import create_stream, create_table, put_json, query
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

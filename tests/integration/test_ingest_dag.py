@@ -16,7 +16,7 @@ from tests.conftest import create_stream, create_table, put_json, put_raw, query
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.emulators.statsd import statsd_receiver
-from tests.integration.core.test_migration import create_kcl_table
+from tests.integration.core.state.test_migration import create_kcl_table
 
 pytestmark = pytest.mark.integration
 

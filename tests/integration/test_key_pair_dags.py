@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from snowflake.connector.errors import DatabaseError
 
-from airflow_kinesis_snowflake.core.iam import policy_document, required_permissions
+from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators

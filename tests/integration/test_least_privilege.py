@@ -2,7 +2,7 @@
 
 AWS runs in a moto server that enforces IAM, with resources scoped to the ARNs of each request
 (see tests/emulators/moto_extensions.py). The connector runs as an IAM user holding exactly the
-policy from ``core/iam.py``. With it, both DAGs succeed end to end through spark-submit; with any
+policy from ``core/admin/iam.py``. With it, both DAGs succeed end to end through spark-submit; with any
 one action removed, a named step fails and its error carries the AccessDenied of that action.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.iam import policy_document, required_permissions
+from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions
 from tests.conftest import create_table, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.leases import KEY_ATTRIBUTE, LeaseTable
-from airflow_kinesis_snowflake.core.maintenance import RESET_EXPIRES_AT, delete_table, read_marks, snapshot
+from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, LeaseTable
+from airflow_kinesis_snowflake.core.state.maintenance import RESET_EXPIRES_AT, delete_table, read_marks, snapshot
 from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

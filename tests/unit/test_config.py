@@ -24,9 +24,9 @@ from airflow_kinesis_snowflake.config import (
     load_connector_configs,
     parse_connector_config,
 )
-from airflow_kinesis_snowflake.core.iam import IamCheckMode
-from airflow_kinesis_snowflake.core.positions import InitialPosition
-from airflow_kinesis_snowflake.core.provisioning import DestinationType
+from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
+from airflow_kinesis_snowflake.core.admin.provisioning import DestinationType
+from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 
 CONNECTORS_DIR = Path(__file__).resolve().parents[2] / "dags" / "connectors"
 SHIPPED = CONNECTORS_DIR / "orders.yaml"
@@ -433,7 +433,7 @@ def test_one_bad_file_fails_the_directory(tmp_path: Path) -> None:
 
 # -- destination types, table properties and the snowflake section -----------------------------------
 
-PUBLIC_KEY_PEM = Path(__file__).parent / "core" / "golden" / "service_user_public_key.pem"
+PUBLIC_KEY_PEM = Path(__file__).parent / "core" / "admin" / "golden" / "service_user_public_key.pem"
 PIPE_SQL = "COPY INTO ANALYTICS.RAW.ORDERS FROM (SELECT $1:order_id, $1 FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"
 
 

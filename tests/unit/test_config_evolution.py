@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.config import ConnectorConfigError, parse_connector_config
-from airflow_kinesis_snowflake.core.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 
 
 def _config(**destination: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_kinesis_snowflake.core.iam import policy_document, required_permissions
+from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions
 from tests.emulators.servers import REPO_ROOT
 
 ORDERS = REPO_ROOT / "dags" / "connectors" / "orders.yaml"

@@ -16,19 +16,19 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_kinesis_snowflake.core.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable, StartPosition
-from airflow_kinesis_snowflake.core.maintenance import (
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SinkObjects, support_objects_ddl
+from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.sources.shards import list_shards
+from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.state.maintenance import (
     CheckpointBackup,
     ResetMark,
     mark_superseded,
     resolve_application,
     set_reset_mark,
 )
-from airflow_kinesis_snowflake.core.migration import LegacyMigration, MigrationState
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.shards import list_shards
-from airflow_kinesis_snowflake.core.snowflake_sink import SinkObjects, support_objects_ddl
+from airflow_kinesis_snowflake.core.state.migration import LegacyMigration, MigrationState
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.conftest import create_stream, put_json, query

@@ -17,17 +17,17 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.iam import (
+from airflow_kinesis_snowflake.core.admin.iam import (
     ENHANCED_FAN_OUT,
     SHARED_THROUGHPUT,
     policy_document,
     required_permissions,
     simulation_pairs,
 )
-from airflow_kinesis_snowflake.core.leases import StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.positions import InitialPosition
-from airflow_kinesis_snowflake.core.readers import read_shard_range
+from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.sources.readers import read_shard_range
+from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_kinesis_snowflake.core.leases import (
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.sources.shards import list_shards
+from airflow_kinesis_snowflake.core.state.leases import (
     APPLICATION_TAG,
     CREATED_BY,
     CREATED_BY_TAG,
@@ -21,7 +23,7 @@ from airflow_kinesis_snowflake.core.leases import (
     StartPosition,
     TableIdentity,
 )
-from airflow_kinesis_snowflake.core.maintenance import (
+from airflow_kinesis_snowflake.core.state.maintenance import (
     CheckpointBackup,
     ResetMark,
     delete_table,
@@ -32,8 +34,6 @@ from airflow_kinesis_snowflake.core.maintenance import (
     snapshot,
     table_tags,
 )
-from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.shards import list_shards
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator
 from tests.conftest import create_stream, create_table, unique

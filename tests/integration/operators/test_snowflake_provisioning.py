@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_kinesis_snowflake.config import load_connector_config
-from airflow_kinesis_snowflake.core.provisioning import parse_public_key
+from airflow_kinesis_snowflake.core.admin.provisioning import parse_public_key
 from airflow_kinesis_snowflake.operators.snowflake import (
     ProvisionSnowflakeObjectsOperator,
     VerifySnowflakeObjectsOperator,

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kinesis_snowflake.core.leases import STATE_ACTIVE, STATE_SHARD_END, Lease, StartPosition
 from airflow_kinesis_snowflake.core.planning import (
     ENHANCED_FAN_OUT,
     SHARED_THROUGHPUT,
@@ -19,7 +18,8 @@ from airflow_kinesis_snowflake.core.planning import (
     eligible_leases,
     plan_ranges,
 )
-from airflow_kinesis_snowflake.core.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease, StartPosition
 
 NOW = 1_800_000_000.0
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)

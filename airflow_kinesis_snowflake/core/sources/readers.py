@@ -1,0 +1,340 @@
+"""Read one shard range with GetRecords (shared throughput) or SubscribeToShard (enhanced fan-out).
+
+Reading resumes AT_SEQUENCE_NUMBER of the checkpoint and drops what the checkpoint covers, so a
+checkpoint inside a KPL aggregate resumes at the next sub-record. The read stops at the record
+cap, at the first record that arrived after the batch cut-off, when the shard is caught up, or at
+shard end (a null NextShardIterator on AWS; an empty, caught-up read of a closed shard otherwise;
+with fan-out, an event naming the ChildShards without a ContinuationSequenceNumber).
+
+While one page is de-aggregated, the next is already being fetched (and parsed by botocore) in a
+background thread, unless the page looks like the last: then the next call, if any, waits for it.
+A fan-out subscription pushes its events instead; both readers take records through the same
+filter, so they yield the same records for the same range.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
+
+from airflow_kinesis_snowflake.core.load.transform import deaggregate
+from airflow_kinesis_snowflake.core.planning import ShardRange
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition, parse_sequence_number
+from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival
+
+# Kinesis allows 5 GetRecords calls per second per shard.
+MIN_SECONDS_BETWEEN_CALLS = 0.2
+# Sparse shards can answer several empty pages while still behind the tip; don't spin forever.
+MAX_EMPTY_READS = 50
+# SubscribeToShard answers ResourceInUseException while another subscription of the consumer
+# holds the shard, and for 5 seconds after one started: wait longer than that before giving up.
+RESOURCE_IN_USE_RETRIES = 6
+RESOURCE_IN_USE_BACKOFF_SECONDS = 1.0
+RESOURCE_IN_USE_MAX_BACKOFF_SECONDS = 8.0
+# Subscriptions in a row that end (AWS ends each after 5 minutes) or break without delivering
+# anything new.
+MAX_IDLE_SUBSCRIPTIONS = 10
+# A subscription's connection breaking while events stream: subscribe again from the continuation.
+_BROKEN_STREAM = (ProtocolError, ReadTimeoutError, ResponseStreamingError, HTTPClientError)
+
+
+@dataclass
+class RangeRead:
+    """What one shard range yielded."""
+
+    shard_id: str
+    records: list[KinesisRecord] = field(default_factory=list)
+    last: Checkpoint | None = None
+    shard_end: bool = False
+    # GetRecords calls that returned a page, a fetched-ahead page the read did not need included.
+    get_records_calls: int = 0
+    iterator_renewals: int = 0
+    # How far the last GetRecords page (or fan-out event) was from the shard's tip, as Kinesis reports it.
+    millis_behind_latest: int | None = None
+    # SubscribeToShard calls that opened a subscription (enhanced fan-out reads only).
+    subscriptions: int = 0
+
+
+def arrival_timestamp(value: Any) -> datetime:
+    """A timestamp of a Kinesis (JSON protocol) response: epoch seconds, as an aware UTC datetime.
+
+    botocore's default parser makes the same instant in the local zone through dateutil, which
+    costs about 20 times more; paid for every record read, that is a good part of a read's time.
+    Anything but a number is left to botocore's parser.
+    """
+    if type(value) is float or type(value) is int:
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            pass
+    from botocore.utils import parse_timestamp
+
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+def kinesis_client(**client_kwargs: Any) -> Any:
+    """``boto3.client("kinesis", **client_kwargs)`` that parses timestamps with :func:`arrival_timestamp`.
+
+    botocore takes the timestamp parser from its session when the client is made, so the client
+    gets a session of its own rather than changing the default one that other clients share.
+    """
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=arrival_timestamp)
+    return boto3.session.Session(botocore_session=core).client("kinesis", **client_kwargs)
+
+
+def _starting_position(shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
+    """Where a read starts: at the checkpoint, else at the range's initial position."""
+    if position is not None:
+        return {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": position.sequence_number}
+    if shard_range.start_position.position is InitialPosition.AT_TIMESTAMP:
+        return {"Type": "AT_TIMESTAMP", "Timestamp": shard_range.start_position.timestamp}
+    return {"Type": "TRIM_HORIZON"}
+
+
+def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoint | None) -> dict[str, Any]:
+    start = _starting_position(shard_range, position)
+    args: dict[str, Any] = {
+        "StreamName": stream_name,
+        "ShardId": shard_range.shard_id,
+        "ShardIteratorType": start["Type"],
+    }
+    if "SequenceNumber" in start:
+        args["StartingSequenceNumber"] = start["SequenceNumber"]
+    if "Timestamp" in start:
+        args["Timestamp"] = start["Timestamp"]
+    return args
+
+
+class _Pages:
+    """GetRecords calls, one at a time, in a background thread, at most 5 per second."""
+
+    def __init__(
+        self, client: Any, result: RangeRead, sleep: Callable[[float], None], clock: Callable[[], float]
+    ) -> None:
+        self._client, self._result, self._sleep, self._clock = client, result, sleep, clock
+        self._last_call = float("-inf")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"get-records-{result.shard_id}")
+
+    def fetch(self, iterator: str, limit: int) -> Future[dict[str, Any]]:
+        return self._pool.submit(self._get_records, iterator, max(1, limit))
+
+    def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
+        wait = MIN_SECONDS_BETWEEN_CALLS - (self._clock() - self._last_call)
+        if wait > 0:
+            self._sleep(wait)
+        self._last_call = self._clock()
+        response: dict[str, Any] = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        self._result.get_records_calls += 1
+        return response
+
+    def close(self) -> None:
+        # Waits for a page fetched ahead that the read did not need: no call outlives the read.
+        self._pool.shutdown(wait=True)
+
+
+def read_shard_range(
+    client: Any,
+    stream_name: str,
+    shard_range: ShardRange,
+    *,
+    cutoff: datetime,
+    max_records_per_call: int,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> RangeRead:
+    """Read the records of ``shard_range`` that arrived at or before ``cutoff``."""
+    result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
+    iterator = client.get_shard_iterator(**_iterator_args(stream_name, shard_range, result.last))["ShardIterator"]
+    pages = _Pages(client, result, sleep, clock)
+    try:
+        _read(client, stream_name, shard_range, cutoff, max_records_per_call, result, pages, iterator)
+    finally:
+        pages.close()
+    return result
+
+
+def _read(
+    client: Any,
+    stream_name: str,
+    shard_range: ShardRange,
+    cutoff: datetime,
+    max_records_per_call: int,
+    result: RangeRead,
+    pages: _Pages,
+    iterator: str,
+) -> None:
+    empty_reads = 0
+    pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records))
+    while True:
+        try:
+            response = pending.result()
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") != "ExpiredIteratorException":
+                raise
+            # Resume right after the last record delivered; nothing is read twice or skipped.
+            result.iterator_renewals += 1
+            iterator = client.get_shard_iterator(**_iterator_args(stream_name, shard_range, result.last))[
+                "ShardIterator"
+            ]
+            pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records - len(result.records)))
+            continue
+        if "MillisBehindLatest" in response:
+            result.millis_behind_latest = int(response["MillisBehindLatest"])
+        api_records = response.get("Records", [])
+        next_iterator = response.get("NextShardIterator")
+
+        fetched_ahead = False
+        if api_records and next_iterator is not None:
+            # Fetch the next page meanwhile, unless this one probably ends the read: each record
+            # gives at least one user record, and arrival times grow along a shard. Were it wrong,
+            # a fetched page goes unused, or the next call is made after the page, not during it.
+            room = shard_range.max_records - len(result.records) - len(api_records)
+            if room > 0 and _arrival(api_records[-1]["ApproximateArrivalTimestamp"]) <= cutoff:
+                pending = pages.fetch(next_iterator, min(max_records_per_call, room))
+                fetched_ahead = True
+
+        if _take_page(result, shard_range, api_records, cutoff):
+            return
+        if next_iterator is None:
+            result.shard_end = True
+            return
+        if not api_records:
+            caught_up = response.get("MillisBehindLatest", 0) == 0
+            empty_reads += 1
+            if caught_up or empty_reads >= MAX_EMPTY_READS:
+                # A closed shard read to its tip has nothing more to give: that is its end.
+                result.shard_end = caught_up and shard_range.ending_sequence_number is not None
+                return
+        else:
+            empty_reads = 0
+        if not fetched_ahead:
+            limit = min(max_records_per_call, shard_range.max_records - len(result.records))
+            pending = pages.fetch(next_iterator, limit)
+
+
+def read_shard_range_fan_out(
+    client: Any,
+    consumer_arn: str,
+    shard_range: ShardRange,
+    *,
+    cutoff: datetime,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RangeRead:
+    """Read the records of ``shard_range`` that arrived at or before ``cutoff``, through the enhanced
+    fan-out consumer ``consumer_arn`` (SubscribeToShard).
+
+    The first subscription starts where :func:`read_shard_range` would; when one ends (AWS ends each
+    after 5 minutes) or its connection breaks, the next starts AT_SEQUENCE_NUMBER of the last
+    ContinuationSequenceNumber. Records the range already took, delivered again, are dropped like
+    those the checkpoint covers.
+    """
+    result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
+    position = _starting_position(shard_range, result.last)
+    idle = 0
+    while True:
+        taken, before = len(result.records), position
+        event_stream = _subscribe(client, consumer_arn, shard_range.shard_id, position, result, sleep)
+        try:
+            for event in event_stream:
+                shard_event = event.get("SubscribeToShardEvent")
+                if shard_event is None:
+                    continue
+                if "MillisBehindLatest" in shard_event:
+                    result.millis_behind_latest = int(shard_event["MillisBehindLatest"])
+                api_records = shard_event.get("Records", [])
+                if _take_page(result, shard_range, api_records, cutoff):
+                    return result
+                continuation = shard_event.get("ContinuationSequenceNumber")
+                if continuation is None:
+                    # The last event of a closed shard: it names the children instead.
+                    result.shard_end = True
+                    return result
+                # AT, not AFTER: should the continuation be the next record rather than the last
+                # one delivered, nothing is skipped; a record delivered again is dropped.
+                position = {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": continuation}
+                if not api_records and shard_event.get("MillisBehindLatest") == 0:
+                    # Caught up. Only an empty event says so: on a closed shard, the event that
+                    # names the children may still follow the last records.
+                    return result
+        except _BROKEN_STREAM:
+            pass  # only whole events are ever parsed: go on from the last one
+        finally:
+            # Leaving mid-subscription drops the connection; the service ends the subscription.
+            event_stream.close()
+        idle = 0 if len(result.records) > taken or position != before else idle + 1
+        if idle >= MAX_IDLE_SUBSCRIPTIONS:
+            raise RuntimeError(
+                f"{idle} subscriptions to shard {shard_range.shard_id} through {consumer_arn} "
+                "ended or broke without delivering anything new"
+            )
+
+
+def _subscribe(
+    client: Any,
+    consumer_arn: str,
+    shard_id: str,
+    position: dict[str, Any],
+    result: RangeRead,
+    sleep: Callable[[float], None],
+) -> Any:
+    """A subscription's event stream; retries while another subscription holds the shard."""
+    attempt = 0
+    while True:
+        try:
+            response = client.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position)
+        except ClientError as err:
+            in_use = err.response.get("Error", {}).get("Code") == "ResourceInUseException"
+            if not in_use or attempt >= RESOURCE_IN_USE_RETRIES:
+                raise
+            sleep(min(RESOURCE_IN_USE_BACKOFF_SECONDS * 2**attempt, RESOURCE_IN_USE_MAX_BACKOFF_SECONDS))
+            attempt += 1
+            continue
+        result.subscriptions += 1
+        return response["EventStream"]
+
+
+def _take_page(result: RangeRead, shard_range: ShardRange, api_records: list[dict[str, Any]], cutoff: datetime) -> bool:
+    """De-aggregate one page (or event) of Kinesis records and take them; True when the read stops here."""
+    if not api_records:
+        return False
+    return _take(result, deaggregate(shard_range.shard_id, api_records), cutoff, shard_range.max_records)
+
+
+def _take(result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max_records: int) -> bool:
+    """Add the page's records the last one taken does not cover; True when the read stops in this page."""
+    covered = result.last.key if result.last is not None else None
+    taken = result.records
+    last: KinesisRecord | None = None
+    parsed: str | None = None
+    number = 0
+    stopped = False
+    for record in records:
+        sequence = record.sequence_number
+        if sequence is not parsed:  # the user records of an aggregate share their sequence number
+            parsed, number = sequence, parse_sequence_number(sequence)
+        key = (number, record.sub_sequence_number)
+        if covered is not None and key <= covered:
+            continue
+        if record.approximate_arrival > cutoff:
+            stopped = True
+            break
+        taken.append(record)
+        last, covered = record, key
+        if len(taken) >= max_records:
+            stopped = True
+            break
+    if last is not None:
+        result.last = last.checkpoint
+    return stopped

@@ -1,0 +1,282 @@
+"""Stage, COPY and ledger in one transaction (fakesnow server over HTTP)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
+from airflow_kinesis_snowflake.core.load.schema import ColumnMap
+from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    ROWS_DIR,
+    GenerationReason,
+    GenerationRecord,
+    SnowflakeSink,
+    StaleBatchError,
+)
+from airflow_kinesis_snowflake.core.load.transform import build_batch
+from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.sources.records import KinesisRecord
+from airflow_kinesis_snowflake.core.state.leases import StartPosition
+from tests.conftest import create_table, query, unique
+from tests.emulators import Emulators
+
+pytestmark = pytest.mark.integration
+
+
+def metadata(shard: str, seq: int) -> dict[str, Any]:
+    return {
+        "stream": "s",
+        "shardId": shard,
+        "approximateArrival": "2026-01-01T00:00:00+00:00",
+        "partitionKey": "k",
+        "sequenceNumber": str(seq),
+        "subSequenceNumber": 0,
+        "shardedSequenceNumber": str(seq),
+    }
+
+
+@pytest.fixture
+def sink(emulators: Emulators) -> Any:
+    table = unique("T").replace("-", "_").upper()
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
+    conn = emulators.snowflake_connect()
+    sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", table))
+    sink.ensure_support_objects()
+    yield sink
+    conn.close()
+
+
+def stage_rows(sink: SnowflakeSink, tmp_path: Path, stage_dir: str, ids: list[int]) -> None:
+    columns = ColumnMap(sink.describe_columns())
+    path = tmp_path / f"{stage_dir.replace('/', '_')}.parquet"
+    pq.write_table(columns.to_arrow([{"ID": i} for i in ids], [metadata("shard-1", i) for i in ids]), path)
+    sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+
+
+def test_commit_loads_rows_and_moves_the_ledger(emulators: Emulators, sink: SnowflakeSink, tmp_path: Path) -> None:
+    stage_rows(sink, tmp_path, "app/b1/a1", [1, 2, 3])
+    result = sink.commit_batch(
+        application_name="app", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("3")}, rows=3, failures=0, columns=(),
+    )  # fmt: skip
+    assert result.rows_loaded == 3
+    assert sink.read_ledger("app", "g") == {"shard-1": Checkpoint("3")}
+    assert sink.read_ledger("app", "other-generation") == {}
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(1,), (2,), (3,)]
+
+
+def test_a_stale_batch_is_rolled_back_whole(emulators: Emulators, sink: SnowflakeSink, tmp_path: Path) -> None:
+    stage_rows(sink, tmp_path, "app/b1/a1", [1, 2])
+    sink.commit_batch(
+        application_name="app-stale", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=(),
+    )  # fmt: skip
+    # A second writer planned from the same (empty) mark: it must add nothing.
+    stage_rows(sink, tmp_path, "app/b1/a2", [1, 2])
+    with pytest.raises(StaleBatchError, match="shard-1"):
+        sink.commit_batch(
+            application_name="app-stale", generation_id="g", batch_id="b1", stage_dir="app/b1/a2",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=(),
+        )  # fmt: skip
+    # A writer whose start is behind the ledger is refused too.
+    stage_rows(sink, tmp_path, "app/b2/a1", [2, 3])
+    with pytest.raises(StaleBatchError):
+        sink.commit_batch(
+            application_name="app-stale", generation_id="g", batch_id="b2", stage_dir="app/b2/a1",
+            starts={"shard-1": Checkpoint("1")}, ends={"shard-1": Checkpoint("3")}, rows=2, failures=0, columns=(),
+        )  # fmt: skip
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(1,), (2,)]
+    assert sink.read_ledger("app-stale", "g") == {"shard-1": Checkpoint("2")}
+
+
+def test_a_checkpoint_the_ledger_never_saw_starts_its_mark(
+    emulators: Emulators, sink: SnowflakeSink, tmp_path: Path
+) -> None:
+    # A shard whose checkpoint came from elsewhere (a migrated KCL lease table) has no ledger row.
+    app = unique("app-migrated")
+    stage_rows(sink, tmp_path, "app/m1/a1", [10, 11])
+    result = sink.commit_batch(
+        application_name=app, generation_id="g", batch_id="m1", stage_dir="app/m1/a1",
+        starts={"shard-1": Checkpoint("9")}, ends={"shard-1": Checkpoint("11")}, rows=2, failures=0, columns=(),
+    )  # fmt: skip
+    assert result.rows_loaded == 2
+    assert sink.read_ledger(app, "g") == {"shard-1": Checkpoint("11")}
+    # Once the ledger holds a mark, a writer from the old checkpoint is stale and adds nothing.
+    stage_rows(sink, tmp_path, "app/m1/a2", [10, 11])
+    with pytest.raises(StaleBatchError, match="shard-1"):
+        sink.commit_batch(
+            application_name=app, generation_id="g", batch_id="m1", stage_dir="app/m1/a2",
+            starts={"shard-1": Checkpoint("9")}, ends={"shard-1": Checkpoint("11")}, rows=2, failures=0, columns=(),
+        )  # fmt: skip
+    # And the next batch moves on from the mark.
+    stage_rows(sink, tmp_path, "app/m2/a1", [12])
+    sink.commit_batch(
+        application_name=app, generation_id="g", batch_id="m2", stage_dir="app/m2/a1",
+        starts={"shard-1": Checkpoint("11")}, ends={"shard-1": Checkpoint("12")}, rows=1, failures=0, columns=(),
+    )  # fmt: skip
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(10,), (11,), (12,)]
+    assert sink.read_ledger(app, "g") == {"shard-1": Checkpoint("12")}
+
+
+def test_describe_columns_names_a_missing_table(emulators: Emulators) -> None:
+    conn = emulators.snowflake_connect()
+    try:
+        sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", "NO_SUCH_TABLE"))
+        with pytest.raises(LookupError, match='"NO_SUCH_TABLE" does not exist'):
+            sink.describe_columns()
+    finally:
+        conn.close()
+
+
+def test_semi_structured_columns_load_as_values_not_as_text(emulators: Emulators, tmp_path: Path) -> None:
+    table = unique("V").replace("-", "_").upper()
+    create_table(
+        emulators, "ANALYTICS", "RAW", table, 'ID NUMBER(38,0), ADDRESS VARIANT, TAGS ARRAY, "odd ""key"" x" OBJECT'
+    )
+    conn = emulators.snowflake_connect()
+    try:
+        sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", table))
+        sink.ensure_support_objects()
+        staged = sink.describe_columns()
+        columns = ColumnMap(staged)
+        rows = [
+            columns.map_record({"id": 1, "address": {"city": "Berlin", "geo": [52.5, 13.4]}, "tags": ["a", "b"],
+                                'odd "key" x': {"k": 1}}),
+            columns.map_record({"id": 2, "address": "just a string", "tags": []}),
+        ]  # fmt: skip
+        path = tmp_path / "v.parquet"
+        pq.write_table(columns.to_arrow(rows, [metadata("shard-1", 1), metadata("shard-1", 2)]), path)
+        sink.put_file(path, f"app/v1/a1/{ROWS_DIR}")
+        sink.commit_batch(
+            application_name="app-v", generation_id="g", batch_id="v1", stage_dir="app/v1/a1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=staged,
+        )  # fmt: skip
+    finally:
+        conn.close()
+
+    fqn = f"ANALYTICS.RAW.{table}"
+    assert query(
+        emulators,
+        f'SELECT ADDRESS:city::string, ADDRESS:geo[1]::float, TAGS[0]::string, "odd ""key"" x":k::int, '
+        f"KINESISMETADATA:shardId::string FROM {fqn} WHERE ID = 1",
+    ) == [("Berlin", 13.4, "a", 1, "shard-1")]
+    # A JSON string stays a string value (a VARIANT reads back as its JSON text).
+    assert query(emulators, f"SELECT ADDRESS, TAGS FROM {fqn} WHERE ID = 2") == [('"just a string"', "[]")]
+
+
+def test_last_ledger_update_is_the_latest_commit_of_an_application_in_any_generation(
+    emulators: Emulators, sink: SnowflakeSink, tmp_path: Path
+) -> None:
+    app = unique("ledger-app")
+    assert sink.last_ledger_update(app) is None
+    for generation, batch in (("g1", "b1"), ("g2", "b2")):
+        stage_rows(sink, tmp_path, f"{app}/{batch}/a1", [1])
+        sink.commit_batch(
+            application_name=app, generation_id=generation, batch_id=batch, stage_dir=f"{app}/{batch}/a1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("1")}, rows=1, failures=0, columns=(),
+        )  # fmt: skip
+    for generation, stamp in (("g1", "2026-03-01 10:00:00 +00:00"), ("g2", "2026-02-01 10:00:00 +00:00")):
+        query(
+            emulators,
+            f"UPDATE {sink.ledger} SET UPDATED_AT = '{stamp}'::TIMESTAMP_TZ "
+            f"WHERE APPLICATION_NAME = '{app}' AND GENERATION_ID = '{generation}'",
+        )
+    assert sink.last_ledger_update(app) == datetime(2026, 3, 1, 10, tzinfo=UTC)
+    assert sink.last_ledger_update(unique("other-app")) is None
+
+
+@pytest.mark.parametrize("destination", ["TABLE", "PIPE"])
+def test_integers_of_38_digits_land_exactly(emulators: Emulators, tmp_path: Path, destination: str) -> None:
+    """Staged as Parquet DECIMAL(38,0) for a table, as the producer's JSON text for a pipe."""
+    table = unique("N").replace("-", "_").upper()
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0), N INTEGER, W NUMBER(20,0)")
+    fqn = f"ANALYTICS.RAW.{table}"
+    definition = (
+        f"COPY INTO {fqn} (ID, N, W, KINESISMETADATA) FROM (SELECT $1:id::NUMBER(38,0), $1:n::INT, $1:w, "
+        "$1:KINESISMETADATA FROM @s)"
+    )
+    largest = 10**38 - 1
+    payloads = [{"id": largest, "n": -largest, "w": 10**20 - 1}, {"id": 2**63, "n": 1, "w": None}]
+    records = [
+        KinesisRecord("shard-1", str(i), 0, "k", datetime(2026, 1, 1, tzinfo=UTC), json.dumps(p).encode())
+        for i, p in enumerate(payloads, 1)
+    ]
+    conn = emulators.snowflake_connect()
+    try:
+        sink = SnowflakeSink(
+            conn, Destination("ANALYTICS", "RAW", table), pipe_definition=definition if destination == "PIPE" else None
+        )
+        sink.ensure_support_objects()
+        staged = sink.describe_columns()
+        if destination == "PIPE":
+            path = tmp_path / "rows.json"
+            path.write_bytes(pipe_batch(records, "s").lines)
+        else:
+            batch = build_batch(records, "s", ColumnMap(staged))
+            assert batch.dead_letters == []
+            path = tmp_path / "rows.parquet"
+            pq.write_table(batch.rows, path)
+        sink.put_file(path, f"{table}/n1/{ROWS_DIR}")
+        sink.commit_batch(
+            application_name=table, generation_id="g", batch_id="n1", stage_dir=f"{table}/n1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint("2")}, rows=2, failures=0, columns=staged,
+        )  # fmt: skip
+    finally:
+        conn.close()
+
+    assert query(emulators, f"SELECT ID, N, W, ID::VARCHAR FROM {fqn} ORDER BY N") == [
+        (largest, -largest, 10**20 - 1, str(largest)),
+        (2**63, 1, None, str(2**63)),
+    ]
+
+
+def test_the_newest_generation_record_wins_and_names_the_connector_by_either_name(sink: SnowflakeSink) -> None:
+    configured = unique("gen-app")
+    assert sink.latest_generation(configured) is None
+    first = GenerationRecord(
+        configured, configured, "g1", GenerationReason.FIRST_START, StartPosition(InitialPosition.TRIM_HORIZON),
+        connector_id="orders", stream_arn="arn:aws:kinesis:us-east-1:1:stream/s",
+        stream_created_at="2026-01-01T00:00:00+00:00",
+    )  # fmt: skip
+    sink.record_generation(first)
+    assert sink.latest_generation(configured) == replace(
+        first,
+        recorded_at=sink.latest_generation(configured).recorded_at,  # type: ignore[union-attr]
+    )
+    at = datetime(2026, 1, 31, tzinfo=UTC)
+    sink.record_generation(
+        GenerationRecord(
+            configured, configured + "-v2", "g2", GenerationReason.RESET_NEW_APPLICATION_NAME,
+            StartPosition(InitialPosition.AT_TIMESTAMP, at),
+        )
+    )  # fmt: skip
+    latest = sink.latest_generation(configured)
+    assert latest is not None
+    assert (latest.application_name, latest.generation_id, latest.reason) == (
+        configured + "-v2",
+        "g2",
+        GenerationReason.RESET_NEW_APPLICATION_NAME,
+    )
+    assert latest.start == StartPosition(InitialPosition.AT_TIMESTAMP, at)
+    # A connector file changed to the active name still finds the connector's history.
+    assert sink.latest_generation(configured + "-v2") == latest
+
+
+def test_ledger_generations_are_listed_newest_mark_first(sink: SnowflakeSink, tmp_path: Path) -> None:
+    app = unique("gens")
+    for batch, generation in enumerate(("old", "new"), start=1):
+        stage_rows(sink, tmp_path, f"{app}/b{batch}/a1", [batch])
+        sink.commit_batch(
+            application_name=app, generation_id=generation, batch_id=f"b{batch}", stage_dir=f"{app}/b{batch}/a1",
+            starts={"shard-1": None}, ends={"shard-1": Checkpoint(str(batch))}, rows=1, failures=0, columns=(),
+        )  # fmt: skip
+    assert sink.ledger_generations(app) == ["new", "old"]
+    assert sink.ledger_generations(unique("none")) == []
