@@ -10,7 +10,6 @@ import re
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
     IDENTIFIER_RULE,
     SNOWFLAKE_CATALOG,
     TABLE_PROPERTIES,
-    DestinationType,
     ProvisioningSpec,
     normalize_base_location,
     normalize_column_type,
@@ -39,8 +37,7 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -117,11 +114,6 @@ def validate_application_name(value: str) -> str:
 
 class ConnectorConfigError(ValueError):
     """A connector file is missing, unreadable or holds a value that is not allowed."""
-
-
-class ConsumerType(StrEnum):
-    SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
-    ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
 
 
 # Deprecated form of source.iam_check: true is best_effort, false is required.

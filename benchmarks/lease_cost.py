@@ -21,11 +21,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases, plan_ranges
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import read_shard_range
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 from tests.emulators.servers import local_emulators
 

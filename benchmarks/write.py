@@ -36,8 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, SnowflakeSink, quote_identifier
 from airflow_kinesis_snowflake.core.load.transform import build_batch
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
+from airflow_kinesis_snowflake.core.model import Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord
 from tests.emulators.servers import SNOWFLAKE_DATABASE, SNOWFLAKE_SCHEMA, Emulators, start_fakesnow
 

@@ -54,9 +54,9 @@ from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 from airflow_kinesis_snowflake.core.load.transform import build_batch, failure_table
-from airflow_kinesis_snowflake.core.planning import ENHANCED_FAN_OUT, BatchPlan, ShardRange
+from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
 from airflow_kinesis_snowflake.core.sources.readers import (
     RangeRead,
     kinesis_client,
@@ -222,7 +222,7 @@ def read_range(range_data: dict[str, Any], plan_json: str, credentials: JobCrede
     (after its cached partition was lost) gives the same records."""
     plan = BatchPlan.from_json(plan_json)
     client = credentials.kinesis_client(plan.region)
-    if plan.consumer_type == ENHANCED_FAN_OUT:
+    if plan.consumer_type == ConsumerType.ENHANCED_FAN_OUT:
         assert plan.consumer_arn is not None  # BatchPlan refuses a fan-out plan without one
         return read_shard_range_fan_out(client, plan.consumer_arn, ShardRange.from_dict(range_data), cutoff=plan.cutoff)
     return read_shard_range(

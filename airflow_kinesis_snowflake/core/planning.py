@@ -14,13 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
-from airflow_kinesis_snowflake.core.state.leases import Lease, StartPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, DestinationType, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import Lease
 
 # How a batch reads its shards: GetRecords, or SubscribeToShard through a registered consumer.
-SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
-ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
-CONSUMER_TYPES = (SHARED_THROUGHPUT, ENHANCED_FAN_OUT)
 
 
 @dataclass(frozen=True)
@@ -54,13 +51,6 @@ class ShardRange:
 
 
 @dataclass(frozen=True)
-class Destination:
-    database: str
-    schema: str
-    table: str
-
-
-@dataclass(frozen=True)
 class BatchPlan:
     """One micro-batch: the shard ranges, where they go, and the bounds shared by all ranges.
 
@@ -79,18 +69,18 @@ class BatchPlan:
     cutoff: datetime
     max_records_per_call: int
     ranges: tuple[ShardRange, ...] = field(default=())
-    destination_type: str = "TABLE"
+    destination_type: str = DestinationType.TABLE
     schema_evolution: bool | None = None
     on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
     # PIPE: the pipe's COPY statement, applied to the batch's staged files (see :mod:`~.pipe`).
     pipe_definition: str | None = None
-    consumer_type: str = SHARED_THROUGHPUT
+    consumer_type: str = ConsumerType.SHARED_THROUGHPUT
     consumer_arn: str | None = None
 
     def __post_init__(self) -> None:
-        if self.consumer_type not in CONSUMER_TYPES:
-            raise ValueError(f"consumer_type {self.consumer_type!r} is not one of {', '.join(CONSUMER_TYPES)}")
-        if self.consumer_type == ENHANCED_FAN_OUT and not self.consumer_arn:
+        if self.consumer_type not in tuple(ConsumerType):
+            raise ValueError(f"consumer_type {self.consumer_type!r} is not one of {', '.join(ConsumerType)}")
+        if self.consumer_type == ConsumerType.ENHANCED_FAN_OUT and not self.consumer_arn:
             raise ValueError("an ENHANCED_FAN_OUT plan needs the consumer_arn its ranges are read through")
 
     @property
@@ -148,11 +138,11 @@ class BatchPlan:
             max_records_per_call=int(data["max_records_per_call"]),
             ranges=tuple(ShardRange.from_dict(r) for r in data["ranges"]),
             # Absent from plans written before these fields existed.
-            destination_type=data.get("destination_type", "TABLE"),
+            destination_type=data.get("destination_type", DestinationType.TABLE),
             schema_evolution=data.get("schema_evolution"),
             on_unknown_key=UnknownKeys(data.get("on_unknown_key", UnknownKeys.IGNORE.value)),
             pipe_definition=data.get("pipe_definition"),
-            consumer_type=data.get("consumer_type", SHARED_THROUGHPUT),
+            consumer_type=data.get("consumer_type", ConsumerType.SHARED_THROUGHPUT),
             consumer_arn=data.get("consumer_arn"),
         )
 

@@ -36,6 +36,7 @@ from airflow_kinesis_snowflake.core.admin.cleanup import (
     plan_cleanup,
 )
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink, destination_from_text
+from airflow_kinesis_snowflake.core.model import ConsumerType
 from airflow_kinesis_snowflake.core.state.chain import walk_chain
 from airflow_kinesis_snowflake.core.state.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
 from airflow_kinesis_snowflake.core.state.maintenance import (
@@ -67,7 +68,6 @@ from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.operators.reset import LOCK_MARGIN_SECONDS, as_bool, as_number, maintenance_owner
 
 CONFIRMATION = "DELETE"
-ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
 
 
 class CleanupOrphanedTablesOperator(BaseOperator):
@@ -284,7 +284,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
             stream_name=str(connector["stream_name"]),
             configured_application=configured,
             active_application=active,
-            enhanced_fan_out=str(connector.get("consumer_type", "")) == ENHANCED_FAN_OUT,
+            enhanced_fan_out=str(connector.get("consumer_type", "")) == ConsumerType.ENHANCED_FAN_OUT,
         )
 
     def _table_facts(

@@ -16,7 +16,6 @@ from botocore.parsers import ResponseParserError
 
 from airflow_kinesis_snowflake.core.admin.iam import (
     IMPLICIT_DENY,
-    SHARED_THROUGHPUT,
     CheckCannotRun,
     Decision,
     IamCheckMode,
@@ -33,6 +32,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     simulation_pairs,
     why_check_cannot_run,
 )
+from airflow_kinesis_snowflake.core.model import ConsumerType
 
 
 class CheckIamPermissionsOperator(BaseOperator):
@@ -76,7 +76,7 @@ class CheckIamPermissionsOperator(BaseOperator):
         *,
         stream_name: str,
         application_name: str,
-        consumer_type: str = SHARED_THROUGHPUT,
+        consumer_type: str = ConsumerType.SHARED_THROUGHPUT,
         region_name: str | None = None,
         aws_conn_id: str | None = "aws_default",
         include_migration_table: bool = False,

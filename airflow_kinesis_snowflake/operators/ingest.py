@@ -20,23 +20,22 @@ import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core import job as spark_job
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
-from airflow_kinesis_snowflake.core.load.snowflake_sink import GenerationReason, SnowflakeSink
-from airflow_kinesis_snowflake.core.planning import (
-    CONSUMER_TYPES,
-    ENHANCED_FAN_OUT,
-    SHARED_THROUGHPUT,
-    BatchPlan,
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
+from airflow_kinesis_snowflake.core.model import (
+    Checkpoint,
+    ConsumerType,
     Destination,
-    eligible_leases,
-    plan_ranges,
+    DestinationType,
+    GenerationReason,
+    InitialPosition,
+    StartPosition,
 )
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.planning import BatchPlan, eligible_leases, plan_ranges
 from airflow_kinesis_snowflake.core.state.leases import (
     IdentityError,
     Lease,
     LeaseLostError,
     LeaseTable,
-    StartPosition,
     TableIdentity,
     check_identity,
     earliest_start,
@@ -179,7 +178,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         table: str,
         initial_position: str = InitialPosition.TRIM_HORIZON.value,
         initial_timestamp: str | None = None,
-        consumer_type: str = SHARED_THROUGHPUT,
+        consumer_type: str = ConsumerType.SHARED_THROUGHPUT,
         max_records_per_call: int = 10000,
         max_records_per_shard: int = 100_000,
         max_shards_per_batch: int | None = None,
@@ -190,7 +189,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         application: str | None = None,
-        destination_type: str = "TABLE",
+        destination_type: str = DestinationType.TABLE,
         pipe_definition: str | None = None,
         schema_evolution: bool | None = None,
         on_unknown_key: str = UnknownKeys.IGNORE.value,
@@ -206,8 +205,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.table = table
         self.initial_position = initial_position
         self.initial_timestamp = initial_timestamp
-        if consumer_type not in CONSUMER_TYPES:
-            raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(CONSUMER_TYPES)}")
+        if consumer_type not in tuple(ConsumerType):
+            raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(ConsumerType)}")
         self.consumer_type = consumer_type
         self.max_records_per_call = max_records_per_call
         self.max_records_per_shard = max_records_per_shard
@@ -285,7 +284,7 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     def _pipe_definition(self, destination: Destination) -> str | None:
         """The validated pipe statement of a PIPE destination; None for the others."""
-        is_pipe = self.destination_type.upper() == "PIPE"
+        is_pipe = self.destination_type.upper() == DestinationType.PIPE
         if is_pipe != (self.pipe_definition is not None):
             raise AirflowException(
                 "pipe_definition is required with destination_type PIPE"
@@ -305,7 +304,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         The consumer is named after the application name in use, so after a reset to a new name
         it is the new name's consumer, which the reset registered.
         """
-        if self.consumer_type != ENHANCED_FAN_OUT:
+        if self.consumer_type != ConsumerType.ENHANCED_FAN_OUT:
             return None
         consumer = kinesis.describe_consumer(self.stream_name, application_name)
         status = consumer["ConsumerStatus"] if consumer is not None else "not registered"

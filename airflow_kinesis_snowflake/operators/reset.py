@@ -31,16 +31,22 @@ from airflow_kinesis_snowflake.core.admin.impact import (
     position_text,
     totals,
 )
-from airflow_kinesis_snowflake.core.load.snowflake_sink import GenerationReason, GenerationRecord, SnowflakeSink
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
+from airflow_kinesis_snowflake.core.model import (
+    Checkpoint,
+    ConsumerType,
+    Destination,
+    GenerationReason,
+    GenerationRecord,
+    InitialPosition,
+    StartPosition,
+)
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.leases import (
     IdentityError,
     Lease,
     LeaseTable,
     LeaseTableError,
-    StartPosition,
     TableIdentity,
     check_identity,
     earliest_start,
@@ -71,7 +77,6 @@ from airflow_kinesis_snowflake.core.state.maintenance import (
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
-ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
 # How long a reset mark and the leases a reset holds outlive the wait for leases, should the task
 # die without clearing them: ingestions resume on their own after that.
 LOCK_MARGIN_SECONDS = 900
@@ -549,7 +554,7 @@ class ResetConnectorStateOperator(_SnowflakeRecords, BaseOperator):
         # The old active table first, the configured one last: until then resolution follows the chain.
         for name in dict.fromkeys((current, self.application_name)):
             mark_superseded(client, name, by=target)
-        if self.consumer_type == ENHANCED_FAN_OUT:
+        if self.consumer_type == ConsumerType.ENHANCED_FAN_OUT:
             kinesis.register_consumer(self.stream_name, target)
         self.log.info("Lease table %s created; %s now supersedes %s", target, target, current)
         return _generation(new_table)

@@ -12,7 +12,6 @@ from snowflake.connector.errors import Error as SnowflakeError
 
 from airflow_kinesis_snowflake.core.admin.provisioning import (
     SNOWFLAKE_CATALOG,
-    DestinationType,
     ProvisioningPlan,
     ProvisioningSpec,
     Query,
@@ -22,6 +21,7 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
     missing_objects,
 )
 from airflow_kinesis_snowflake.core.load.snowflake_sink import qualified_name
+from airflow_kinesis_snowflake.core.model import DestinationType
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.model import InitialPosition
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.maintenance import CheckpointBackup, read_marks, resolve_application
 from tests.conftest import create_stream, create_table, put_json, query, unique

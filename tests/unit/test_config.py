@@ -25,8 +25,7 @@ from airflow_kinesis_snowflake.config import (
     parse_connector_config,
 )
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
-from airflow_kinesis_snowflake.core.admin.provisioning import DestinationType
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.model import DestinationType, InitialPosition
 
 CONNECTORS_DIR = Path(__file__).resolve().parents[2] / "dags" / "connectors"
 SHIPPED = CONNECTORS_DIR / "orders.yaml"

@@ -39,9 +39,7 @@ from botocore.exceptions import ClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from botocore.parsers import ResponseParserError
 
-SHARED_THROUGHPUT = "SHARED_THROUGHPUT"
-ENHANCED_FAN_OUT = "ENHANCED_FAN_OUT"
-CONSUMER_TYPES = (SHARED_THROUGHPUT, ENHANCED_FAN_OUT)
+from airflow_kinesis_snowflake.core.model import ConsumerType
 
 POLICY_VERSION = "2012-10-17"
 # Left in the rendered policy for the reader to fill in, as the Openflow guide does.
@@ -212,7 +210,7 @@ def required_permissions(
     region: str,
     account_id: str,
     application_name: str,
-    consumer_type: str = SHARED_THROUGHPUT,
+    consumer_type: str = ConsumerType.SHARED_THROUGHPUT,
     partition: str | None = None,
     include_migration_table: bool = False,
     include_maintenance: bool = False,
@@ -231,8 +229,8 @@ def required_permissions(
         ingest policy itself is unchanged.
     """
     consumer_type = str(consumer_type)
-    if consumer_type not in CONSUMER_TYPES:
-        raise IamPolicyError(f"consumer type {consumer_type!r} is not one of {', '.join(CONSUMER_TYPES)}")
+    if consumer_type not in tuple(ConsumerType):
+        raise IamPolicyError(f"consumer type {consumer_type!r} is not one of {', '.join(ConsumerType)}")
     partition = partition or partition_for_region(region)
     where = {"partition": partition, "region": region, "account_id": account_id}
     stream = stream_arn(stream_name=stream_name, **where)
@@ -259,7 +257,7 @@ def required_permissions(
             "that was deleted and created again.",
         ),
     ]
-    if consumer_type == ENHANCED_FAN_OUT:
+    if consumer_type == ConsumerType.ENHANCED_FAN_OUT:
         requirements += [
             Requirement(
                 sid="KinesisStream",

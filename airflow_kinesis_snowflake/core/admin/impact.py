@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition, parse_sequence_number
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.leases import Lease, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import Lease
 
 # Kinesis allows 5 GetRecords calls per second per shard; sparse shards answer empty pages.
 MIN_SECONDS_BETWEEN_CALLS = 0.2

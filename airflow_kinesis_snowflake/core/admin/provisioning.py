@@ -21,7 +21,6 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
@@ -37,7 +36,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     quote_identifier,
     support_objects_ddl,
 )
-from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.model import Destination, DestinationType
 
 # Unquoted Snowflake identifiers; they resolve upper-case, and we quote them upper-case.
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
@@ -55,15 +54,6 @@ _PEM = re.compile(r"-----BEGIN ([A-Z ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
 class ProvisioningError(ValueError):
     """A provisioning parameter is not allowed; the message names the parameter."""
-
-
-class DestinationType(StrEnum):
-    """What the connector writes into, as the Openflow connector names it."""
-
-    TABLE = "TABLE"
-    ICEBERG = "ICEBERG"
-    INTERACTIVE = "INTERACTIVE"
-    PIPE = "PIPE"
 
 
 # Table properties each destination type takes. Interactive tables take none of them, and row

@@ -69,6 +69,7 @@ from airflow_kinesis_snowflake.core.load.schema import (
     coerce,
     shown,
 )
+from airflow_kinesis_snowflake.core.model import DestinationType
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, ParseError, parse_payload
 
 MAX_IDENTIFIER_LENGTH = 255
@@ -77,7 +78,7 @@ MAX_NEW_COLUMNS = 100
 # Distinct unknown keys one task reports; more are counted, not named.
 MAX_TRACKED_KEYS = 1000
 # Destination types this connector never alters.
-NEVER_EVOLVED = frozenset({"ICEBERG", "INTERACTIVE"})
+NEVER_EVOLVED = frozenset({DestinationType.ICEBERG, DestinationType.INTERACTIVE})
 
 # NUMBER(38,0) holds every integer of up to 38 digits; Snowflake reads a longer one as a double.
 _NUMBER_38_0 = (-(10**38) + 1, 10**38 - 1)
@@ -345,11 +346,11 @@ def resolve_policy(
     ``ENABLE_SCHEMA_EVOLUTION``; a table whose property cannot be read is not altered.
     """
     kind = destination_type.upper()
-    if kind == "PIPE":
+    if kind == DestinationType.PIPE:
         # The pipe's SELECT names the keys it loads; the others are not the table's business.
         return EvolutionPolicy(False, UnknownKeys.IGNORE, "the pipe's SELECT decides which keys are loaded")
     if kind in NEVER_EVOLVED or table_iceberg:
-        what = "an interactive table" if kind == "INTERACTIVE" else "an Iceberg table"
+        what = "an interactive table" if kind == DestinationType.INTERACTIVE else "an Iceberg table"
         return EvolutionPolicy(False, on_unknown_key, f"{what} is never altered")
     if configured is not None:
         state = "on" if configured else "off"

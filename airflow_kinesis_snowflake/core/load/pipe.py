@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
-from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.sources.records import (
     DeadLetter,
     KinesisRecord,

@@ -18,15 +18,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from airflow_kinesis_snowflake.core.load.pipe import pipe_load_sql
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN, TableColumn
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
+from airflow_kinesis_snowflake.core.model import (
+    Checkpoint,
+    Destination,
+    GenerationReason,
+    GenerationRecord,
+    StartPosition,
+)
 
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
 GENERATIONS_TABLE = "KINESIS_INGEST_GENERATIONS"
@@ -240,56 +243,6 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
         generations_ddl(destination),
         *generations_columns_ddl(destination),
     )
-
-
-class GenerationReason(StrEnum):
-    """Why a connector reads with an application name and generation."""
-
-    FIRST_START = "first-start"  # the connector's first ingest run (or the first since this was recorded)
-    ADOPTED = "adopted-from-ledger"  # a lost lease table, rebuilt from the ledger's newest generation
-    RESET_NEW_APPLICATION_NAME = "reset-new_application_name"
-    RESET_DELETE_TABLE = "reset-delete_table"
-    RESET_WITHDRAWN = "reset-withdrawn"  # a reset that stopped before it changed anything
-    RESTORE = "restore"
-
-    @property
-    def starts_over(self) -> bool:
-        """A deliberate new generation: its shards start at the recorded position, not at a ledger mark."""
-        return self in (GenerationReason.RESET_NEW_APPLICATION_NAME, GenerationReason.RESET_DELETE_TABLE)
-
-
-@dataclass(frozen=True)
-class GenerationRecord:
-    """One row of the generations table.
-
-    :param configured_application_name: the connector file's application name, where ingest
-        runs start resolving.
-    :param application_name: the application name (lease table) the connector reads with.
-    :param generation_id: the lease-table generation that keys the ledger's marks.
-    :param reason: why (see :class:`GenerationReason`).
-    :param start: where shards with no ledger mark start in this generation.
-    :param connector_id: the connector that recorded it.
-    :param stream_arn: the stream read, as DescribeStreamSummary names it.
-    :param stream_created_at: the stream's creation time (ISO 8601 UTC): a stream deleted and
-        created again under the same name has another.
-    :param recorded_at: when (set by Snowflake; None before it is written).
-    :param replaces: a reset's or restore's: the generation the lease table held when it was
-        recorded. While the table still holds it, the change was not carried out.
-    :param destination: the table the connector loads, ``DATABASE.SCHEMA.TABLE``: an application
-        name serves one destination, and another connector's rows are never adopted.
-    """
-
-    configured_application_name: str
-    application_name: str
-    generation_id: str
-    reason: GenerationReason
-    start: StartPosition | None = None
-    connector_id: str | None = None
-    stream_arn: str | None = None
-    stream_created_at: str | None = None
-    recorded_at: datetime | None = None
-    replaces: str | None = None
-    destination: str | None = None
 
 
 @dataclass(frozen=True)

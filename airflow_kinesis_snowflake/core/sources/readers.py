@@ -25,8 +25,8 @@ from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingE
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from airflow_kinesis_snowflake.core.load.transform import deaggregate
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival
 
 # Kinesis allows 5 GetRecords calls per second per shard.

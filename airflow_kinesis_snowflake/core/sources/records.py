@@ -23,7 +23,8 @@ import aws_kinesis_agg
 from aws_kinesis_agg import deaggregator
 from google.protobuf.message import DecodeError
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, sharded_sequence_number
+from airflow_kinesis_snowflake.core.model import Checkpoint
+from airflow_kinesis_snowflake.core.sources.positions import sharded_sequence_number
 
 _set_attribute = object.__setattr__
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 
 SCHEMA_VERSION = 1
@@ -41,40 +41,6 @@ class IdentityError(LeaseTableError):
 
 class LeaseLostError(RuntimeError):
     """A conditional write failed: another worker took the lease, or the checkpoint moved."""
-
-
-@dataclass(frozen=True)
-class StartPosition:
-    """Where a shard with no checkpoint is read from.
-
-    LATEST is resolved once, when the lease is created, to AT_TIMESTAMP of that moment: a batch
-    that runs later then still reads what arrived after the application started, and a retry of a
-    batch reads the same records.
-    """
-
-    position: InitialPosition
-    timestamp: datetime | None = None
-
-    @classmethod
-    def resolve(cls, initial: InitialPosition, timestamp: datetime | None, now: datetime) -> StartPosition:
-        if initial is InitialPosition.LATEST:
-            return cls(InitialPosition.AT_TIMESTAMP, now)
-        if initial is InitialPosition.AT_TIMESTAMP:
-            if timestamp is None:
-                raise ValueError("AT_TIMESTAMP needs a timestamp")
-            return cls(initial, timestamp)
-        return cls(InitialPosition.TRIM_HORIZON)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "position": self.position.value,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StartPosition:
-        ts = data.get("timestamp")
-        return cls(InitialPosition(data["position"]), datetime.fromisoformat(ts) if ts else None)
 
 
 @dataclass(frozen=True)

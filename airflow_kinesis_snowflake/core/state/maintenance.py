@@ -27,8 +27,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.load.snowflake_sink import GenerationReason, GenerationRecord
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import (
+    Checkpoint,
+    GenerationReason,
+    GenerationRecord,
+    InitialPosition,
+    StartPosition,
+)
 from airflow_kinesis_snowflake.core.state.chain import Chain, ChainEnd, walk_chain
 from airflow_kinesis_snowflake.core.state.leases import (
     KEY_ATTRIBUTE,
@@ -37,7 +42,6 @@ from airflow_kinesis_snowflake.core.state.leases import (
     IdentityError,
     Lease,
     LeaseTable,
-    StartPosition,
     lease_to_item,
 )
 

@@ -57,7 +57,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition, parse_sequence_number
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.state.leases import (
     APPLICATION_TAG,
     CREATED_BY,
@@ -66,7 +66,6 @@ from airflow_kinesis_snowflake.core.state.leases import (
     STATE_SHARD_END,
     Lease,
     LeaseTable,
-    StartPosition,
     scan_items,
 )
 

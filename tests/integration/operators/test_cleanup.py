@@ -17,10 +17,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SinkObjects, support_objects_ddl
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable
 from airflow_kinesis_snowflake.core.state.maintenance import (
     CheckpointBackup,
     ResetMark,

@@ -17,17 +17,10 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.admin.iam import (
-    ENHANCED_FAN_OUT,
-    SHARED_THROUGHPUT,
-    policy_document,
-    required_permissions,
-    simulation_pairs,
-)
+from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions, simulation_pairs
+from airflow_kinesis_snowflake.core.model import ConsumerType, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import read_shard_range
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
@@ -134,9 +127,9 @@ def test_no_permissions_lists_every_pair(iam_moto: IamMoto, monkeypatch: pytest.
     iam_moto.connection(key, monkeypatch)
 
     with pytest.raises(AirflowFailException) as failure:
-        check(stream, app, consumer_type=ENHANCED_FAN_OUT, include_migration_table=True)
+        check(stream, app, consumer_type=ConsumerType.ENHANCED_FAN_OUT, include_migration_table=True)
 
-    expected = pairs(stream, app, consumer_type=ENHANCED_FAN_OUT, include_migration_table=True)
+    expected = pairs(stream, app, consumer_type=ConsumerType.ENHANCED_FAN_OUT, include_migration_table=True)
     assert listed(str(failure.value)) == [f"  - {a} on {r} (implicitDeny)" for a, r in expected]
     assert f"{stream_arn(stream)}/consumer/*" in {r for _, r in expected}
 
@@ -228,7 +221,7 @@ def test_assumed_role_is_checked_as_its_role(iam_moto: IamMoto, monkeypatch: pyt
         ],
     }
     role_arn = iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    fan_out: dict[str, Any] = {"consumer_type": ENHANCED_FAN_OUT, "include_migration_table": True}
+    fan_out: dict[str, Any] = {"consumer_type": ConsumerType.ENHANCED_FAN_OUT, "include_migration_table": True}
     iam.put_role_policy(
         RoleName=role_name, PolicyName="connector", PolicyDocument=json.dumps(connector_policy(stream, app, **fan_out))
     )
@@ -482,7 +475,9 @@ def test_generated_policy_is_enough_for_the_connector_and_no_more(
     for name in (stream, other_stream):
         create_stream(iam_moto, name)
     iam_moto.client("kinesis").put_record(StreamName=stream, Data=b'{"id": 1}', PartitionKey="k")
-    _, key = iam_moto.user(inline={"connector": connector_policy(stream, app, consumer_type=SHARED_THROUGHPUT)})
+    _, key = iam_moto.user(
+        inline={"connector": connector_policy(stream, app, consumer_type=ConsumerType.SHARED_THROUGHPUT)}
+    )
     conn_id = iam_moto.connection(key, monkeypatch)
 
     # The real code paths, with exactly the generated policy.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
 from airflow_kinesis_snowflake.core.state.leases import (
     APPLICATION_TAG,
@@ -20,7 +20,6 @@ from airflow_kinesis_snowflake.core.state.leases import (
     KEY_ATTRIBUTE,
     METADATA_KEY,
     LeaseTable,
-    StartPosition,
     TableIdentity,
 )
 from airflow_kinesis_snowflake.core.state.maintenance import (

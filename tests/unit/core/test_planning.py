@@ -9,17 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kinesis_snowflake.core.planning import (
-    ENHANCED_FAN_OUT,
-    SHARED_THROUGHPUT,
-    BatchPlan,
-    Destination,
-    ShardRange,
-    eligible_leases,
-    plan_ranges,
-)
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease, StartPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease
 
 NOW = 1_800_000_000.0
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
@@ -272,12 +264,12 @@ CONSUMER_ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/or
 
 
 def test_a_fan_out_plan_carries_its_consumer_but_reads_the_same_batch() -> None:
-    plan = replace(_plan(), consumer_type=ENHANCED_FAN_OUT, consumer_arn=CONSUMER_ARN)
+    plan = replace(_plan(), consumer_type=ConsumerType.ENHANCED_FAN_OUT, consumer_arn=CONSUMER_ARN)
 
     restored = BatchPlan.from_json(plan.to_json())
 
     assert restored == plan
-    assert (restored.consumer_type, restored.consumer_arn) == (ENHANCED_FAN_OUT, CONSUMER_ARN)
+    assert (restored.consumer_type, restored.consumer_arn) == (ConsumerType.ENHANCED_FAN_OUT, CONSUMER_ARN)
     assert plan.batch_id == _plan().batch_id
 
 
@@ -287,14 +279,14 @@ def test_a_plan_written_before_consumer_types_reads_with_get_records() -> None:
 
     restored = BatchPlan.from_json(json.dumps(data))
 
-    assert (restored.consumer_type, restored.consumer_arn) == (SHARED_THROUGHPUT, None)
+    assert (restored.consumer_type, restored.consumer_arn) == (ConsumerType.SHARED_THROUGHPUT, None)
     assert restored == _plan()
 
 
 @pytest.mark.parametrize(
     ("consumer_type", "consumer_arn", "message"),
     [
-        (ENHANCED_FAN_OUT, None, "needs the consumer_arn"),
+        (ConsumerType.ENHANCED_FAN_OUT, None, "needs the consumer_arn"),
         ("POLLING", None, "is not one of SHARED_THROUGHPUT, ENHANCED_FAN_OUT"),
     ],
 )

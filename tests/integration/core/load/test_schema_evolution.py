@@ -27,8 +27,7 @@ from airflow_kinesis_snowflake.core.load.evolution import (
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, EvolutionError, SnowflakeSink
 from airflow_kinesis_snowflake.core.load.transform import build_batch
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint
+from airflow_kinesis_snowflake.core.model import Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord
 from tests.conftest import create_table, query, unique
 from tests.emulators import Emulators

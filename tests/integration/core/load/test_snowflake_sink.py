@@ -13,18 +13,17 @@ import pytest
 
 from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap
-from airflow_kinesis_snowflake.core.load.snowflake_sink import (
-    ROWS_DIR,
+from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, SnowflakeSink, StaleBatchError
+from airflow_kinesis_snowflake.core.load.transform import build_batch
+from airflow_kinesis_snowflake.core.model import (
+    Checkpoint,
+    Destination,
     GenerationReason,
     GenerationRecord,
-    SnowflakeSink,
-    StaleBatchError,
+    InitialPosition,
+    StartPosition,
 )
-from airflow_kinesis_snowflake.core.load.transform import build_batch
-from airflow_kinesis_snowflake.core.planning import Destination
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from tests.conftest import create_table, query, unique
 from tests.emulators import Emulators
 

@@ -12,8 +12,8 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import (
     RESOURCE_IN_USE_RETRIES,
     kinesis_client,
@@ -21,7 +21,6 @@ from airflow_kinesis_snowflake.core.sources.readers import (
     read_shard_range_fan_out,
 )
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import plan_ranges
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import read_shard_range
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 

@@ -11,10 +11,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import MIN_SECONDS_BETWEEN_CALLS, read_shard_range
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION

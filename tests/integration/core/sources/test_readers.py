@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import arrival_timestamp, kinesis_client, read_shard_range
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
 from airflow_kinesis_snowflake.core.sources.readers import read_shard_range
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import StartPosition
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.leases import (
     CREATED_BY,
@@ -12,7 +12,6 @@ from airflow_kinesis_snowflake.core.state.leases import (
     LeaseLostError,
     LeaseTable,
     LeaseTableError,
-    StartPosition,
     TableIdentity,
 )
 from tests.conftest import unique

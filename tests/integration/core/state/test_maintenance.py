@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.core.admin.impact import Count, estimate_impact
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
-from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease, LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease, LeaseTable
 from airflow_kinesis_snowflake.core.state.maintenance import (
     CheckpointBackup,
     MaintenanceError,

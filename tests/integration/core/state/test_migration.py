@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.leases import (
     CREATED_BY,
@@ -16,7 +16,6 @@ from airflow_kinesis_snowflake.core.state.leases import (
     Lease,
     LeaseTable,
     LeaseTableError,
-    StartPosition,
 )
 from airflow_kinesis_snowflake.core.state.migration import (
     MARKER_KEY,

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 from tests.conftest import unique
 from tests.emulators import Emulators

@@ -11,10 +11,8 @@ from botocore.parsers import ResponseParserError
 
 from airflow_kinesis_snowflake.core.admin.iam import (
     ACCOUNT_ID_PLACEHOLDER,
-    ENHANCED_FAN_OUT,
     EXPLICIT_DENY,
     IMPLICIT_DENY,
-    SHARED_THROUGHPUT,
     CheckCannotRun,
     Decision,
     IamCheckMode,
@@ -36,6 +34,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     table_arn,
     why_check_cannot_run,
 )
+from airflow_kinesis_snowflake.core.model import ConsumerType
 
 ACCOUNT = "123456789012"
 STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
@@ -84,7 +83,10 @@ MIGRATION = {
 
 
 def requirements(
-    consumer_type: str = SHARED_THROUGHPUT, migration: bool = False, include_maintenance: bool = False, **overrides: str
+    consumer_type: str = ConsumerType.SHARED_THROUGHPUT,
+    migration: bool = False,
+    include_maintenance: bool = False,
+    **overrides: str,
 ) -> list[Requirement]:
     params: dict[str, Any] = {
         "stream_name": "orders",
@@ -107,23 +109,23 @@ def pairs_of(actions: set[str], resource: str) -> set[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("consumer_type", "migration", "expected"),
     [
-        (SHARED_THROUGHPUT, False, pairs_of(STREAM_READ, STREAM) | pairs_of(TABLE, LEASE_TABLE)),
+        (ConsumerType.SHARED_THROUGHPUT, False, pairs_of(STREAM_READ, STREAM) | pairs_of(TABLE, LEASE_TABLE)),
         (
-            SHARED_THROUGHPUT,
+            ConsumerType.SHARED_THROUGHPUT,
             True,
             pairs_of(STREAM_READ, STREAM)
             | pairs_of(TABLE | MIGRATION_ON_LEASE_TABLE, LEASE_TABLE)
             | pairs_of(MIGRATION, MIGRATION_TABLE),
         ),
         (
-            ENHANCED_FAN_OUT,
+            ConsumerType.ENHANCED_FAN_OUT,
             False,
             pairs_of(STREAM_READ | FAN_OUT_ON_STREAM, STREAM)
             | pairs_of(FAN_OUT_ON_CONSUMERS, CONSUMERS)
             | pairs_of(TABLE, LEASE_TABLE),
         ),
         (
-            ENHANCED_FAN_OUT,
+            ConsumerType.ENHANCED_FAN_OUT,
             True,
             pairs_of(STREAM_READ | FAN_OUT_ON_STREAM, STREAM)
             | pairs_of(FAN_OUT_ON_CONSUMERS, CONSUMERS)
@@ -174,7 +176,7 @@ def test_shared_throughput_policy_document() -> None:
 
 
 def test_fan_out_with_migration_policy_document() -> None:
-    document = policy_document(requirements(ENHANCED_FAN_OUT, migration=True))
+    document = policy_document(requirements(ConsumerType.ENHANCED_FAN_OUT, migration=True))
     statements = {s["Sid"]: s for s in document["Statement"]}
     assert list(statements) == [
         "KinesisStream",
@@ -193,18 +195,18 @@ def test_fan_out_with_migration_policy_document() -> None:
 
 
 def test_nothing_is_granted_on_wildcard_resources_or_unused_services() -> None:
-    for requirement in requirements(ENHANCED_FAN_OUT, migration=True):
+    for requirement in requirements(ConsumerType.ENHANCED_FAN_OUT, migration=True):
         assert all(r.startswith("arn:aws:") for r in requirement.resources)
         assert all(a.split(":")[0] in ("kinesis", "dynamodb") for a in requirement.actions)
     # The provider lists shards instead of describing the stream; DescribeStreamSummary gives the ARN.
-    actions = {a for a, _ in simulation_pairs(requirements(ENHANCED_FAN_OUT, migration=True))}
+    actions = {a for a, _ in simulation_pairs(requirements(ConsumerType.ENHANCED_FAN_OUT, migration=True))}
     assert "kinesis:DescribeStream" not in actions
     # Deleting tables is only for a migration.
-    assert "dynamodb:DeleteTable" not in {a for a, _ in simulation_pairs(requirements(ENHANCED_FAN_OUT))}
+    assert "dynamodb:DeleteTable" not in {a for a, _ in simulation_pairs(requirements(ConsumerType.ENHANCED_FAN_OUT))}
 
 
 def test_every_requirement_has_a_purpose() -> None:
-    reqs = requirements(ENHANCED_FAN_OUT, migration=True)
+    reqs = requirements(ConsumerType.ENHANCED_FAN_OUT, migration=True)
     assert all(r.purpose.strip() for r in reqs)
     assert "TagResource" in purpose_of(reqs, "dynamodb:TagResource", LEASE_TABLE)
     assert "orders-to-snowflake" in purpose_of(reqs, "kinesis:RegisterStreamConsumer", STREAM)
@@ -257,7 +259,7 @@ def test_account_placeholder_is_kept_for_the_reader() -> None:
 )
 def test_bad_parameters_are_named(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(IamPolicyError, match=message):
-        requirements(SHARED_THROUGHPUT, False, **overrides)
+        requirements(ConsumerType.SHARED_THROUGHPUT, False, **overrides)
 
 
 def test_unknown_consumer_type_is_refused() -> None:
@@ -332,7 +334,7 @@ MAINTENANCE_ON_TABLES = {
 }
 
 
-@pytest.mark.parametrize("consumer_type", [SHARED_THROUGHPUT, ENHANCED_FAN_OUT])
+@pytest.mark.parametrize("consumer_type", [ConsumerType.SHARED_THROUGHPUT, ConsumerType.ENHANCED_FAN_OUT])
 def test_maintenance_adds_its_own_grants_and_leaves_the_ingest_ones_alone(consumer_type: str) -> None:
     base = set(simulation_pairs(requirements(consumer_type)))
     with_maintenance = set(simulation_pairs(requirements(consumer_type, include_maintenance=True)))

@@ -20,7 +20,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from airflow_kinesis_snowflake.config import load_connector_config
 from airflow_kinesis_snowflake.core.admin.provisioning import (
-    DestinationType,
     ProvisioningError,
     ProvisioningSpec,
     build_plan,
@@ -33,7 +32,7 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
 )
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.snowflake_sink import quote_identifier, support_objects_ddl
-from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.model import Destination, DestinationType
 
 GOLDEN = Path(__file__).parent / "golden"
 PUBLIC_KEY_PEM = (GOLDEN / "service_user_public_key.pem").read_text(encoding="ascii")

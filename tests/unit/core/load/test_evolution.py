@@ -37,7 +37,8 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     table_properties_from_show,
 )
 from airflow_kinesis_snowflake.core.load.transform import build_batch, build_batch_reference
-from airflow_kinesis_snowflake.core.planning import BatchPlan, Destination
+from airflow_kinesis_snowflake.core.model import Destination
+from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord
 
 T = JsonType

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_kinesis_snowflake.core.load.pipe import LOAD_OPTIONS, pipe_batch, pipe_load_sql, validate_pipe_definition
-from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, kinesis_metadata
 
 LOCATION = '@"ANALYTICS"."RAW"."KINESIS_INGEST_STAGE"/app/batch/attempt/rows/'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
-from airflow_kinesis_snowflake.core.planning import Destination
+from airflow_kinesis_snowflake.core.model import Destination
 
 DEST = Destination("ANALYTICS", "RAW", "ORDERS")
 TABLE = '"ANALYTICS"."RAW"."ORDERS"'

@@ -6,11 +6,10 @@ import random
 
 import pytest
 
+from airflow_kinesis_snowflake.core.model import Checkpoint, parse_sequence_number
 from airflow_kinesis_snowflake.core.sources.positions import (
     SEQUENCE_DIGITS,
     SUB_SEQUENCE_DIGITS,
-    Checkpoint,
-    parse_sequence_number,
     sharded_sequence_number,
 )
 

@@ -13,7 +13,8 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator, messages_pb2
 
 from airflow_kinesis_snowflake.core.load.schema import METADATA_TYPE
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, sharded_sequence_number
+from airflow_kinesis_snowflake.core.model import Checkpoint
+from airflow_kinesis_snowflake.core.sources.positions import sharded_sequence_number
 from airflow_kinesis_snowflake.core.sources.records import (
     KinesisRecord,
     ParseError,

@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_kinesis_snowflake.core.load.snowflake_sink import GenerationReason, GenerationRecord
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
-from airflow_kinesis_snowflake.core.state.leases import IdentityError, StartPosition
+from airflow_kinesis_snowflake.core.model import GenerationReason, GenerationRecord, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import IdentityError
 from airflow_kinesis_snowflake.core.state.maintenance import (
     GenerationChoice,
     MaintenanceError,

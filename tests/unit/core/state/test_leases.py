@@ -6,11 +6,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from airflow_kinesis_snowflake.core.sources.positions import InitialPosition
+from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.state.leases import (
     IdentityError,
     Lease,
-    StartPosition,
     TableIdentity,
     check_identity,
     earliest_start,

@@ -15,9 +15,9 @@ from airflow_kinesis_snowflake.core.admin.impact import (
     position_text,
     totals,
 )
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.state.chain import Chain, ChainEnd, walk_chain
-from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease
 from airflow_kinesis_snowflake.core.state.maintenance import (
     BACKUP_FORMAT,
     CheckpointBackup,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.sources.positions import Checkpoint, InitialPosition
-from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease, StartPosition
+from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease
 from airflow_kinesis_snowflake.core.state.migration import (
     MigrationError,
     MigrationResult,
