@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from airflow_kinesis_snowflake import __version__
 
 
 def get_provider_info() -> dict[str, Any]:
