@@ -12,21 +12,18 @@ from airflow_kinesis_snowflake.core.admin.impact import Count, estimate_impact
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
+from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup, restore_leases, snapshot
+from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
+from airflow_kinesis_snowflake.core.state.holding import hold_leases
 from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease, LeaseTable
-from airflow_kinesis_snowflake.core.state.maintenance import (
-    CheckpointBackup,
-    MaintenanceError,
-    ResetMark,
+from airflow_kinesis_snowflake.core.state.marks import (
     clear_reset_mark,
-    hold_leases,
     mark_superseded,
-    read_marks,
     resolve_application,
-    restore_leases,
     set_generation,
     set_reset_mark,
-    snapshot,
 )
+from airflow_kinesis_snowflake.core.state.metadata import ResetMark, read_marks
 from tests.conftest import create_stream, put_json, unique
 from tests.emulators import Emulators
 

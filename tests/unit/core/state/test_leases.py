@@ -7,14 +7,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.state.leases import (
-    IdentityError,
-    Lease,
-    TableIdentity,
-    check_identity,
-    earliest_start,
-    stream_created_at,
-)
+from airflow_kinesis_snowflake.core.state.errors import IdentityError
+from airflow_kinesis_snowflake.core.state.leases import Lease, earliest_start
+from airflow_kinesis_snowflake.core.state.metadata import TableIdentity, check_identity, stream_created_at
 
 ORDERS = TableIdentity(
     "orders", "ANALYTICS.RAW.ORDERS", "arn:aws:kinesis:us-east-1:1:stream/orders", "2026-01-01T00:00:00+00:00"

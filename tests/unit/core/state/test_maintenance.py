@@ -16,21 +16,19 @@ from airflow_kinesis_snowflake.core.admin.impact import (
     totals,
 )
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.state.chain import Chain, ChainEnd, walk_chain
-from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease
-from airflow_kinesis_snowflake.core.state.maintenance import (
+from airflow_kinesis_snowflake.core.state.backups import (
     BACKUP_FORMAT,
     CheckpointBackup,
-    MaintenanceError,
-    ResetMark,
     RestoreTarget,
-    TableMarks,
     check_backup_owner,
-    last_activity,
     lease_from_dict,
     lease_to_dict,
     restore_target,
 )
+from airflow_kinesis_snowflake.core.state.chain import Chain, ChainEnd, walk_chain
+from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
+from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease, last_activity
+from airflow_kinesis_snowflake.core.state.metadata import ResetMark, TableMarks
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
