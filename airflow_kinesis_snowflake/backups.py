@@ -13,7 +13,7 @@ import os
 
 from airflow.sdk import ObjectStoragePath
 
-from airflow_kinesis_snowflake.core.state.maintenance import CheckpointBackup
+from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup
 
 DEFAULT_DIRECTORY_NAME = "kinesis_snowflake_backups"
 

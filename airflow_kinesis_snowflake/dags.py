@@ -53,7 +53,7 @@ from airflow_kinesis_snowflake.config import (
 from airflow_kinesis_snowflake.core.admin.cleanup import DEFAULT_RETENTION_SECONDS
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.model import InitialPosition
-from airflow_kinesis_snowflake.core.state.maintenance import ResetMode
+from airflow_kinesis_snowflake.core.state.marks import ResetMode
 from airflow_kinesis_snowflake.operators.cleanup import CONFIRMATION, CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator

@@ -10,7 +10,8 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.config import Config
 
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable, stream_created_at
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import stream_created_at
 
 # Back off on throttling (ProvisionedThroughputExceeded, LimitExceeded) instead of failing.
 RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 10})

@@ -37,24 +37,14 @@ from airflow_kinesis_snowflake.core.admin.cleanup import (
 )
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink, destination_from_text
 from airflow_kinesis_snowflake.core.model import ConsumerType
+from airflow_kinesis_snowflake.core.state.backups import optional_text, snapshot
 from airflow_kinesis_snowflake.core.state.chain import walk_chain
-from airflow_kinesis_snowflake.core.state.leases import CREATED_BY, CREATED_BY_TAG, LeaseTable, scan_items
-from airflow_kinesis_snowflake.core.state.maintenance import (
-    MaintenanceError,
-    ResetMark,
-    clear_reset_mark,
-    delete_table,
-    hold_leases,
-    last_activity,
-    list_table_names,
-    optional_text,
-    read_marks,
-    release_leases,
-    resolve_application,
-    set_reset_mark,
-    snapshot,
-    table_tags,
-)
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table, list_table_names, scan_items, table_tags
+from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
+from airflow_kinesis_snowflake.core.state.holding import hold_leases, release_leases
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable, last_activity
+from airflow_kinesis_snowflake.core.state.marks import clear_reset_mark, resolve_application, set_reset_mark
+from airflow_kinesis_snowflake.core.state.metadata import CREATED_BY, CREATED_BY_TAG, ResetMark, read_marks
 from airflow_kinesis_snowflake.core.state.migration import (
     MIGRATION_OF_TAG,
     LegacyMigration,

@@ -31,29 +31,23 @@ from airflow_kinesis_snowflake.core.model import (
     StartPosition,
 )
 from airflow_kinesis_snowflake.core.planning import BatchPlan, eligible_leases, plan_ranges
-from airflow_kinesis_snowflake.core.state.leases import (
-    IdentityError,
-    Lease,
-    LeaseLostError,
-    LeaseTable,
-    TableIdentity,
-    check_identity,
-    earliest_start,
-)
-from airflow_kinesis_snowflake.core.state.maintenance import (
+from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError, MaintenanceError
+from airflow_kinesis_snowflake.core.state.generations import (
     Adoption,
     GenerationChoice,
-    MaintenanceError,
-    Resolution,
     choose_generation,
-    clear_superseded,
-    hold_leases,
-    mark_superseded,
     plan_adoption,
-    read_marks,
+)
+from airflow_kinesis_snowflake.core.state.holding import hold_leases
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start
+from airflow_kinesis_snowflake.core.state.marks import (
+    Resolution,
+    clear_superseded,
+    mark_superseded,
     resolve_application,
     set_generation,
 )
+from airflow_kinesis_snowflake.core.state.metadata import TableIdentity, check_identity, read_marks
 from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook

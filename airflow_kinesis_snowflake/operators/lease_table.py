@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kinesis_snowflake.core.state.leases import TableIdentity
+from airflow_kinesis_snowflake.core.state.metadata import TableIdentity
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 
 

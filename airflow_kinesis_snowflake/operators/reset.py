@@ -42,37 +42,35 @@ from airflow_kinesis_snowflake.core.model import (
     StartPosition,
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.leases import (
-    IdentityError,
-    Lease,
-    LeaseTable,
-    LeaseTableError,
-    TableIdentity,
-    check_identity,
-    earliest_start,
-)
-from airflow_kinesis_snowflake.core.state.maintenance import (
+from airflow_kinesis_snowflake.core.state.backups import (
     CheckpointBackup,
-    MaintenanceError,
-    ResetMark,
-    ResetMode,
-    Resolution,
-    TableMarks,
     check_backup_owner,
-    clear_reset_mark,
-    clear_superseded,
-    delete_table,
-    hold_leases,
-    mark_superseded,
-    marks_chain,
     optional_text,
-    read_marks,
-    resolve_application,
     restore_leases,
     restore_target,
+    snapshot,
+)
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
+from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseTableError, MaintenanceError
+from airflow_kinesis_snowflake.core.state.holding import hold_leases
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start
+from airflow_kinesis_snowflake.core.state.marks import (
+    ResetMode,
+    Resolution,
+    clear_reset_mark,
+    clear_superseded,
+    mark_superseded,
+    marks_chain,
+    resolve_application,
     set_generation,
     set_reset_mark,
-    snapshot,
+)
+from airflow_kinesis_snowflake.core.state.metadata import (
+    ResetMark,
+    TableIdentity,
+    TableMarks,
+    check_identity,
+    read_marks,
 )
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import KEY_ATTRIBUTE, METADATA_KEY
 from tests.conftest import create_stream, create_table, put_json, query
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_kinesis_snowflake.core.state.maintenance import delete_table, read_marks, resolve_application
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
+from airflow_kinesis_snowflake.core.state.marks import resolve_application
+from airflow_kinesis_snowflake.core.state.metadata import read_marks
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

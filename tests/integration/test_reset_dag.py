@@ -11,8 +11,10 @@ import pytest
 import yaml
 
 from airflow_kinesis_snowflake.core.model import InitialPosition
+from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
-from airflow_kinesis_snowflake.core.state.maintenance import CheckpointBackup, read_marks, resolve_application
+from airflow_kinesis_snowflake.core.state.marks import resolve_application
+from airflow_kinesis_snowflake.core.state.metadata import read_marks
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

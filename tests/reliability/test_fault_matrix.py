@@ -26,8 +26,10 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, LeaseTable
-from airflow_kinesis_snowflake.core.state.maintenance import RESET_EXPIRES_AT, delete_table, read_marks, snapshot
+from airflow_kinesis_snowflake.core.state.backups import snapshot
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import KEY_ATTRIBUTE, RESET_EXPIRES_AT, read_marks
 from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag

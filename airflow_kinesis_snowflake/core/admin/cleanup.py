@@ -38,7 +38,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from airflow_kinesis_snowflake.core.state.chain import ChainEnd, walk_chain
-from airflow_kinesis_snowflake.core.state.leases import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
+from airflow_kinesis_snowflake.core.state.metadata import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
 
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
 # Added to the stream's retention period: Kinesis trims expired records lazily, so records a little

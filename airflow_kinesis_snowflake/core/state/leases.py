@@ -8,39 +8,33 @@ lease counter, so a worker that lost its lease cannot move a checkpoint.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
+from airflow_kinesis_snowflake.core.state.dynamodb import ConditionFailed
+from airflow_kinesis_snowflake.core.state.errors import LeaseLostError, LeaseTableError
+from airflow_kinesis_snowflake.core.state.metadata import (
+    APPLICATION_TAG,
+    CREATED_BY,
+    CREATED_BY_TAG,
+    KEY_ATTRIBUTE,
+    TableIdentity,
+    TableMetadata,
+    lease_table_items,
+    put_metadata,
+    read_metadata,
+    record_identity,
+    record_ingest,
+)
 
-SCHEMA_VERSION = 1
-CREATED_BY = "airflow-provider-kinesis-snowflake"
-CREATED_BY_TAG = "created-by"
-APPLICATION_TAG = "application-name"
-METADATA_KEY = "#metadata"
 WORKER_PREFIX = "#worker#"
-KEY_ATTRIBUTE = "lease_key"
 
 STATE_ACTIVE = "ACTIVE"
 STATE_SHARD_END = "SHARD_END"
-
-
-class LeaseTableError(RuntimeError):
-    """The lease table is missing, foreign or unusable."""
-
-
-class IdentityError(LeaseTableError):
-    """The lease table belongs to another destination, or to an earlier stream of the same name."""
-
-
-class LeaseLostError(RuntimeError):
-    """A conditional write failed: another worker took the lease, or the checkpoint moved."""
 
 
 @dataclass(frozen=True)
@@ -66,84 +60,6 @@ class Lease:
 
     def is_held(self, now: float) -> bool:
         return self.lease_owner is not None and self.lease_expires_at > now
-
-
-@dataclass(frozen=True)
-class TableIdentity:
-    """What a lease table's progress belongs to, recorded in its metadata item.
-
-    :param connector_id: the connector that uses the application name.
-    :param destination: ``DATABASE.SCHEMA.TABLE``, upper case.
-    :param stream_arn: the stream's ARN (DescribeStreamSummary ``StreamARN``).
-    :param stream_created_at: the stream's ``StreamCreationTimestamp``, ISO 8601 UTC.
-    """
-
-    connector_id: str | None = None
-    destination: str | None = None
-    stream_arn: str | None = None
-    stream_created_at: str | None = None
-
-    def attributes(self) -> dict[str, str]:
-        """The metadata attributes this identity sets (None values are left out)."""
-        values = {
-            "connector_id": self.connector_id,
-            "destination": self.destination,
-            "stream_arn": self.stream_arn,
-            "stream_created_at": self.stream_created_at,
-        }
-        return {name: value for name, value in values.items() if value is not None}
-
-
-def stream_created_at(timestamp: datetime) -> str:
-    """A ``StreamCreationTimestamp`` as the metadata item stores it: ISO 8601 in UTC."""
-    return (timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    application_name: str
-    stream_name: str
-    generation_id: str
-    schema_version: int
-    created_by: str
-    created_at: str
-    identity: TableIdentity = TableIdentity()
-    last_ingest_at: float | None = None
-
-
-def check_identity(table_name: str, recorded: TableIdentity, current: TableIdentity) -> None:
-    """Refuse a connector whose destination or stream is not the one the table's progress belongs to.
-
-    Attributes the table does not have yet are not compared (they are recorded on first use).
-
-    :raises IdentityError: naming both sides and the fix.
-    """
-    if recorded.destination and current.destination and recorded.destination != current.destination:
-        raise IdentityError(
-            f"application name {table_name!r} is already used by connector {recorded.connector_id or '(unknown)'!r}, "
-            f"which loads {recorded.destination}; connector {current.connector_id or '(unknown)'!r} loads "
-            f"{current.destination}. One application name serves one destination (its checkpoints and the "
-            "ledger would split records between the tables): connector "
-            f"{recorded.connector_id or '(unknown)'!r} keeps it and needs no change; give connector "
-            f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
-        )
-    if (
-        recorded.stream_created_at
-        and current.stream_created_at
-        and recorded.stream_created_at != current.stream_created_at
-    ):
-        raise IdentityError(
-            f"stream {current.stream_arn or '(unknown)'} was deleted and created again: lease table {table_name!r} "
-            f"holds checkpoints of the stream created at {recorded.stream_created_at}, the stream now was created "
-            f"at {current.stream_created_at}, and its sequence numbers mean nothing there. Trigger the connector's "
-            "reset DAG (mode delete_table or new_application_name) to start reading the new stream. Nothing was read"
-        )
-    if recorded.stream_arn and current.stream_arn and recorded.stream_arn != current.stream_arn:
-        raise IdentityError(
-            f"lease table {table_name!r} holds checkpoints of stream {recorded.stream_arn}, not of "
-            f"{current.stream_arn}; trigger the connector's reset DAG, or use another application_name. "
-            "Nothing was read"
-        )
 
 
 def _s(value: str) -> dict[str, str]:
@@ -212,17 +128,6 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
     return item
 
 
-def scan_items(client: Any, table_name: str) -> Iterator[dict[str, Any]]:
-    """Every item of a DynamoDB table, strongly consistent, across pages."""
-    kwargs: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True}
-    while True:
-        page = client.scan(**kwargs)
-        yield from page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 def _ancestors_of(shards: list[Shard], shard_ids: set[str]) -> set[str]:
     """Every ancestor, through the listed lineage, of the shards in ``shard_ids``."""
     parents = {s.shard_id: s.parent_shard_ids for s in shards}
@@ -236,28 +141,19 @@ def _ancestors_of(shards: list[Shard], shard_ids: set[str]) -> set[str]:
     return ancestors
 
 
-def _is_conditional_failure(err: ClientError) -> bool:
-    return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-
-
 class LeaseTable:
     """Reads and writes one application's lease table through a boto3 DynamoDB client."""
 
     def __init__(self, client: Any, table_name: str) -> None:
         self.client = client
         self.table_name = table_name
+        self.items = lease_table_items(client, table_name)
 
     # -- the table itself ---------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any] | None:
         """DescribeTable's ``Table``, or None when there is no such table."""
-        try:
-            table: dict[str, Any] = self.client.describe_table(TableName=self.table_name)["Table"]
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                return None
-            raise
-        return table
+        return self.items.describe()
 
     def exists(self) -> bool:
         return self.describe() is not None
@@ -294,34 +190,23 @@ class LeaseTable:
         if description is not None:
             self._check_key_schema(description)
         else:
-            try:
-                self.client.create_table(
-                    TableName=self.table_name,
-                    AttributeDefinitions=[{"AttributeName": KEY_ATTRIBUTE, "AttributeType": "S"}],
-                    KeySchema=[{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}],
-                    BillingMode="PAY_PER_REQUEST",
-                    Tags=[
-                        {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
-                        {"Key": APPLICATION_TAG, "Value": application_name},
-                    ],
-                )
-                created = True
-            except ClientError as err:
-                # Another worker created it between our check and our call: that is fine.
-                if err.response.get("Error", {}).get("Code") != "ResourceInUseException":
-                    raise
-            self.client.get_waiter("table_exists").wait(
-                TableName=self.table_name,
-                WaiterConfig={"Delay": 1, "MaxAttempts": max(1, int(wait_seconds))},
-            )
+            # False: another worker created it between our check and our call, which is fine.
+            created = self.items.create({CREATED_BY_TAG: CREATED_BY, APPLICATION_TAG: application_name})
+            self.items.wait_until_exists(wait_seconds)
         metadata = self.metadata()
         if metadata is None:
-            if not created and self._has_items():
+            if not created and self.items.has_items():
                 raise LeaseTableError(
                     f"DynamoDB table {self.table_name!r} exists but was not created by {CREATED_BY} "
                     "(no metadata item). Choose another application_name, or migrate a KCL table."
                 )
-            self._put_metadata(stream_name, application_name, identity or TableIdentity(), generation_id)
+            put_metadata(
+                self.items,
+                stream_name=stream_name,
+                application_name=application_name,
+                identity=identity or TableIdentity(),
+                generation_id=generation_id,
+            )
         elif metadata.stream_name != stream_name:
             raise LeaseTableError(
                 f"lease table {self.table_name!r} tracks stream {metadata.stream_name!r}, not "
@@ -329,86 +214,26 @@ class LeaseTable:
             )
         return created
 
-    def _has_items(self) -> bool:
-        return bool(self.client.scan(TableName=self.table_name, Limit=1).get("Items"))
-
-    def _put_metadata(
-        self, stream_name: str, application_name: str, identity: TableIdentity, generation_id: str | None
-    ) -> None:
-        try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item={
-                    KEY_ATTRIBUTE: _s(METADATA_KEY),
-                    "item_type": _s("METADATA"),
-                    "schema_version": _n(SCHEMA_VERSION),
-                    "application_name": _s(application_name),
-                    "stream_name": _s(stream_name),
-                    "generation_id": _s(generation_id or uuid.uuid4().hex),
-                    "created_by": _s(CREATED_BY),
-                    "created_at": _s(datetime.now(UTC).isoformat()),
-                    **{name: _s(value) for name, value in identity.attributes().items()},
-                },
-                ConditionExpression="attribute_not_exists(#k)",
-                ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-            )
-        except ClientError as err:
-            if not _is_conditional_failure(err):
-                raise
-
     def metadata(self) -> TableMetadata | None:
-        item = self.client.get_item(
-            TableName=self.table_name, Key={KEY_ATTRIBUTE: _s(METADATA_KEY)}, ConsistentRead=True
-        ).get("Item")
-        if not item:
-            return None
-        return TableMetadata(
-            application_name=item["application_name"]["S"],
-            stream_name=item["stream_name"]["S"],
-            generation_id=item["generation_id"]["S"],
-            schema_version=int(item["schema_version"]["N"]),
-            created_by=item["created_by"]["S"],
-            created_at=item["created_at"]["S"],
-            identity=TableIdentity(
-                connector_id=item.get("connector_id", {}).get("S"),
-                destination=item.get("destination", {}).get("S"),
-                stream_arn=item.get("stream_arn", {}).get("S"),
-                stream_created_at=item.get("stream_created_at", {}).get("S"),
-            ),
-            last_ingest_at=float(item["last_ingest_at"]["N"]) if "last_ingest_at" in item else None,
-        )
+        """The table's metadata item (strongly consistent); None when it has none.
+
+        :raises ~.dynamodb.TableMissing: when the table does not exist.
+        """
+        return read_metadata(self.items)
 
     def record_identity(self, identity: TableIdentity) -> None:
         """Record the identity attributes the metadata item lacks; recorded ones are kept."""
-        attributes = identity.attributes()
-        if not attributes:
-            return
-        names = {f"#a{i}": name for i, name in enumerate(attributes)}
-        self.client.update_item(
-            TableName=self.table_name,
-            Key={KEY_ATTRIBUTE: _s(METADATA_KEY)},
-            UpdateExpression="SET " + ", ".join(f"{alias} = if_not_exists({alias}, :v{alias[2:]})" for alias in names),
-            ConditionExpression="attribute_exists(#k)",
-            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE, **names},
-            ExpressionAttributeValues={f":v{alias[2:]}": _s(attributes[name]) for alias, name in names.items()},
-        )
+        record_identity(self.items, identity)
 
     def record_ingest(self, now: float | None = None) -> None:
         """Set ``last_ingest_at``: an ingest run used the table (clean-up reads it to tell live tables)."""
-        self.client.update_item(
-            TableName=self.table_name,
-            Key={KEY_ATTRIBUTE: _s(METADATA_KEY)},
-            UpdateExpression="SET last_ingest_at = :now",
-            ConditionExpression="attribute_exists(#k)",
-            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-            ExpressionAttributeValues={":now": _n(time.time() if now is None else now)},
-        )
+        record_ingest(self.items, now)
 
     # -- shard leases ---------------------------------------------------------------------------
 
     def _scan(self, item_type: str) -> Iterator[dict[str, Any]]:
         """Every item of one type, strongly consistent, across pages."""
-        return (i for i in scan_items(self.client, self.table_name) if i.get("item_type", {}).get("S") == item_type)
+        return (i for i in self.items.scan() if i.get("item_type", {}).get("S") == item_type)
 
     def leases(self) -> dict[str, Lease]:
         """Every shard lease, by shard id (strongly consistent)."""
@@ -450,13 +275,11 @@ class LeaseTable:
 
     def _add_children(self, shard_id: str, children: list[str]) -> None:
         # Only on resharding; ADD on a string set is idempotent, so no condition is needed.
-        self.client.update_item(
-            TableName=self.table_name,
-            Key={KEY_ATTRIBUTE: _s(shard_id)},
-            UpdateExpression="ADD child_shard_ids :children",
-            ConditionExpression="attribute_exists(#k)",
-            ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-            ExpressionAttributeValues={":children": {"SS": sorted(children)}},
+        self.items.update(
+            shard_id,
+            "ADD child_shard_ids :children",
+            condition="attribute_exists(#k)",
+            values={":children": {"SS": sorted(children)}},
         )
 
     def remove_finished_parents(self, leases: dict[str, Lease]) -> list[str]:
@@ -473,32 +296,23 @@ class LeaseTable:
             if not children or not all(c.checkpoint is not None or c.shard_ended for c in children):
                 continue
             try:
-                self.client.delete_item(
-                    TableName=self.table_name,
-                    Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
-                    ConditionExpression="lease_counter = :seen AND #state = :end",
-                    ExpressionAttributeNames={"#state": "state"},
-                    ExpressionAttributeValues={":seen": _n(lease.lease_counter), ":end": _s(STATE_SHARD_END)},
+                self.items.delete(
+                    lease.shard_id,
+                    condition="lease_counter = :seen AND #state = :end",
+                    names={"#state": "state"},
+                    values={":seen": _n(lease.lease_counter), ":end": _s(STATE_SHARD_END)},
                 )
                 removed.append(lease.shard_id)
-            except ClientError as err:
-                if not _is_conditional_failure(err):
-                    raise
+            except ConditionFailed:
+                pass
         return sorted(removed)
 
     def put_lease(self, lease: Lease) -> bool:
         """Write a whole lease for a shard that has none yet; False when the shard already has one."""
         try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=lease_to_item(lease),
-                ConditionExpression="attribute_not_exists(#k)",
-                ExpressionAttributeNames={"#k": KEY_ATTRIBUTE},
-            )
-        except ClientError as err:
-            if _is_conditional_failure(err):
-                return False
-            raise
+            self.items.put(lease_to_item(lease), condition="attribute_not_exists(#k)")
+        except ConditionFailed:
+            return False
         return True
 
     def take(self, lease: Lease, owner: str, duration_seconds: float, now: float | None = None) -> Lease | None:
@@ -506,22 +320,19 @@ class LeaseTable:
         now = time.time() if now is None else now
         expires = now + duration_seconds
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
-                UpdateExpression="SET lease_owner = :owner, lease_expires_at = :exp, lease_counter = :next",
-                ConditionExpression="lease_counter = :seen",
-                ExpressionAttributeValues={
+            self.items.update(
+                lease.shard_id,
+                "SET lease_owner = :owner, lease_expires_at = :exp, lease_counter = :next",
+                condition="lease_counter = :seen",
+                values={
                     ":owner": _s(owner),
                     ":exp": _n(expires),
                     ":next": _n(lease.lease_counter + 1),
                     ":seen": _n(lease.lease_counter),
                 },
             )
-        except ClientError as err:
-            if _is_conditional_failure(err):
-                return None
-            raise
+        except ConditionFailed:
+            return None
         return replace(lease, lease_owner=owner, lease_expires_at=expires, lease_counter=lease.lease_counter + 1)
 
     def checkpoint(self, lease: Lease, checkpoint: Checkpoint | None, *, shard_end: bool = False) -> Lease:
@@ -534,14 +345,12 @@ class LeaseTable:
             values[":seq"] = _s(checkpoint.sequence_number)
             values[":sub"] = _n(checkpoint.sub_sequence_number)
         try:
-            self._update_held(lease, update, values, ExpressionAttributeNames={"#state": "state"})
-        except ClientError as err:
-            if _is_conditional_failure(err):
-                raise LeaseLostError(
-                    f"lease on shard {lease.shard_id} in {self.table_name} was taken by another worker; "
-                    "its checkpoint was not moved"
-                ) from err
-            raise
+            self._update_held(lease, update, values, names={"#state": "state"})
+        except ConditionFailed as err:
+            raise LeaseLostError(
+                f"lease on shard {lease.shard_id} in {self.table_name} was taken by another worker; "
+                "its checkpoint was not moved"
+            ) from err
         return replace(
             lease,
             lease_counter=lease.lease_counter + 1,
@@ -550,20 +359,21 @@ class LeaseTable:
             checkpointed_at=now,
         )
 
-    def _update_held(self, lease: Lease, update: str, values: dict[str, Any], **kwargs: Any) -> None:
+    def _update_held(
+        self, lease: Lease, update: str, values: dict[str, Any], *, names: dict[str, str] | None = None
+    ) -> None:
         """UpdateItem on a lease we hold: conditional on owner and counter, and moving the counter."""
-        self.client.update_item(
-            TableName=self.table_name,
-            Key={KEY_ATTRIBUTE: _s(lease.shard_id)},
-            UpdateExpression=update,
-            ConditionExpression="lease_owner = :owner AND lease_counter = :seen",
-            ExpressionAttributeValues={
+        self.items.update(
+            lease.shard_id,
+            update,
+            condition="lease_owner = :owner AND lease_counter = :seen",
+            names=names,
+            values={
                 ":owner": _s(lease.lease_owner or ""),
                 ":seen": _n(lease.lease_counter),
                 ":next": _n(lease.lease_counter + 1),
                 **values,
             },
-            **kwargs,
         )
 
     def release(self, lease: Lease) -> None:
@@ -574,9 +384,8 @@ class LeaseTable:
                 "REMOVE lease_owner SET lease_expires_at = :zero, lease_counter = :next",
                 {":zero": _n(0)},
             )
-        except ClientError as err:
-            if not _is_conditional_failure(err):
-                raise
+        except ConditionFailed:
+            pass
 
     def renew(self, lease: Lease, duration_seconds: float, now: float | None = None) -> Lease:
         """Extend a held lease; :class:`LeaseLostError` if another worker took it meanwhile."""
@@ -584,24 +393,21 @@ class LeaseTable:
         expires = now + duration_seconds
         try:
             self._update_held(lease, "SET lease_expires_at = :exp, lease_counter = :next", {":exp": _n(expires)})
-        except ClientError as err:
-            if _is_conditional_failure(err):
-                raise LeaseLostError(f"lease on shard {lease.shard_id} in {self.table_name} was lost") from err
-            raise
+        except ConditionFailed as err:
+            raise LeaseLostError(f"lease on shard {lease.shard_id} in {self.table_name} was lost") from err
         return replace(lease, lease_expires_at=expires, lease_counter=lease.lease_counter + 1)
 
     def heartbeat(self, worker_id: str, failover_seconds: float, now: float | None = None) -> None:
         """Record that ``worker_id`` is alive; others read it to see who holds what and since when."""
         now = time.time() if now is None else now
-        self.client.put_item(
-            TableName=self.table_name,
-            Item={
+        self.items.put(
+            {
                 KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}"),
                 "item_type": _s("WORKER"),
                 "worker_id": _s(worker_id),
                 "last_heartbeat": _n(now),
                 "expires_at": _n(now + failover_seconds),
-            },
+            }
         )
 
     def workers(self) -> dict[str, float]:
@@ -611,9 +417,23 @@ class LeaseTable:
     def stop_heartbeat(self, worker_id: str, now: float | None = None) -> None:
         """Mark a worker's heartbeat as ended (kept, not deleted: the table shows who ran when)."""
         now = time.time() if now is None else now
-        self.client.update_item(
-            TableName=self.table_name,
-            Key={KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}")},
-            UpdateExpression="SET stopped_at = :now, expires_at = :now",
-            ExpressionAttributeValues={":now": _n(now)},
+        self.items.update(
+            f"{WORKER_PREFIX}{worker_id}",
+            "SET stopped_at = :now, expires_at = :now",
+            values={":now": _n(now)},
         )
+
+
+def last_activity(marks: TableMetadata, leases: Iterable[Lease], heartbeats: Iterable[float]) -> float:
+    """The latest of: creation, supersession, any checkpoint move, any worker heartbeat (epoch seconds)."""
+    moments = [max((lease.checkpointed_at for lease in leases), default=0.0), max(heartbeats, default=0.0)]
+    if marks.superseded_at is not None:
+        moments.append(marks.superseded_at)
+    if marks.created_at:
+        try:
+            created = datetime.fromisoformat(marks.created_at)
+        except ValueError:
+            pass  # a hand-edited value: the other moments still count
+        else:
+            moments.append((created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp())
+    return max(moments)

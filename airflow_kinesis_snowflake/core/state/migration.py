@@ -48,26 +48,16 @@ temporary table but not translated.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition, parse_sequence_number
-from airflow_kinesis_snowflake.core.state.leases import (
-    APPLICATION_TAG,
-    CREATED_BY,
-    CREATED_BY_TAG,
-    KEY_ATTRIBUTE,
-    STATE_SHARD_END,
-    Lease,
-    LeaseTable,
-    scan_items,
-)
+from airflow_kinesis_snowflake.core.state.dynamodb import DynamoTable, TableMissing
+from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease, LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG, KEY_ATTRIBUTE
 
 MIGRATION_SUFFIX = "_migration"
 KCL_KEY_ATTRIBUTE = "leaseKey"
@@ -79,8 +69,6 @@ SENTINEL_TRIM_HORIZON = "TRIM_HORIZON"
 SENTINEL_LATEST = "LATEST"
 SENTINEL_AT_TIMESTAMP = "AT_TIMESTAMP"
 SENTINEL_SHARD_END = "SHARD_END"
-
-_BATCH_WRITE_LIMIT = 25
 
 
 class MigrationError(RuntimeError):
@@ -419,41 +407,23 @@ def diff_items(source: Iterable[Mapping[str, Any]], copy: Iterable[Mapping[str, 
 # -- the tables ---------------------------------------------------------------------------------
 
 
-def _error_code(err: ClientError) -> str:
-    return str(err.response.get("Error", {}).get("Code", ""))
-
-
-def _describe(client: Any, table_name: str) -> dict[str, Any] | None:
-    try:
-        table: dict[str, Any] = client.describe_table(TableName=table_name)["Table"]
-    except ClientError as err:
-        if _error_code(err) == "ResourceNotFoundException":
-            return None
-        raise
-    return table
-
-
-def _scan(client: Any, table_name: str) -> list[dict[str, Any]]:
-    return list(scan_items(client, table_name))
-
-
-def _wait(client: Any, waiter: str, table_name: str, wait_seconds: float) -> None:
-    client.get_waiter(waiter).wait(
-        TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": max(1, int(wait_seconds))}
-    )
+def _kcl_table(client: Any, table_name: str) -> DynamoTable:
+    """A table keyed like KCL's (the legacy table and the temporary copy)."""
+    return DynamoTable(client, table_name, KCL_KEY_ATTRIBUTE)
 
 
 def _settled(client: Any, table_name: str, wait_seconds: float) -> dict[str, Any] | None:
     """DescribeTable once the table is neither being created nor deleted; None when it is gone."""
-    description = _describe(client, table_name)
+    table = _kcl_table(client, table_name)
+    description = table.describe()
     if description is None:
         return None
     if description.get("TableStatus") == "DELETING":
-        _wait(client, "table_not_exists", table_name, wait_seconds)
+        table.wait_until_gone(wait_seconds)
         return None
     if description.get("TableStatus") == "CREATING":
-        _wait(client, "table_exists", table_name, wait_seconds)
-        return _describe(client, table_name)
+        table.wait_until_exists(wait_seconds)
+        return table.describe()
     return description
 
 
@@ -512,6 +482,8 @@ class LegacyMigration:
         self.application_name = application_name
         self.stream_name = stream_name
         self.temp_name = migration_table_name(application_name)
+        self.original = _kcl_table(client, application_name)
+        self.temp = _kcl_table(client, self.temp_name)
         self.at_timestamp = _aware(at_timestamp) if at_timestamp else None
         self.wait_seconds = wait_seconds
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -524,13 +496,9 @@ class LegacyMigration:
     def marker(self) -> MigrationMarker | None:
         """The verified-copy marker of the temporary table, or None."""
         try:
-            item = self.client.get_item(
-                TableName=self.temp_name, Key={KCL_KEY_ATTRIBUTE: {"S": MARKER_KEY}}, ConsistentRead=True
-            ).get("Item")
-        except ClientError as err:
-            if _error_code(err) == "ResourceNotFoundException":
-                return None
-            raise
+            item = self.temp.get(MARKER_KEY)
+        except TableMissing:
+            return None
         if not item:
             return None
         return MigrationMarker(
@@ -555,7 +523,7 @@ class LegacyMigration:
         return marker
 
     def _copied_items(self) -> list[dict[str, Any]]:
-        return [i for i in _scan(self.client, self.temp_name) if _string(i, KCL_KEY_ATTRIBUTE) != MARKER_KEY]
+        return [i for i in self.temp.scan() if _string(i, KCL_KEY_ATTRIBUTE) != MARKER_KEY]
 
     # -- step 1: copy -----------------------------------------------------------------------------
 
@@ -568,7 +536,7 @@ class LegacyMigration:
         state = self.state()
         if state not in (MigrationState.LEGACY, MigrationState.COPYING):
             raise MigrationError(f"nothing to copy: {self.application_name!r} is not a KCL lease table ({state})")
-        source = _scan(self.client, self.application_name)
+        source = list(self.original.scan())
         if any(_string(i, KCL_KEY_ATTRIBUTE) == MARKER_KEY for i in source):
             raise MigrationError(f"the KCL table holds an item keyed {MARKER_KEY!r}, which the migration reserves")
         translate_items(source, stream_name=self.stream_name, migrated_at=self._clock(), at_timestamp=self.at_timestamp)
@@ -576,57 +544,43 @@ class LegacyMigration:
             self._create_temp()
         else:
             # Distrust an earlier copy until it is verified again.
-            self.client.delete_item(TableName=self.temp_name, Key={KCL_KEY_ATTRIBUTE: {"S": MARKER_KEY}})
+            self.temp.delete(MARKER_KEY)
         source_keys = {_string(i, KCL_KEY_ATTRIBUTE) for i in source}
         stale = [i for i in self._copied_items() if _string(i, KCL_KEY_ATTRIBUTE) not in source_keys]
         self._batch_write([{"PutRequest": {"Item": i}} for i in source])
         self._batch_write([{"DeleteRequest": {"Key": {KCL_KEY_ATTRIBUTE: i[KCL_KEY_ATTRIBUTE]}}} for i in stale])
         self._verify_copy(source)
         migrated_at = self._clock()
-        self.client.put_item(
-            TableName=self.temp_name,
-            Item={
+        self.temp.put(
+            {
                 KCL_KEY_ATTRIBUTE: {"S": MARKER_KEY},
                 "created_by": {"S": CREATED_BY},
                 "application_name": {"S": self.application_name},
                 "stream_name": {"S": self.stream_name},
                 "source_items": {"N": str(len(source))},
                 "migrated_at": {"S": migrated_at.isoformat()},
-            },
+            }
         )
         return len(source)
 
     def _create_temp(self) -> None:
-        try:
-            self.client.create_table(
-                TableName=self.temp_name,
-                AttributeDefinitions=[{"AttributeName": KCL_KEY_ATTRIBUTE, "AttributeType": "S"}],
-                KeySchema=[{"AttributeName": KCL_KEY_ATTRIBUTE, "KeyType": "HASH"}],
-                BillingMode="PAY_PER_REQUEST",
-                Tags=[
-                    {"Key": CREATED_BY_TAG, "Value": CREATED_BY},
-                    {"Key": APPLICATION_TAG, "Value": self.application_name},
-                    {"Key": MIGRATION_OF_TAG, "Value": self.application_name},
-                ],
-            )
-        except ClientError as err:
-            if _error_code(err) != "ResourceInUseException":
-                raise
-        _wait(self.client, "table_exists", self.temp_name, self.wait_seconds)
+        # False: an earlier, interrupted run created it already.
+        self.temp.create(
+            {
+                CREATED_BY_TAG: CREATED_BY,
+                APPLICATION_TAG: self.application_name,
+                MIGRATION_OF_TAG: self.application_name,
+            }
+        )
+        self.temp.wait_until_exists(self.wait_seconds)
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
-        for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
-            pending: dict[str, Any] = {self.temp_name: requests[start : start + _BATCH_WRITE_LIMIT]}
-            for attempt in range(10):
-                pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-            if pending:
-                raise MigrationError(
-                    f"DynamoDB left {len(pending[self.temp_name])} writes to {self.temp_name!r} unprocessed after "
-                    "10 attempts; run the migration again"
-                )
+        unprocessed = self.temp.batch_write(requests)
+        if unprocessed:
+            raise MigrationError(
+                f"DynamoDB left {unprocessed} writes to {self.temp_name!r} unprocessed after "
+                "10 attempts; run the migration again"
+            )
 
     def _verify_copy(self, source: list[dict[str, Any]]) -> None:
         """Fail unless the original still holds ``source`` and the copy holds exactly the same."""
@@ -636,7 +590,7 @@ class LegacyMigration:
                 f"the copy in {self.temp_name!r} does not match {self.application_name!r}: {len(copied)} of "
                 f"{len(source)} items, differing at {', '.join(differ[:10])}; the original was left untouched"
             )
-        now = _scan(self.client, self.application_name)
+        now = list(self.original.scan())
         if changed := diff_items(source, now):
             raise MigrationError(
                 f"{self.application_name!r} changed while it was copied (leases {', '.join(changed[:10])}): a KCL "
@@ -654,19 +608,14 @@ class LegacyMigration:
         if state is not MigrationState.COPYING:
             raise MigrationError(f"cannot delete {self.application_name!r}: the migration is at {state}, not COPYING")
         marker = self._verified_marker()
-        source = _scan(self.client, self.application_name)
+        source = list(self.original.scan())
         if len(source) != marker.source_items:
             raise MigrationError(
                 f"{self.application_name!r} holds {len(source)} items but {marker.source_items} were copied: "
                 "a KCL worker may be running; the original was left untouched, run the migration again"
             )
         self._verify_copy(source)
-        try:
-            self.client.delete_table(TableName=self.application_name)
-        except ClientError as err:
-            if _error_code(err) != "ResourceNotFoundException":
-                raise
-        _wait(self.client, "table_not_exists", self.application_name, self.wait_seconds)
+        self.original.drop(wait_seconds=self.wait_seconds)
 
     # -- step 3: create this provider's table ----------------------------------------------------
 
@@ -739,12 +688,7 @@ class LegacyMigration:
             raise MigrationError(f"{self.application_name!r} has no metadata item yet; {self.temp_name!r} was kept")
         translation, _ = self.translation()
         self._check_written(table, translation)
-        try:
-            self.client.delete_table(TableName=self.temp_name)
-        except ClientError as err:
-            if _error_code(err) != "ResourceNotFoundException":
-                raise
-        _wait(self.client, "table_not_exists", self.temp_name, self.wait_seconds)
+        self.temp.drop(wait_seconds=self.wait_seconds)
 
     # -- all of it ---------------------------------------------------------------------------------
 
@@ -754,7 +698,7 @@ class LegacyMigration:
         if not state.needs_migration:
             return MigrationResult(self.application_name, self.stream_name, state, dry_run=True)
         if state in (MigrationState.LEGACY, MigrationState.COPYING):
-            source = _scan(self.client, self.application_name)
+            source = list(self.original.scan())
             migrated_at = self._clock()
             translation = translate_items(
                 source, stream_name=self.stream_name, migrated_at=migrated_at, at_timestamp=self.at_timestamp

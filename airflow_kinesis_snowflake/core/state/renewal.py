@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseLostError, LeaseTable
+from airflow_kinesis_snowflake.core.state.errors import LeaseLostError
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable
 
 
 @dataclass

@@ -19,14 +19,10 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SinkObjects, support_objects_ddl
 from airflow_kinesis_snowflake.core.model import Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import KEY_ATTRIBUTE, METADATA_KEY, LeaseTable
-from airflow_kinesis_snowflake.core.state.maintenance import (
-    CheckpointBackup,
-    ResetMark,
-    mark_superseded,
-    resolve_application,
-    set_reset_mark,
-)
+from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.marks import mark_superseded, resolve_application, set_reset_mark
+from airflow_kinesis_snowflake.core.state.metadata import KEY_ATTRIBUTE, METADATA_KEY, ResetMark
 from airflow_kinesis_snowflake.core.state.migration import LegacyMigration, MigrationState
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator

@@ -13,25 +13,19 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
-from airflow_kinesis_snowflake.core.state.leases import (
+from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup, snapshot
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table, table_tags
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.marks import mark_superseded, resolve_application, set_reset_mark
+from airflow_kinesis_snowflake.core.state.metadata import (
     APPLICATION_TAG,
     CREATED_BY,
     CREATED_BY_TAG,
     KEY_ATTRIBUTE,
     METADATA_KEY,
-    LeaseTable,
-    TableIdentity,
-)
-from airflow_kinesis_snowflake.core.state.maintenance import (
-    CheckpointBackup,
     ResetMark,
-    delete_table,
-    mark_superseded,
+    TableIdentity,
     read_marks,
-    resolve_application,
-    set_reset_mark,
-    snapshot,
-    table_tags,
 )
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator

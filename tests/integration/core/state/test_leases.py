@@ -6,14 +6,9 @@ import pytest
 
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.leases import (
-    CREATED_BY,
-    CREATED_BY_TAG,
-    LeaseLostError,
-    LeaseTable,
-    LeaseTableError,
-    TableIdentity,
-)
+from airflow_kinesis_snowflake.core.state.errors import LeaseLostError, LeaseTableError
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import CREATED_BY, CREATED_BY_TAG, TableIdentity
 from tests.conftest import unique
 from tests.emulators import Emulators
 

@@ -9,14 +9,9 @@ import pytest
 
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.leases import (
-    CREATED_BY,
-    CREATED_BY_TAG,
-    KEY_ATTRIBUTE,
-    Lease,
-    LeaseTable,
-    LeaseTableError,
-)
+from airflow_kinesis_snowflake.core.state.errors import LeaseTableError
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import CREATED_BY, CREATED_BY_TAG, KEY_ATTRIBUTE
 from airflow_kinesis_snowflake.core.state.migration import (
     MARKER_KEY,
     LegacyMigration,

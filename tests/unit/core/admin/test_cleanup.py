@@ -26,7 +26,7 @@ from airflow_kinesis_snowflake.core.admin.cleanup import (
     in_scope,
     plan_cleanup,
 )
-from airflow_kinesis_snowflake.core.state.leases import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
+from airflow_kinesis_snowflake.core.state.metadata import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
 from airflow_kinesis_snowflake.core.state.migration import MIGRATION_OF_TAG
 
 NOW = 1_800_000_000.0

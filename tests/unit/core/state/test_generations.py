@@ -8,14 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from airflow_kinesis_snowflake.core.model import GenerationReason, GenerationRecord, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.state.leases import IdentityError
-from airflow_kinesis_snowflake.core.state.maintenance import (
-    GenerationChoice,
-    MaintenanceError,
-    TableMarks,
-    choose_generation,
-    plan_adoption,
-)
+from airflow_kinesis_snowflake.core.state.errors import IdentityError, MaintenanceError
+from airflow_kinesis_snowflake.core.state.generations import GenerationChoice, choose_generation, plan_adoption
+from airflow_kinesis_snowflake.core.state.metadata import TableMarks
 
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
 RESET_AT = StartPosition(InitialPosition.AT_TIMESTAMP, datetime(2026, 1, 31, tzinfo=UTC))

@@ -1,64 +1,12 @@
-"""The lease table's identity: one destination per application name, one stream per lease table."""
+"""Shard leases without AWS: where an application first started, and when a table was last active."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
-
-import pytest
+from datetime import UTC, datetime
 
 from airflow_kinesis_snowflake.core.model import InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.state.leases import (
-    IdentityError,
-    Lease,
-    TableIdentity,
-    check_identity,
-    earliest_start,
-    stream_created_at,
-)
-
-ORDERS = TableIdentity(
-    "orders", "ANALYTICS.RAW.ORDERS", "arn:aws:kinesis:us-east-1:1:stream/orders", "2026-01-01T00:00:00+00:00"
-)
-
-
-def test_the_same_connector_and_stream_pass() -> None:
-    check_identity("orders-app", ORDERS, ORDERS)
-    # Another processor of the same destination shares the application name.
-    check_identity(
-        "orders-app",
-        ORDERS,
-        TableIdentity("orders", "ANALYTICS.RAW.ORDERS", ORDERS.stream_arn, ORDERS.stream_created_at),
-    )
-
-
-def test_what_the_table_does_not_record_yet_is_not_compared() -> None:
-    check_identity("orders-app", TableIdentity(), ORDERS)
-
-
-def test_another_destination_is_refused_naming_both_connectors_and_the_fix() -> None:
-    refunds = TableIdentity("refunds", "ANALYTICS.RAW.REFUNDS", ORDERS.stream_arn, ORDERS.stream_created_at)
-    with pytest.raises(IdentityError) as err:
-        check_identity("orders-app", ORDERS, refunds)
-    message = str(err.value)
-    assert "connector 'orders', which loads ANALYTICS.RAW.ORDERS" in message
-    assert "connector 'refunds' loads ANALYTICS.RAW.REFUNDS" in message
-    assert "give connector 'refunds' an application_name of its own" in message
-
-
-def test_a_recreated_stream_is_refused_pointing_at_the_reset_dag() -> None:
-    again = TableIdentity("orders", ORDERS.destination, ORDERS.stream_arn, "2026-03-01T00:00:00+00:00")
-    with pytest.raises(IdentityError, match=r"deleted and created again.*reset DAG"):
-        check_identity("orders-app", ORDERS, again)
-
-
-def test_stream_creation_time_is_stored_in_utc() -> None:
-    local = datetime(2026, 1, 1, 2, tzinfo=timezone(timedelta(hours=2)))
-    assert stream_created_at(local) == "2026-01-01T00:00:00+00:00"
-    assert stream_created_at(datetime(2026, 1, 1)) == "2026-01-01T00:00:00+00:00"
-
-
-def test_identity_attributes_leave_out_what_is_unknown() -> None:
-    assert TableIdentity(connector_id="orders").attributes() == {"connector_id": "orders"}
+from airflow_kinesis_snowflake.core.state.leases import Lease, earliest_start, last_activity
+from airflow_kinesis_snowflake.core.state.metadata import TableMarks
 
 
 def test_earliest_start_prefers_trim_horizon_then_the_earliest_time() -> None:
@@ -68,3 +16,27 @@ def test_earliest_start_prefers_trim_horizon_then_the_earliest_time() -> None:
     assert earliest_start([Lease("a", 0, late), Lease("b", 0, early)]) == early
     assert earliest_start([Lease("a", 0, late), Lease("b", 0, trim)]) == trim
     assert earliest_start([]) is None
+
+
+TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
+
+
+def marks(**kwargs: object) -> TableMarks:
+    base: dict[str, object] = {
+        "table_name": "t",
+        "application_name": "t",
+        "stream_name": "s",
+        "generation_id": "g",
+        "created_at": "2026-01-01T00:00:00+00:00",
+    }
+    return TableMarks(**(base | kwargs))  # type: ignore[arg-type]
+
+
+def test_last_activity_is_the_latest_moment() -> None:
+    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    assert last_activity(marks(), [], []) == created
+    leases = [Lease("a", 0, TRIM, checkpointed_at=created + 10), Lease("b", 0, TRIM, checkpointed_at=created + 5)]
+    assert last_activity(marks(), leases, [created + 20.0, created + 1.0]) == created + 20
+    assert last_activity(marks(superseded_at=created + 99), leases, []) == created + 99
+    # A hand-edited creation time does not hide the other moments.
+    assert last_activity(marks(created_at="garbage"), leases, []) == created + 10

@@ -1,4 +1,4 @@
-"""Checkpoint backups, activity times and the reset report, without AWS."""
+"""Checkpoint backups: the document, whose progress it is, and which tables are a connector's, without AWS."""
 
 from __future__ import annotations
 
@@ -8,34 +8,24 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_kinesis_snowflake.core.admin.impact import (
-    Count,
-    ShardImpact,
-    ledger_note,
-    position_text,
-    totals,
-)
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.state.chain import Chain, ChainEnd, walk_chain
-from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease
-from airflow_kinesis_snowflake.core.state.maintenance import (
+from airflow_kinesis_snowflake.core.state.backups import (
     BACKUP_FORMAT,
     CheckpointBackup,
-    MaintenanceError,
-    ResetMark,
     RestoreTarget,
-    TableMarks,
     check_backup_owner,
-    last_activity,
     lease_from_dict,
     lease_to_dict,
     restore_target,
 )
+from airflow_kinesis_snowflake.core.state.chain import Chain, walk_chain
+from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
+from airflow_kinesis_snowflake.core.state.leases import STATE_SHARD_END, Lease
+from airflow_kinesis_snowflake.core.state.metadata import TableMarks
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
 AT = StartPosition(InitialPosition.AT_TIMESTAMP, datetime(2026, 1, 31, 12, tzinfo=UTC))
-
 LEASES = (
     Lease("shardId-000000000000", 7, TRIM, state=STATE_SHARD_END, child_shard_ids=("shardId-000000000002",)),
     Lease(
@@ -212,72 +202,6 @@ def test_a_backup_that_is_not_json_is_refused() -> None:
         CheckpointBackup.from_json("{nope")
 
 
-def marks(**kwargs: object) -> TableMarks:
-    base: dict[str, object] = {
-        "table_name": "t",
-        "application_name": "t",
-        "stream_name": "s",
-        "generation_id": "g",
-        "created_at": "2026-01-01T00:00:00+00:00",
-    }
-    return TableMarks(**(base | kwargs))  # type: ignore[arg-type]
-
-
-def test_last_activity_is_the_latest_moment() -> None:
-    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-    assert last_activity(marks(), [], []) == created
-    leases = [Lease("a", 0, TRIM, checkpointed_at=created + 10), Lease("b", 0, TRIM, checkpointed_at=created + 5)]
-    assert last_activity(marks(), leases, [created + 20.0, created + 1.0]) == created + 20
-    assert last_activity(marks(superseded_at=created + 99), leases, []) == created + 99
-    # A hand-edited creation time does not hide the other moments.
-    assert last_activity(marks(created_at="garbage"), leases, []) == created + 10
-
-
-def test_a_reset_mark_is_live_until_it_expires() -> None:
-    mark = ResetMark("reset/x", "delete_table", 100.0, 200.0)
-    assert mark.is_live(199.9) and not mark.is_live(200.0)
-    assert mark.to_dict()["expires_at"] == "1970-01-01T00:03:20+00:00"
-    assert marks(reset=mark).live_reset(150.0) == mark
-    assert marks(reset=mark).live_reset(250.0) is None
-
-
-def test_impact_lines_say_what_is_read_again_and_skipped() -> None:
-    again = ShardImpact(
-        "shardId-000000000000", TRIM, checkpoint=Checkpoint("120"), current_start=TRIM, read_again=Count(120)
-    )
-    assert again.describe() == (
-        "shardId-000000000000: checkpoint 120; new start TRIM_HORIZON; "
-        "120 records already loaded will be read and loaded again"
-    )
-    skipped = ShardImpact("s1", AT, current_start=TRIM, read_again=Count(0), skipped=Count(10_000, capped=True))
-    assert skipped.describe() == (
-        "s1: no checkpoint yet (starts at TRIM_HORIZON); new start AT_TIMESTAMP 2026-01-31T12:00:00+00:00; "
-        "at least 10,000 records not loaded yet will be skipped and never loaded"
-    )
-    nothing = ShardImpact("s2", AT, current_start=TRIM, shard_ended=True, read_again=Count(0), skipped=Count(0))
-    assert nothing.describe().endswith(
-        "finished (SHARD_END); new start AT_TIMESTAMP 2026-01-31T12:00:00+00:00; no record read again or skipped"
-    )
-    assert ShardImpact("s3", TRIM).describe() == (
-        "s3: no lease yet; new start TRIM_HORIZON; records read again or skipped: not estimated"
-    )
-    assert "no longer in the stream" in ShardImpact("s4", TRIM, in_stream=False).describe()
-    assert totals([again, skipped, nothing]) == {
-        "read_again": 120,
-        "read_again_at_least": False,
-        "skipped": 10_000,
-        "skipped_at_least": True,
-    }
-    assert skipped.to_dict()["skipped"] == {"records": 10_000, "at_least": True}
-
-
-def test_ledger_note_says_rows_are_loaded_again() -> None:
-    note = ledger_note(old_application="a", old_generation="g1", new_application="b", new_generation="g2")
-    assert "marks of 'a' (generation g1) do not apply to 'b' (generation g2)" in note
-    assert "loaded again as new rows" in note
-    assert position_text(TRIM) == "TRIM_HORIZON"
-
-
 ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
 
 
@@ -342,18 +266,6 @@ def test_which_tables_are_this_connectors(
         connector_id="orders", stream_name="orders", chain=chain_of("orders-app", "orders-v2", missing_last=True),
         backup_table=None,
     ).applications == ("orders-app", "orders-v2")  # fmt: skip
-
-
-def test_a_walk_along_superseded_by_says_why_it_ended() -> None:
-    pointers = {"a": "b", "b": "c", "c": None, "x": "y", "y": "x", "m": "gone"}
-    walk = lambda start: walk_chain(start, lambda n: n if n in pointers else None, pointers.get)  # noqa: E731
-    assert (walk("a").names, walk("a").end) == (("a", "b", "c"), ChainEnd.END)
-    assert (walk("m").names, walk("m").end) == (("m", "gone"), ChainEnd.MISSING)
-    assert (walk("x").names, walk("x").end, walk("x").next_name) == (("x", "y"), ChainEnd.LOOP, "x")
-    assert (walk("nothing").names, walk("nothing").found, walk("nothing").end) == (("nothing",), (), ChainEnd.MISSING)
-    long = {f"t{i}": f"t{i + 1}" for i in range(20)}
-    capped = walk_chain("t0", lambda n: n, long.get, max_hops=3)
-    assert (capped.names, capped.end, capped.next_name) == (("t0", "t1", "t2", "t3"), ChainEnd.HOP_LIMIT, "t4")
 
 
 def test_a_stream_created_again_under_the_same_name_and_arn_is_another_stream() -> None:

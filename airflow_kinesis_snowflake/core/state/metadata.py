@@ -1,0 +1,290 @@
+"""The metadata item of a lease table: what the table is, whose progress it holds, and its marks.
+
+A lease table holds one item per shard (see :mod:`.leases`) and one metadata item, keyed
+:data:`METADATA_KEY`. The metadata item records who made the table, for which stream and
+application, the **generation** that keys the ledger's marks, the table's **identity** (connector,
+destination, stream ARN and creation time), when an ingest run last used it, and the marks of
+maintenance: ``superseded_by`` after a reset to a new application name, and a live **reset mark**
+while a reset or restore works on the connector (see :mod:`.marks`).
+
+:class:`TableMetadata` is that item, read by :func:`read_marks` (or :meth:`.LeaseTable.metadata`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kinesis_snowflake.core.state.dynamodb import ConditionFailed, DynamoTable, TableMissing
+from airflow_kinesis_snowflake.core.state.errors import IdentityError
+
+SCHEMA_VERSION = 1
+CREATED_BY = "airflow-provider-kinesis-snowflake"
+CREATED_BY_TAG = "created-by"
+APPLICATION_TAG = "application-name"
+KEY_ATTRIBUTE = "lease_key"
+METADATA_KEY = "#metadata"
+
+# The maintenance marks (see :mod:`.marks`).
+SUPERSEDED_BY = "superseded_by"
+SUPERSEDED_AT = "superseded_at"
+RESET_OWNER = "reset_owner"
+RESET_MODE = "reset_mode"
+RESET_STARTED_AT = "reset_started_at"
+RESET_EXPIRES_AT = "reset_expires_at"
+
+# Who a lease table belongs to (written by the ingestion; tables created by earlier versions lack
+# them, so every reader takes each as optional).
+CONNECTOR_ID = "connector_id"
+DESTINATION = "destination"  # "DATABASE.SCHEMA.TABLE"
+STREAM_ARN = "stream_arn"
+STREAM_CREATED_AT = "stream_created_at"
+LAST_INGEST_AT = "last_ingest_at"  # epoch seconds, every ingest run
+
+
+def lease_table_items(client: Any, table_name: str) -> DynamoTable:
+    """The items of the lease table ``table_name`` (keyed :data:`KEY_ATTRIBUTE`)."""
+    return DynamoTable(client, table_name, KEY_ATTRIBUTE)
+
+
+@dataclass(frozen=True)
+class TableIdentity:
+    """What a lease table's progress belongs to, recorded in its metadata item.
+
+    :param connector_id: the connector that uses the application name.
+    :param destination: ``DATABASE.SCHEMA.TABLE``, upper case.
+    :param stream_arn: the stream's ARN (DescribeStreamSummary ``StreamARN``).
+    :param stream_created_at: the stream's ``StreamCreationTimestamp``, ISO 8601 UTC.
+    """
+
+    connector_id: str | None = None
+    destination: str | None = None
+    stream_arn: str | None = None
+    stream_created_at: str | None = None
+
+    def attributes(self) -> dict[str, str]:
+        """The metadata attributes this identity sets (None values are left out)."""
+        values = {
+            CONNECTOR_ID: self.connector_id,
+            DESTINATION: self.destination,
+            STREAM_ARN: self.stream_arn,
+            STREAM_CREATED_AT: self.stream_created_at,
+        }
+        return {name: value for name, value in values.items() if value is not None}
+
+
+def stream_created_at(timestamp: datetime) -> str:
+    """A ``StreamCreationTimestamp`` as the metadata item stores it: ISO 8601 in UTC."""
+    return (timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def check_identity(table_name: str, recorded: TableIdentity, current: TableIdentity) -> None:
+    """Refuse a connector whose destination or stream is not the one the table's progress belongs to.
+
+    Attributes the table does not have yet are not compared (they are recorded on first use).
+
+    :raises IdentityError: naming both sides and the fix.
+    """
+    if recorded.destination and current.destination and recorded.destination != current.destination:
+        raise IdentityError(
+            f"application name {table_name!r} is already used by connector {recorded.connector_id or '(unknown)'!r}, "
+            f"which loads {recorded.destination}; connector {current.connector_id or '(unknown)'!r} loads "
+            f"{current.destination}. One application name serves one destination (its checkpoints and the "
+            "ledger would split records between the tables): connector "
+            f"{recorded.connector_id or '(unknown)'!r} keeps it and needs no change; give connector "
+            f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
+        )
+    if (
+        recorded.stream_created_at
+        and current.stream_created_at
+        and recorded.stream_created_at != current.stream_created_at
+    ):
+        raise IdentityError(
+            f"stream {current.stream_arn or '(unknown)'} was deleted and created again: lease table {table_name!r} "
+            f"holds checkpoints of the stream created at {recorded.stream_created_at}, the stream now was created "
+            f"at {current.stream_created_at}, and its sequence numbers mean nothing there. Trigger the connector's "
+            "reset DAG (mode delete_table or new_application_name) to start reading the new stream. Nothing was read"
+        )
+    if recorded.stream_arn and current.stream_arn and recorded.stream_arn != current.stream_arn:
+        raise IdentityError(
+            f"lease table {table_name!r} holds checkpoints of stream {recorded.stream_arn}, not of "
+            f"{current.stream_arn}; trigger the connector's reset DAG, or use another application_name. "
+            "Nothing was read"
+        )
+
+
+@dataclass(frozen=True)
+class ResetMark:
+    """A reset or restore working on a connector; ingestions skip while it is live."""
+
+    owner: str
+    mode: str
+    started_at: float
+    expires_at: float
+
+    def is_live(self, now: float) -> bool:
+        return self.expires_at > now
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "mode": self.mode,
+            "started_at": datetime.fromtimestamp(self.started_at, UTC).isoformat(),
+            "expires_at": datetime.fromtimestamp(self.expires_at, UTC).isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """A lease table's metadata item (also known as its marks: :data:`TableMarks`).
+
+    :param table_name: the table it was read from.
+    :param application_name: the application name the table was created for.
+    :param generation_id: the generation keying the ledger's marks.
+    :param created_at: when the table was made (ISO 8601; empty when not recorded).
+    :param superseded_by: the application name a reset switched to; None while this one is active.
+    :param reset: the reset mark, live or expired; None when there is none.
+    :param last_ingest_at: when an ingest run last used the table (epoch seconds).
+    :param schema_version: the metadata item's layout version.
+    :param created_by: who made the table (:data:`CREATED_BY` for this provider's tables).
+    """
+
+    table_name: str
+    application_name: str
+    stream_name: str
+    generation_id: str
+    created_at: str
+    superseded_by: str | None = None
+    superseded_at: float | None = None
+    reset: ResetMark | None = None
+    connector_id: str | None = None
+    destination: str | None = None
+    stream_arn: str | None = None
+    stream_created_at: str | None = None
+    last_ingest_at: float | None = None
+    schema_version: int = SCHEMA_VERSION
+    created_by: str = CREATED_BY
+
+    @property
+    def identity(self) -> TableIdentity:
+        """Whose progress the table holds, as far as it records it."""
+        return TableIdentity(self.connector_id, self.destination, self.stream_arn, self.stream_created_at)
+
+    def live_reset(self, now: float) -> ResetMark | None:
+        return self.reset if self.reset is not None and self.reset.is_live(now) else None
+
+    @classmethod
+    def from_item(cls, table_name: str, item: dict[str, Any] | None) -> TableMetadata | None:
+        """The metadata of a stored item; None when there is no item, or it records no generation."""
+        if not item or "generation_id" not in item:
+            return None
+
+        def text(name: str) -> str | None:
+            value: str | None = item.get(name, {}).get("S")
+            return value
+
+        def number(name: str) -> float | None:
+            value = item.get(name, {}).get("N")
+            return float(value) if value is not None else None
+
+        reset = None
+        if RESET_OWNER in item:
+            reset = ResetMark(
+                owner=item[RESET_OWNER]["S"],
+                mode=text(RESET_MODE) or "",
+                started_at=number(RESET_STARTED_AT) or 0.0,
+                expires_at=number(RESET_EXPIRES_AT) or 0.0,
+            )
+        return cls(
+            table_name=table_name,
+            application_name=item["application_name"]["S"],
+            stream_name=item["stream_name"]["S"],
+            generation_id=item["generation_id"]["S"],
+            created_at=text("created_at") or "",
+            superseded_by=text(SUPERSEDED_BY),
+            superseded_at=number(SUPERSEDED_AT),
+            reset=reset,
+            connector_id=text(CONNECTOR_ID),
+            destination=text(DESTINATION),
+            stream_arn=text(STREAM_ARN),
+            stream_created_at=text(STREAM_CREATED_AT),
+            last_ingest_at=number(LAST_INGEST_AT),
+            schema_version=int(number("schema_version") or 0),
+            created_by=text("created_by") or "",
+        )
+
+
+TableMarks = TableMetadata
+"""The name reset, restore and clean-up know the metadata item by."""
+
+
+def read_marks(client: Any, table_name: str) -> TableMetadata | None:
+    """The metadata item of ``table_name``; None when the table or its metadata item does not exist."""
+    try:
+        return read_metadata(lease_table_items(client, table_name))
+    except TableMissing:
+        return None
+
+
+def read_metadata(items: DynamoTable) -> TableMetadata | None:
+    """The metadata item of a lease table (strongly consistent); None when it has none.
+
+    :raises TableMissing: when the table does not exist.
+    """
+    return TableMetadata.from_item(items.table_name, items.get(METADATA_KEY))
+
+
+def put_metadata(
+    items: DynamoTable,
+    *,
+    stream_name: str,
+    application_name: str,
+    identity: TableIdentity,
+    generation_id: str | None,
+) -> None:
+    """Write a new table's metadata item; one written meanwhile (by another worker) is kept."""
+    try:
+        items.put(
+            {
+                KEY_ATTRIBUTE: {"S": METADATA_KEY},
+                "item_type": {"S": "METADATA"},
+                "schema_version": {"N": str(SCHEMA_VERSION)},
+                "application_name": {"S": application_name},
+                "stream_name": {"S": stream_name},
+                "generation_id": {"S": generation_id or uuid.uuid4().hex},
+                "created_by": {"S": CREATED_BY},
+                "created_at": {"S": datetime.now(UTC).isoformat()},
+                **{name: {"S": value} for name, value in identity.attributes().items()},
+            },
+            condition="attribute_not_exists(#k)",
+        )
+    except ConditionFailed:
+        pass
+
+
+def record_identity(items: DynamoTable, identity: TableIdentity) -> None:
+    """Record the identity attributes the metadata item lacks; recorded ones are kept."""
+    attributes = identity.attributes()
+    if not attributes:
+        return
+    names = {f"#a{i}": name for i, name in enumerate(attributes)}
+    items.update(
+        METADATA_KEY,
+        "SET " + ", ".join(f"{alias} = if_not_exists({alias}, :v{alias[2:]})" for alias in names),
+        condition="attribute_exists(#k)",
+        names=names,
+        values={f":v{alias[2:]}": {"S": attributes[name]} for alias, name in names.items()},
+    )
+
+
+def record_ingest(items: DynamoTable, now: float | None = None) -> None:
+    """Set ``last_ingest_at``: an ingest run used the table (clean-up reads it to tell live tables)."""
+    items.update(
+        METADATA_KEY,
+        f"SET {LAST_INGEST_AT} = :now",
+        condition="attribute_exists(#k)",
+        values={":now": {"N": str(time.time() if now is None else now)}},
+    )

@@ -1,0 +1,129 @@
+"""The lease table's metadata item: its identity (one destination per application name, one stream per
+lease table) and its reset mark."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_kinesis_snowflake.core.state.errors import IdentityError
+from airflow_kinesis_snowflake.core.state.metadata import (
+    CREATED_BY,
+    ResetMark,
+    TableIdentity,
+    TableMarks,
+    TableMetadata,
+    check_identity,
+    stream_created_at,
+)
+
+ORDERS = TableIdentity(
+    "orders", "ANALYTICS.RAW.ORDERS", "arn:aws:kinesis:us-east-1:1:stream/orders", "2026-01-01T00:00:00+00:00"
+)
+
+
+def test_the_same_connector_and_stream_pass() -> None:
+    check_identity("orders-app", ORDERS, ORDERS)
+    # Another processor of the same destination shares the application name.
+    check_identity(
+        "orders-app",
+        ORDERS,
+        TableIdentity("orders", "ANALYTICS.RAW.ORDERS", ORDERS.stream_arn, ORDERS.stream_created_at),
+    )
+
+
+def test_what_the_table_does_not_record_yet_is_not_compared() -> None:
+    check_identity("orders-app", TableIdentity(), ORDERS)
+
+
+def test_another_destination_is_refused_naming_both_connectors_and_the_fix() -> None:
+    refunds = TableIdentity("refunds", "ANALYTICS.RAW.REFUNDS", ORDERS.stream_arn, ORDERS.stream_created_at)
+    with pytest.raises(IdentityError) as err:
+        check_identity("orders-app", ORDERS, refunds)
+    message = str(err.value)
+    assert "connector 'orders', which loads ANALYTICS.RAW.ORDERS" in message
+    assert "connector 'refunds' loads ANALYTICS.RAW.REFUNDS" in message
+    assert "give connector 'refunds' an application_name of its own" in message
+
+
+def test_a_recreated_stream_is_refused_pointing_at_the_reset_dag() -> None:
+    again = TableIdentity("orders", ORDERS.destination, ORDERS.stream_arn, "2026-03-01T00:00:00+00:00")
+    with pytest.raises(IdentityError, match=r"deleted and created again.*reset DAG"):
+        check_identity("orders-app", ORDERS, again)
+
+
+def test_stream_creation_time_is_stored_in_utc() -> None:
+    local = datetime(2026, 1, 1, 2, tzinfo=timezone(timedelta(hours=2)))
+    assert stream_created_at(local) == "2026-01-01T00:00:00+00:00"
+    assert stream_created_at(datetime(2026, 1, 1)) == "2026-01-01T00:00:00+00:00"
+
+
+def test_identity_attributes_leave_out_what_is_unknown() -> None:
+    assert TableIdentity(connector_id="orders").attributes() == {"connector_id": "orders"}
+
+
+def marks(**kwargs: object) -> TableMarks:
+    base: dict[str, object] = {
+        "table_name": "t",
+        "application_name": "t",
+        "stream_name": "s",
+        "generation_id": "g",
+        "created_at": "2026-01-01T00:00:00+00:00",
+    }
+    return TableMarks(**(base | kwargs))  # type: ignore[arg-type]
+
+
+def test_a_reset_mark_is_live_until_it_expires() -> None:
+    mark = ResetMark("reset/x", "delete_table", 100.0, 200.0)
+    assert mark.is_live(199.9) and not mark.is_live(200.0)
+    assert mark.to_dict()["expires_at"] == "1970-01-01T00:03:20+00:00"
+    assert marks(reset=mark).live_reset(150.0) == mark
+    assert marks(reset=mark).live_reset(250.0) is None
+
+
+def test_the_metadata_item_is_read_into_one_class_with_its_identity_and_marks() -> None:
+    item = {
+        "lease_key": {"S": "#metadata"},
+        "schema_version": {"N": "1"},
+        "application_name": {"S": "orders-app"},
+        "stream_name": {"S": "orders"},
+        "generation_id": {"S": "g1"},
+        "created_by": {"S": CREATED_BY},
+        "created_at": {"S": "2026-01-01T00:00:00+00:00"},
+        "connector_id": {"S": "orders"},
+        "destination": {"S": "ANALYTICS.RAW.ORDERS"},
+        "stream_arn": {"S": ORDERS.stream_arn},
+        "stream_created_at": {"S": ORDERS.stream_created_at},
+        "superseded_by": {"S": "orders-v2"},
+        "superseded_at": {"N": "1700000000.5"},
+        "reset_owner": {"S": "reset/x"},
+        "reset_mode": {"S": "delete_table"},
+        "reset_started_at": {"N": "100"},
+        "reset_expires_at": {"N": "200"},
+        "last_ingest_at": {"N": "150"},
+    }
+    metadata = TableMetadata.from_item("orders-app", item)
+    assert metadata == TableMarks(
+        "orders-app",
+        "orders-app",
+        "orders",
+        "g1",
+        "2026-01-01T00:00:00+00:00",
+        superseded_by="orders-v2",
+        superseded_at=1_700_000_000.5,
+        reset=ResetMark("reset/x", "delete_table", 100.0, 200.0),
+        connector_id="orders",
+        destination="ANALYTICS.RAW.ORDERS",
+        stream_arn=ORDERS.stream_arn,
+        stream_created_at=ORDERS.stream_created_at,
+        last_ingest_at=150.0,
+    )
+    assert metadata is not None and metadata.identity == ORDERS
+    assert (metadata.schema_version, metadata.created_by) == (1, CREATED_BY)
+    # What earlier versions wrote: no identity, no marks.
+    bare = TableMetadata.from_item("t", {k: item[k] for k in ("application_name", "stream_name", "generation_id")})
+    assert bare is not None and bare.identity == TableIdentity() and bare.reset is None and bare.created_at == ""
+    # No item, or an item without a generation, is no metadata.
+    assert TableMetadata.from_item("t", None) is None
+    assert TableMetadata.from_item("t", {"application_name": {"S": "t"}}) is None
