@@ -39,7 +39,7 @@ def write_backup(text: str, name: str, backup_dir: str | None = None) -> str:
 def write_checkpoint_backup(backup: CheckpointBackup, backup_dir: str | None = None) -> str:
     """Write a lease table's checkpoint backup (reset, restore and clean-up alike); returns where it went.
 
-    :param backup: from :func:`~airflow_kinesis_snowflake.core.state.maintenance.snapshot`, which records
+    :param backup: from :func:`~airflow_kinesis_snowflake.core.state.backups.snapshot`, which records
         whose progress it is (connector, application name, stream, destination).
     :param backup_dir: a directory path or URL; None for :func:`default_backup_dir`.
     """

@@ -250,7 +250,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         """Skip while a reset works on the connector; read with the name a reset switched to.
 
         ``application_name`` (the connector file's) is where resolution starts; see
-        :func:`~airflow_kinesis_snowflake.core.state.maintenance.resolve_application`. A broken chain
+        :func:`~airflow_kinesis_snowflake.core.state.marks.resolve_application`. A broken chain
         (a table it points to is gone) is returned: Snowflake's record may repair it.
         """
         try:
