@@ -1,8 +1,8 @@
 """OpenLineage for the ingest operator: the Kinesis stream in, the Snowflake table out.
 
-Only :meth:`SparkKinesisIngestOperator.get_openlineage_facets_on_complete` imports this module,
-and it imports OpenLineage only inside its functions: without the ``openlineage`` extra nothing
-here is ever loaded.
+The ingest operator imports this module only when a batch is reported or its lineage asked for,
+and it imports OpenLineage only inside its functions: without the ``openlineage`` extra nothing of
+OpenLineage is ever loaded. It also names the destination table's Airflow Asset the same way.
 
 Dataset names follow https://openlineage.io/docs/spec/naming:
 
@@ -23,11 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
 
+from airflow_kinesis_snowflake.core.batch import BatchOutcome
 from airflow_kinesis_snowflake.core.load.snowflake_sink import PARSE_FAILURES_SUFFIX
+from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk import Asset
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,45 @@ def snowflake_namespace(account: str, region: str | None = None) -> str:
 
     host = f"{account}.{region}" if region else account
     return f"snowflake://{fix_account_name(host.lower())}"
+
+
+def table_asset(account: str, destination: Destination, region: str | None = None) -> Asset:
+    """The destination table's Asset, ``snowflake://<account identifier>/<db>/<schema>/<table>``.
+
+    The account identifier is normalised as the Snowflake provider's OpenLineage names it (lower
+    case, a legacy locator as ``locator.region.cloud``), so the Asset and the lineage's output
+    dataset name one table the same way.
+    """
+    from airflow.providers.snowflake.assets.snowflake import create_asset
+
+    return create_asset(
+        account=snowflake_namespace(account, region).removeprefix("snowflake://"),
+        database=destination.database,
+        schema=destination.schema,
+        table=destination.table,
+    )
+
+
+def batch_asset_event(
+    account: str,
+    region: str | None,
+    destination: Destination,
+    result: BatchResult,
+    stream_name: str,
+    application_name: str,
+) -> tuple[Asset, dict[str, Any]]:
+    """The destination table's Asset and the extra of the event a loaded batch adds to it.
+
+    :param application_name: the application name the batch read with.
+    """
+    extra = {
+        "batch_id": result.batch_id,
+        "rows_loaded": result.rows_loaded,
+        "dead_letters": result.dead_letters_loaded,
+        "stream_name": stream_name,
+        "application_name": application_name,
+    }
+    return table_asset(account, destination, region), extra
 
 
 def table_name(database: str, schema: str, table: str) -> str:
@@ -119,9 +161,10 @@ def _table_datasets(operator: Any) -> list[OutputDataset]:
     namespace = snowflake_namespace(str(account), params.get("region") or None)
 
     # The figures of the batch this run loaded; none when it read nothing or failed early.
-    summary = getattr(operator, "_last_summary", None)
-    summary = summary if isinstance(summary, dict) else {}
-    rows, dead_letters = summary.get("rows_loaded"), summary.get("dead_letters")
+    outcome = getattr(operator, "_last_summary", None)
+    result = outcome.result if isinstance(outcome, BatchOutcome) else None
+    rows = result.rows_loaded if result is not None else None
+    dead_letters = result.dead_letters_loaded if result is not None else None
 
     outputs = [
         OutputDataset(
@@ -149,7 +192,8 @@ def ingest_lineage(operator: Any, task_instance: Any) -> OperatorLineage:
 
     :param operator: the operator after ``execute``; read are ``stream_name``, ``region_name``,
         ``aws_conn_id``, ``database``, ``schema``, ``table``, ``snowflake_conn_id`` and the batch
-        summary ``_last_summary`` (its ``rows_loaded`` and ``dead_letters``), if any.
+        run's :class:`~airflow_kinesis_snowflake.core.batch.BatchOutcome` ``_last_summary`` (the rows
+        and dead letters its batch loaded), if any.
     :param task_instance: unused; part of the OpenLineage method's signature.
     """
     from airflow.providers.openlineage.extractors import OperatorLineage

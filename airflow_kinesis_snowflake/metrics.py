@@ -12,9 +12,10 @@ into the parse-failure table), ``bytes`` (of user-record payloads). Gauges: ``mi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from airflow_kinesis_snowflake.core.model import BatchResult
 
 PREFIX = "kinesis_snowflake"
 
@@ -37,16 +38,15 @@ class BatchFigures:
     millis_behind_latest: int | None
 
     @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> BatchFigures:
+    def from_result(cls, result: BatchResult) -> BatchFigures:
         """From the Spark job's batch result (``core.job.commit``)."""
-        shards = list(result.get("shards", []))
-        behind = [int(s["millis_behind_latest"]) for s in shards if s.get("millis_behind_latest") is not None]
+        behind = [s.millis_behind_latest for s in result.shards if s.millis_behind_latest is not None]
         return cls(
-            records=sum(int(s["records"]) for s in shards),
-            rows_loaded=int(result.get("rows_loaded", 0)),
-            dead_letters=int(result.get("dead_letters", 0)),
-            bytes=sum(int(s.get("bytes", 0)) for s in shards),
-            shards=len(shards),
+            records=sum(s.records_read for s in result.shards),
+            rows_loaded=result.rows_loaded,
+            dead_letters=result.dead_letters_loaded,
+            bytes=sum(s.bytes_read for s in result.shards),
+            shards=len(result.shards),
             millis_behind_latest=max(behind) if behind else None,
         )
 

@@ -1,7 +1,9 @@
 """The Spark job: one task per shard range reads and stages; the driver commits once.
 
-Run through ``spark-submit`` in client deploy mode with ``--plan`` (a :class:`BatchPlan` JSON file)
-and ``--result`` (where the driver writes what was loaded), both on the Airflow worker. Credentials
+Submitted as :mod:`airflow_kinesis_snowflake.spark_jobs.kinesis_to_snowflake` (which calls
+:func:`main`) through ``spark-submit`` in client deploy mode with ``--plan`` (a :class:`BatchPlan`
+JSON file) and ``--result`` (where the driver writes the :class:`~.model.BatchResult` JSON), both on
+the Airflow worker. Credentials
 reach the driver in one of two ways, never as an argument or a Spark setting:
 
 * in the spark-submit process's environment: the standard ``AWS_*`` variables
@@ -27,7 +29,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -54,7 +56,7 @@ from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
 from airflow_kinesis_snowflake.core.load.transform import build_batch, failure_table
-from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType
+from airflow_kinesis_snowflake.core.model import BatchResult, ConsumerType, ShardResult
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
 from airflow_kinesis_snowflake.core.sources.readers import (
@@ -217,44 +219,41 @@ class JobCredentials:
             conn.close()
 
 
-def read_range(range_data: dict[str, Any], plan_json: str, credentials: JobCredentials) -> RangeRead:
+def read_range(shard_range: ShardRange, plan: BatchPlan, credentials: JobCredentials) -> RangeRead:
     """Spark task: the records of one shard range. A plan's ranges are fixed, so reading one again
     (after its cached partition was lost) gives the same records."""
-    plan = BatchPlan.from_json(plan_json)
     client = credentials.kinesis_client(plan.region)
     if plan.consumer_type == ConsumerType.ENHANCED_FAN_OUT:
         assert plan.consumer_arn is not None  # BatchPlan refuses a fan-out plan without one
-        return read_shard_range_fan_out(client, plan.consumer_arn, ShardRange.from_dict(range_data), cutoff=plan.cutoff)
+        return read_shard_range_fan_out(client, plan.consumer_arn, shard_range, cutoff=plan.cutoff)
     return read_shard_range(
         client,
         plan.stream_name,
-        ShardRange.from_dict(range_data),
+        shard_range,
         cutoff=plan.cutoff,
         max_records_per_call=plan.max_records_per_call,
     )
 
 
-def summarize_range(read: RangeRead, columns: list[dict[str, Any]]) -> KeySummary:
+def summarize_range(read: RangeRead, columns: Sequence[TableColumn]) -> KeySummary:
     """Spark task: the range's unknown keys and empty NOT NULL columns, for schema evolution."""
-    return summarize(read.records, ColumnMap([TableColumn(**c) for c in columns]))
+    return summarize(read.records, ColumnMap(list(columns)))
 
 
 def stage_range(
     read: RangeRead,
-    range_data: dict[str, Any],
-    plan_json: str,
-    columns: list[dict[str, Any]],
+    shard_range: ShardRange,
+    plan: BatchPlan,
+    columns: Sequence[TableColumn],
     stage_dir: str,
     credentials: JobCredentials,
     held_back_reason: str | None = None,
-) -> dict[str, Any]:
-    """Spark task: build a range's Parquet (JSON lines for a pipe) and stage it; the range's summary.
+) -> ShardResult:
+    """Spark task: build a range's Parquet (JSON lines for a pipe) and stage it; what it read and staged.
 
     :param held_back_reason: set when schema evolution's cap left keys without a column: records
         with a value for such a key are then dead letters, kept whole (see :class:`~.schema.HeldBack`).
     """
-    plan = BatchPlan.from_json(plan_json)
-    shard_range = ShardRange.from_dict(range_data)
     file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
     with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, credentials.snowflake_connection() as conn:
         sink = SnowflakeSink(conn, plan.destination)
@@ -267,7 +266,7 @@ def stage_range(
                 path.write_bytes(lines.lines)
                 sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
         else:
-            column_map = ColumnMap([TableColumn(**c) for c in columns], held_back(held_back_reason))
+            column_map = ColumnMap(list(columns), held_back(held_back_reason))
             batch = build_batch(read.records, plan.stream_name, column_map)
             rows, dead_letters = batch.rows.num_rows, batch.dead_letters
             if rows:
@@ -279,32 +278,30 @@ def stage_range(
             path = Path(tmp) / f"{file_stem}.failures.parquet"
             pq.write_table(failure_table(dead_letters, plan.stream_name), path)
             sink.put_file(path, f"{stage_dir}/{FAILURES_DIR}")
-    return {
-        "shard_id": shard_range.shard_id,
-        "start": shard_range.start.to_dict() if shard_range.start else None,
-        "end": read.last.to_dict() if read.last and read.records else None,
-        "records": len(read.records),
-        "rows": rows,
-        "dead_letters": dead,
-        "bytes": sum(len(r.data) for r in read.records),
-        "shard_end": read.shard_end,
-        "get_records_calls": read.get_records_calls,
-        "subscriptions": read.subscriptions,
-        "millis_behind_latest": read.millis_behind_latest,
-    }
+    return ShardResult(
+        shard_id=shard_range.shard_id,
+        start=shard_range.start,
+        end=read.last if read.last and read.records else None,
+        records_read=len(read.records),
+        rows_staged=rows,
+        dead_letters_staged=dead,
+        bytes_read=sum(len(r.data) for r in read.records),
+        shard_end=read.shard_end,
+        get_records_calls=read.get_records_calls,
+        subscriptions=read.subscriptions,
+        millis_behind_latest=read.millis_behind_latest,
+    )
 
 
 def process_range(
-    range_data: dict[str, Any],
-    plan_json: str,
-    columns: list[dict[str, Any]],
+    shard_range: ShardRange,
+    plan: BatchPlan,
+    columns: Sequence[TableColumn],
     stage_dir: str,
     credentials: JobCredentials,
-) -> dict[str, Any]:
-    """Spark task: read one shard range, build Parquet, stage it. Returns the range's summary."""
-    return stage_range(
-        read_range(range_data, plan_json, credentials), range_data, plan_json, columns, stage_dir, credentials
-    )
+) -> ShardResult:
+    """Spark task: read one shard range, build Parquet, stage it. Returns what it read and staged."""
+    return stage_range(read_range(shard_range, plan, credentials), shard_range, plan, columns, stage_dir, credentials)
 
 
 def evolution_policy(plan: BatchPlan, sink: SnowflakeSink) -> EvolutionPolicy:
@@ -348,15 +345,20 @@ def evolve_schema(
 def commit(
     plan: BatchPlan,
     stage_dir: str,
-    shard_results: list[dict[str, Any]],
+    shard_results: Sequence[ShardResult],
     credentials: JobCredentials,
-    columns: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Driver: load everything staged and move the ledger in one transaction."""
-    ends = {r["shard_id"]: Checkpoint.from_dict(r["end"]) for r in shard_results if r["end"]}
-    starts = {r["shard_id"]: (Checkpoint.from_dict(r["start"]) if r["start"] else None) for r in shard_results}
-    rows = sum(r["rows"] for r in shard_results)
-    failures = sum(r["dead_letters"] for r in shard_results)
+    columns: Sequence[TableColumn] = (),
+    schema: dict[str, Any] | None = None,
+) -> BatchResult:
+    """Driver: load everything staged and move the ledger in one transaction.
+
+    :param columns: the destination columns the rows were staged for.
+    :param schema: the schema evolution report, carried into the result.
+    """
+    ends = {r.shard_id: r.end for r in shard_results if r.end is not None}
+    starts = {r.shard_id: r.start for r in shard_results}
+    rows = sum(r.rows_staged for r in shard_results)
+    failures = sum(r.dead_letters_staged for r in shard_results)
     loaded = failed = 0
     if ends:
         with credentials.snowflake_connection() as conn:
@@ -370,7 +372,7 @@ def commit(
                 ends=ends,
                 rows=rows,
                 failures=failures,
-                columns=[TableColumn(**c) for c in columns or []],
+                columns=list(columns),
             )
             loaded, failed = result.rows_loaded, result.failures_loaded
             # Staged files are only needed until the commit; a leftover is harmless (each attempt
@@ -379,18 +381,19 @@ def commit(
                 sink.remove_staged(stage_dir)
             except Exception as err:  # noqa: BLE001
                 print(f"warning: staged files under {stage_dir} were not removed: {err}", file=sys.stderr)
-    return {
-        "batch_id": plan.batch_id,
-        "stage_dir": stage_dir,
-        "committed": bool(ends),
-        "rows_loaded": loaded,
-        "dead_letters": failed,
-        "shards": shard_results,
-        "finished_at": datetime.now(UTC).isoformat(),
-    }
+    return BatchResult(
+        batch_id=plan.batch_id,
+        stage_dir=stage_dir,
+        committed=bool(ends),
+        rows_loaded=loaded,
+        dead_letters_loaded=failed,
+        shards=tuple(shard_results),
+        finished_at=datetime.now(UTC),
+        schema=schema or {},
+    )
 
 
-def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> dict[str, Any]:
+def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> BatchResult:
     from pyspark import SparkConf, SparkContext, StorageLevel
 
     # The job only uses RDDs: a bare SparkContext starts seconds faster than a SparkSession.
@@ -401,20 +404,21 @@ def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> dict
         with credentials.snowflake_connection() as conn:
             sink = SnowflakeSink(conn, plan.destination)
             sink.ensure_support_objects()
-            table_columns = sink.describe_columns()
+            # Described when the batch was planned; a plan written by hand may leave them out.
+            columns = list(plan.table_columns) or sink.describe_columns()
             policy = evolution_policy(plan, sink)
         # A fresh directory per attempt: a retried batch never mixes with a failed attempt's files.
         stage_dir = f"{plan.application_name}/{plan.batch_id}/{uuid.uuid4().hex[:12]}"
-        plan_json = plan.to_json()
-        ranges = [r.to_dict() for r in plan.ranges]
+        # Tasks get the plan and their range as objects (pickled with the task), not as JSON.
+        ranges = list(plan.ranges)
         started = time.monotonic()
         schema: dict[str, Any] = {"evolution": policy.evolve, "why": policy.reason}
-        shard_results: list[dict[str, Any]] = []
-        columns = [c.__dict__ for c in table_columns]
+        shard_results: list[ShardResult] = []
+        known = columns
         if ranges and not policy.examines_keys:
             shard_results = (
                 sc.parallelize(ranges, max(1, len(ranges)))
-                .map(lambda r: process_range(r, plan_json, columns, stage_dir, credentials))
+                .map(lambda r: process_range(r, plan, known, stage_dir, credentials))
                 .collect()
             )
         elif ranges:
@@ -423,35 +427,29 @@ def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> dict
             # Spilled to disk rather than dropped, so that Kinesis is not read a second time.
             reads = (
                 sc.parallelize(ranges, max(1, len(ranges)))
-                .map(lambda r: (r, read_range(r, plan_json, credentials)))
+                .map(lambda r: (r, read_range(r, plan, credentials)))
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
             try:
-                known = [c.__dict__ for c in table_columns]
                 summaries = reads.map(lambda pair: summarize_range(pair[1], known)).collect()
                 with credentials.snowflake_connection() as conn:
-                    evolved, changes = evolve_schema(
-                        SnowflakeSink(conn, plan.destination), table_columns, summaries, policy
-                    )
+                    evolved, changes = evolve_schema(SnowflakeSink(conn, plan.destination), known, summaries, policy)
                 schema.update(changes)
-                columns = [c.__dict__ for c in evolved]
+                columns = evolved
                 held_back_reason = changes.get("records_held_back")
                 shard_results = reads.map(
-                    lambda pair: stage_range(
-                        pair[1], pair[0], plan_json, columns, stage_dir, credentials, held_back_reason
-                    )
+                    lambda pair: stage_range(pair[1], pair[0], plan, evolved, stage_dir, credentials, held_back_reason)
                 ).collect()
             finally:
                 reads.unpersist()
-        records = sum(r["records"] for r in shard_results)
+        records = sum(r.records_read for r in shard_results)
         print(f"phase read+stage took {time.monotonic() - started:.3f} s: {records} records", flush=True)
         started = time.monotonic()
-        result = commit(plan, stage_dir, shard_results, credentials, columns)
-        print(f"commit took {time.monotonic() - started:.3f} s: {result['rows_loaded']} rows", flush=True)
-        result["schema"] = schema
+        result = commit(plan, stage_dir, shard_results, credentials, columns, schema)
+        print(f"commit took {time.monotonic() - started:.3f} s: {result.rows_loaded} rows", flush=True)
     finally:
         sc.stop()
-    result_path.write_text(json.dumps(result, indent=2))
+    result_path.write_text(json.dumps(result.to_dict(), indent=2))
     return result
 
 
@@ -482,13 +480,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(result: dict[str, Any]) -> None:
+def report(result: BatchResult) -> None:
     """Print what a batch loaded and how its schema evolved."""
     print(
-        f"batch {result['batch_id']}: {result['rows_loaded']} rows loaded, "
-        f"{result['dead_letters']} dead letters, {len(result['shards'])} shards"
+        f"batch {result.batch_id}: {result.rows_loaded} rows loaded, "
+        f"{result.dead_letters_loaded} dead letters, {len(result.shards)} shards"
     )
-    schema = result["schema"]
+    schema = result.schema
     added = ", ".join(
         f"{json.dumps(c['column'])} {c['type']}"
         + (f" (the table has {c['type_in_table']})" if "type_in_table" in c else "")
@@ -503,7 +501,3 @@ def report(result: dict[str, Any]) -> None:
         print(f"keys without a column, not loaded ({schema['keys_skipped_total']}): {skipped}")
     if schema.get("records_held_back"):
         print(f"records kept whole in the parse-failure table: {schema['records_held_back']}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -176,3 +176,117 @@ class GenerationRecord:
     recorded_at: datetime | None = None
     replaces: str | None = None
     destination: str | None = None
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What one Spark task did with one shard range: read, and staged (nothing is loaded yet).
+
+    :param shard_id: the shard.
+    :param start: the checkpoint the range started after; None when it started at its start position.
+    :param end: the last record read; None when the range read none (the checkpoint stays).
+    :param records_read: user records read (after de-aggregation) up to the caps and the cut-off.
+    :param rows_staged: rows staged for the destination table.
+    :param dead_letters_staged: records staged for the parse-failure table.
+    :param bytes_read: bytes of the user records' payloads.
+    :param shard_end: the shard is closed and its last record was read.
+    :param get_records_calls: GetRecords calls made (shared throughput).
+    :param subscriptions: SubscribeToShard subscriptions made (enhanced fan-out).
+    :param millis_behind_latest: how far behind the stream's tip the read ended, as Kinesis reports it.
+    """
+
+    shard_id: str
+    start: Checkpoint | None
+    end: Checkpoint | None
+    records_read: int
+    rows_staged: int
+    dead_letters_staged: int
+    bytes_read: int
+    shard_end: bool
+    get_records_calls: int = 0
+    subscriptions: int = 0
+    millis_behind_latest: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shard_id": self.shard_id,
+            "start": self.start.to_dict() if self.start else None,
+            "end": self.end.to_dict() if self.end else None,
+            "records_read": self.records_read,
+            "rows_staged": self.rows_staged,
+            "dead_letters_staged": self.dead_letters_staged,
+            "bytes_read": self.bytes_read,
+            "shard_end": self.shard_end,
+            "get_records_calls": self.get_records_calls,
+            "subscriptions": self.subscriptions,
+            "millis_behind_latest": self.millis_behind_latest,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ShardResult:
+        behind = data.get("millis_behind_latest")
+        return cls(
+            shard_id=str(data["shard_id"]),
+            start=Checkpoint.from_dict(data["start"]) if data.get("start") else None,
+            end=Checkpoint.from_dict(data["end"]) if data.get("end") else None,
+            records_read=int(data["records_read"]),
+            rows_staged=int(data["rows_staged"]),
+            dead_letters_staged=int(data["dead_letters_staged"]),
+            bytes_read=int(data["bytes_read"]),
+            shard_end=bool(data["shard_end"]),
+            get_records_calls=int(data.get("get_records_calls", 0)),
+            subscriptions=int(data.get("subscriptions", 0)),
+            millis_behind_latest=int(behind) if behind is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What the Spark job of one batch loaded: written by its driver as JSON, read by the control plane.
+
+    :param batch_id: the plan's id.
+    :param stage_dir: where this attempt staged its files.
+    :param committed: the load transaction ran (some shard delivered records); rows and the
+        ledger's marks moved together in it.
+    :param rows_loaded: rows loaded into the destination table.
+    :param dead_letters_loaded: rows loaded into the parse-failure table.
+    :param shards: per shard range, what was read and staged.
+    :param finished_at: when the driver finished the commit.
+    :param schema: how the table's schema evolved (the report of
+        :func:`~airflow_kinesis_snowflake.core.job.evolve_schema`).
+    """
+
+    batch_id: str
+    stage_dir: str
+    committed: bool
+    rows_loaded: int
+    dead_letters_loaded: int
+    shards: tuple[ShardResult, ...]
+    finished_at: datetime
+    schema: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types: the job writes this to its result file."""
+        return {
+            "batch_id": self.batch_id,
+            "stage_dir": self.stage_dir,
+            "committed": self.committed,
+            "rows_loaded": self.rows_loaded,
+            "dead_letters_loaded": self.dead_letters_loaded,
+            "shards": [s.to_dict() for s in self.shards],
+            "finished_at": self.finished_at.isoformat(),
+            "schema": self.schema,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchResult:
+        return cls(
+            batch_id=str(data["batch_id"]),
+            stage_dir=str(data["stage_dir"]),
+            committed=bool(data["committed"]),
+            rows_loaded=int(data["rows_loaded"]),
+            dead_letters_loaded=int(data["dead_letters_loaded"]),
+            shards=tuple(ShardResult.from_dict(s) for s in data["shards"]),
+            finished_at=datetime.fromisoformat(data["finished_at"]),
+            schema=dict(data.get("schema") or {}),
+        )

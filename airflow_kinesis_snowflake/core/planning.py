@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, DestinationType, StartPosition
 from airflow_kinesis_snowflake.core.state.leases import Lease
 
@@ -76,6 +77,7 @@ class BatchPlan:
     pipe_definition: str | None = None
     consumer_type: str = ConsumerType.SHARED_THROUGHPUT
     consumer_arn: str | None = None
+    table_columns: tuple[TableColumn, ...] = ()
 
     def __post_init__(self) -> None:
         if self.consumer_type not in tuple(ConsumerType):
@@ -121,6 +123,7 @@ class BatchPlan:
                 "pipe_definition": self.pipe_definition,
                 "consumer_type": self.consumer_type,
                 "consumer_arn": self.consumer_arn,
+                "table_columns": [asdict(c) for c in self.table_columns],
             },
             indent=2,
         )
@@ -144,6 +147,7 @@ class BatchPlan:
             pipe_definition=data.get("pipe_definition"),
             consumer_type=data.get("consumer_type", ConsumerType.SHARED_THROUGHPUT),
             consumer_arn=data.get("consumer_arn"),
+            table_columns=tuple(TableColumn(**c) for c in data.get("table_columns", ())),
         )
 
 

@@ -6,7 +6,9 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import warnings
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +16,18 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
+import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core.job import SNOWFLAKE_CONNECTION_REF_ARG, SNOWFLAKE_ENV
+from airflow_kinesis_snowflake.core.model import BatchResult
+from airflow_kinesis_snowflake.spark_jobs import kinesis_to_snowflake
 
 if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.core.planning import BatchPlan
     from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
     from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+# The file spark-submit runs: the job's entry point, shipped in this package.
+DEFAULT_APPLICATION = kinesis_to_snowflake.__file__
 
 CLIENT = "client"
 CLUSTER = "cluster"
@@ -28,6 +37,17 @@ CONNECTIONS_DOC = "docs/connections.md"
 # the value, a secret's name, would be masked in every log line and message that names it.
 CONNECTION_REF_EXTRA = "snowflake_connection_ref"
 DEPRECATED_CONNECTION_REF_EXTRA = "snowflake_secret_id"
+
+
+def package_core(directory: Path) -> Path:
+    """Zip ``airflow_kinesis_snowflake/core`` for ``--py-files``: executors need nothing else."""
+    package = Path(airflow_kinesis_snowflake.__file__).parent
+    archive = directory / "kinesis_snowflake_core.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(package / "__init__.py", "airflow_kinesis_snowflake/__init__.py")
+        for path in sorted((package / "core").rglob("*.py")):
+            zf.write(path, f"airflow_kinesis_snowflake/{path.relative_to(package).as_posix()}")
+    return archive
 
 
 def _flag(value: Any) -> bool:
@@ -176,6 +196,44 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             # pyspark from PyPI installs spark-submit next to the interpreter.
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         super().submit(application, env=env)
+
+    def run_batch(
+        self,
+        plan: BatchPlan,
+        *,
+        kinesis: KinesisStreamHook,
+        snowflake: KinesisSnowflakeHook,
+        application: str | None = None,
+    ) -> BatchResult:
+        """Run the Spark job of one batch plan and read back what it loaded.
+
+        The plan and the result are files in a working directory of their own, removed afterwards;
+        ``core`` is shipped to the executors as ``--py-files``.
+
+        :param plan: the batch.
+        :param kinesis: see :meth:`job_environment`.
+        :param snowflake: see :meth:`job_environment`.
+        :param application: the PySpark job file; the packaged entry point when None.
+        :raises AirflowException: when spark-submit fails, or the job wrote no result.
+        """
+        workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-{plan.batch_id}-"))
+        try:
+            plan_path = workdir / "plan.json"
+            result_path = workdir / "result.json"
+            plan_path.write_text(plan.to_json())
+            self.submit_job(
+                application or DEFAULT_APPLICATION,
+                application_args=["--plan", str(plan_path), "--result", str(result_path)],
+                kinesis=kinesis,
+                snowflake=snowflake,
+                name=f"kinesis-to-snowflake-{plan.application_name}",
+                py_files=str(package_core(workdir)),
+            )
+            if not result_path.exists():
+                raise AirflowException(f"Spark job for batch {plan.batch_id} finished without writing {result_path}")
+            return BatchResult.from_dict(json.loads(result_path.read_text()))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
         """Run spark-submit as ``SparkSubmitHook`` does; cluster deploy mode is refused."""

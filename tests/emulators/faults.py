@@ -24,7 +24,12 @@ from typing import Any
 import psutil
 
 # Processes of a Spark job started by spark-submit: the JVM, the Python driver, Python workers.
-SPARK_PROCESS_MARKERS = ("org.apache.spark.deploy.SparkSubmit", "core/job.py", "pyspark.daemon", "pyspark/daemon.py")
+SPARK_PROCESS_MARKERS = (
+    "org.apache.spark.deploy.SparkSubmit",
+    "kinesis_to_snowflake.py",
+    "pyspark.daemon",
+    "pyspark/daemon.py",
+)
 
 
 class FaultFile:

@@ -8,11 +8,14 @@ import json
 import logging
 import subprocess
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 import pytest
 
+from airflow_kinesis_snowflake.core.batch import BatchOutcome
+from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.lineage import ingest_lineage, kinesis_stream_naming, snowflake_namespace
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.emulators import Emulators
@@ -62,8 +65,9 @@ def _operator(aws_conn_id: str, snowflake_conn_id: str, **kwargs: Any) -> SparkK
     return SparkKinesisIngestOperator(task_id="ingest", **(arguments | kwargs))
 
 
-def _summary(rows: int, dead_letters: int) -> dict[str, Any]:
-    return {"batch_id": "b-1", "rows_loaded": rows, "dead_letters": dead_letters, "shards": {}}
+def _summary(rows: int, dead_letters: int) -> BatchOutcome:
+    result = BatchResult("b-1", "app/b-1/a", True, rows, dead_letters, (), datetime.now(UTC), {})
+    return BatchOutcome("orders-to-snowflake", result)
 
 
 def _row_count(dataset: Any) -> int | None:

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kinesis_snowflake.core.model import BatchResult, ShardResult
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, metric_name
 
-RESULT = {
-    "batch_id": "b1",
-    "rows_loaded": 7,
-    "dead_letters": 2,
-    "shards": [
-        {"shard_id": "s0", "records": 5, "bytes": 500, "millis_behind_latest": 1200},
-        {"shard_id": "s1", "records": 4, "bytes": 300, "millis_behind_latest": 0},
-        {"shard_id": "s2", "records": 0, "bytes": 0, "millis_behind_latest": None},
+
+def _shard(shard_id: str, records: int, bytes_read: int = 0, millis_behind_latest: int | None = None) -> ShardResult:
+    return ShardResult(shard_id, None, None, records, records, 0, bytes_read, False, 1, 0, millis_behind_latest)
+
+
+def _result(rows_loaded: int, dead_letters: int, shards: list[ShardResult]) -> BatchResult:
+    return BatchResult("b1", "app/b1/a", True, rows_loaded, dead_letters, tuple(shards), datetime.now(UTC), {})
+
+
+RESULT = _result(
+    rows_loaded=7,
+    dead_letters=2,
+    shards=[
+        _shard("s0", records=5, bytes_read=500, millis_behind_latest=1200),
+        _shard("s1", records=4, bytes_read=300, millis_behind_latest=0),
+        _shard("s2", records=0, bytes_read=0, millis_behind_latest=None),
     ],
-}
+)
 
 
 class Recorder:
@@ -33,7 +43,7 @@ def test_figures_sum_the_shards_and_keep_the_largest_lag() -> None:
     assert BatchFigures.from_result(RESULT) == BatchFigures(
         records=9, rows_loaded=7, dead_letters=2, bytes=800, shards=3, millis_behind_latest=1200
     )
-    assert BatchFigures.from_result({"shards": []}).millis_behind_latest is None
+    assert BatchFigures.from_result(_result(0, 0, [])).millis_behind_latest is None
 
 
 def test_names_carry_the_application_without_adding_statsd_levels() -> None:
@@ -60,7 +70,7 @@ def test_every_figure_is_sent_with_tags() -> None:
 def test_no_lag_gauge_when_no_shard_reported_one() -> None:
     stats = Recorder()
     emit_batch_metrics(
-        BatchFigures.from_result({"rows_loaded": 0, "shards": [{"records": 0}]}),
+        BatchFigures.from_result(_result(0, 0, [_shard("s0", records=0)])),
         application_name="app",
         stream_name="orders",
         table="A.B.C",

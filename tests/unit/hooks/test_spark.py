@@ -148,3 +148,21 @@ def test_without_driver_identity_the_job_gets_both_connections_credentials(monke
     env = hook.job_environment(kinesis, snowflake)
     assert env["AWS_ACCESS_KEY_ID"] == "AKIAJOBENVTEST000001" and env["AWS_DEFAULT_REGION"] == "eu-west-1"
     assert json.loads(env["SNOWFLAKE_CONNECTION_JSON"])["password"] == "pw-4f1c2e9a"
+
+
+def test_the_py_files_zip_holds_every_module_of_core_and_nothing_of_airflow(tmp_path: Any) -> None:
+    import zipfile
+    from pathlib import Path
+
+    import airflow_kinesis_snowflake
+    from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, package_core
+
+    package = Path(airflow_kinesis_snowflake.__file__).parent
+    with zipfile.ZipFile(package_core(tmp_path)) as zf:
+        names = set(zf.namelist())
+    core = {f"airflow_kinesis_snowflake/{p.relative_to(package).as_posix()}" for p in (package / "core").rglob("*.py")}
+    assert "airflow_kinesis_snowflake/core/state/leases.py" in core  # subpackages too
+    assert names == {"airflow_kinesis_snowflake/__init__.py", *core}
+    # The file submitted is the packaged entry point, which runs core.job's main.
+    assert DEFAULT_APPLICATION == str(package / "spark_jobs" / "kinesis_to_snowflake.py")
+    assert "from airflow_kinesis_snowflake.core.job import main" in Path(DEFAULT_APPLICATION).read_text()

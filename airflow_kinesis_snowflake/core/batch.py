@@ -1,0 +1,615 @@
+"""The micro-batch protocol: one ingest run, from the lease table to Snowflake and back, exactly once.
+
+:func:`run_batch` drives it; the caller supplies the clients and the step that runs the load
+(``submit``: the operator's runs spark-submit). Snowflake's ledger is the truth, DynamoDB's lease
+table a cache of it, so whatever step the process dies after, nothing is lost or loaded twice:
+
+1. **Resolve** the application: follow ``superseded_by`` from the configured name; skip
+   (:class:`ResetInProgress`) while a reset or restore mark is live. Reads only.
+2. **Identity**: refuse a lease table whose progress belongs to another destination or stream.
+   Reads only.
+3. **Generation**: Snowflake's generations table decides the application name and generation
+   (:func:`~.maintenance.choose_generation`); a first start records itself there. Dying after the
+   record: the next run finds it and agrees with DynamoDB, or adopts it.
+4. **Adopt** (only when DynamoDB lost what Snowflake records): create the lease table again, move
+   its shard leases to the old generation's ledger marks, set the generation, point the other
+   tables at it. Each write is conditional or idempotent, and the next run plans the same adoption
+   from what is left, so dying halfway is repaired by the next run.
+5. **Lease**: sync shards into the table and take up to ``max_shards_per_batch`` eligible leases
+   with conditional writes. Dying while holding them: they expire after the lease duration and
+   another worker takes them; nothing was read.
+6. **Fast-forward**: a checkpoint behind the ledger's mark (an earlier run died between its
+   Snowflake commit and its checkpoint) is moved to the mark, loading nothing.
+7. **Plan** the shard ranges, from the checkpoints, up to the cut-off and the caps. A retry of the
+   same run plans the same ranges, and so the same batch id.
+8. **Run** ``submit(plan)``, renewing the leases meanwhile. It loads rows and moves the ledger in
+   one Snowflake transaction, guarded by the ledger's marks: a stale or duplicate writer is
+   rejected. Dying before its commit: nothing is loaded; after it: step 6 of the next run catches up.
+9. **Commit** the checkpoints to what was loaded (conditional on still holding the lease). A lease
+   lost during the batch is not checkpointed: its new owner fast-forwards from the ledger.
+10. **Release** the leases and stop the heartbeat, also when a step failed; a release that fails
+    leaves a lease that expires.
+
+Logs go to this module's logger; Airflow's task log shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
+from airflow_kinesis_snowflake.core.model import (
+    BatchResult,
+    Checkpoint,
+    ConsumerType,
+    Destination,
+    DestinationType,
+    GenerationReason,
+    InitialPosition,
+    StartPosition,
+)
+from airflow_kinesis_snowflake.core.planning import BatchPlan, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.sources.shards import Shard
+from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError, MaintenanceError
+from airflow_kinesis_snowflake.core.state.generations import (
+    Adoption,
+    GenerationChoice,
+    choose_generation,
+    plan_adoption,
+)
+from airflow_kinesis_snowflake.core.state.holding import hold_leases
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start
+from airflow_kinesis_snowflake.core.state.marks import (
+    Resolution,
+    clear_superseded,
+    mark_superseded,
+    resolve_application,
+    set_generation,
+)
+from airflow_kinesis_snowflake.core.state.metadata import TableIdentity, TableMarks, check_identity, read_marks
+from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
+
+log = logging.getLogger(__name__)
+
+
+class BatchRefused(RuntimeError):
+    """The batch cannot run as configured, or DynamoDB and Snowflake disagree in a way only a person
+    can settle; the message says why and what to do. Nothing was read."""
+
+
+class ResetInProgress(RuntimeError):
+    """A reset or restore works on the connector: this run reads nothing and should be skipped."""
+
+    def __init__(self, table: str | None) -> None:
+        super().__init__(f"reset of {table} in progress")
+        self.table = table
+
+
+class Stream(Protocol):
+    """The Kinesis calls the protocol makes (:class:`~airflow_kinesis_snowflake.hooks.kinesis.KinesisStreamHook`)."""
+
+    @property
+    def region_name(self) -> str | None: ...
+
+    def list_shards(self, stream_name: str) -> list[Shard]: ...
+
+    def stream_identity(self, stream_name: str) -> tuple[str, str]: ...
+
+    def describe_consumer(self, stream_name: str, consumer_name: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What the connector configures for its batches (see the ingest operator's parameters).
+
+    :param application_name: the connector file's application name, where resolution starts.
+    :param connector_id: recorded in the lease table and named in refusals.
+    :param pipe_definition: PIPE destinations only; checked by :func:`pipe_definition_for`.
+    """
+
+    stream_name: str
+    application_name: str
+    destination: Destination
+    connector_id: str
+    initial_position: str = InitialPosition.TRIM_HORIZON.value
+    initial_timestamp: str | None = None
+    consumer_type: str = ConsumerType.SHARED_THROUGHPUT
+    max_records_per_call: int = 10000
+    max_records_per_shard: int = 100_000
+    max_shards_per_batch: int | None = None
+    lease_duration_seconds: float = 300
+    destination_type: str = DestinationType.TABLE
+    pipe_definition: str | None = None
+    schema_evolution: bool | None = None
+    on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
+
+    def start_position(self, now: datetime) -> StartPosition:
+        """Where shards with no checkpoint start, the connector's initial position resolved at ``now``."""
+        text = self.initial_timestamp
+        timestamp = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+        return StartPosition.resolve(InitialPosition(self.initial_position), timestamp, now)
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    """One shard of a finished batch.
+
+    :param records: records read from it.
+    :param dead_letters: of those, records staged for the parse-failure table.
+    :param checkpoint: where its checkpoint is now (None: it has none).
+    :param shard_end: it was read to its end.
+    """
+
+    records: int
+    dead_letters: int
+    checkpoint: Checkpoint | None
+    shard_end: bool
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What one run did.
+
+    :param application_name: the application name it read with (after resolution and adoption).
+    :param result: the load's result; None when no shard was eligible (nothing was run).
+    :param shards: per shard the batch held to its end, what it read and where its checkpoint is.
+    """
+
+    application_name: str
+    result: BatchResult | None = None
+    shards: Mapping[str, ShardOutcome] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The run as plain JSON: the ingest task's return value."""
+        if self.result is None:
+            return {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
+        return {
+            "batch_id": self.result.batch_id,
+            "rows_loaded": self.result.rows_loaded,
+            "dead_letters": self.result.dead_letters_loaded,
+            "shards": {
+                shard_id: {
+                    "records": shard.records,
+                    "dead_letters": shard.dead_letters,
+                    "checkpoint": shard.checkpoint.to_dict() if shard.checkpoint else None,
+                    "shard_end": shard.shard_end,
+                }
+                for shard_id, shard in self.shards.items()
+            },
+        }
+
+
+def pipe_definition_for(destination_type: str, pipe_definition: str | None, destination: Destination) -> str | None:
+    """The validated pipe statement of a PIPE destination; None for the others.
+
+    :raises BatchRefused: a PIPE without a statement, a statement for another type, or a bad statement.
+    """
+    is_pipe = destination_type.upper() == DestinationType.PIPE
+    if is_pipe != (pipe_definition is not None):
+        raise BatchRefused(
+            "pipe_definition is required with destination_type PIPE"
+            if is_pipe
+            else f"pipe_definition is only used with destination_type PIPE (not {destination_type})"
+        )
+    if pipe_definition is None:
+        return None
+    try:
+        return validate_pipe_definition(pipe_definition, destination)
+    except ValueError as err:
+        raise BatchRefused(f"pipe_definition {err}") from None
+
+
+def cutoff_time(run_started_at: datetime | None, now: datetime) -> datetime:
+    """The batch's cut-off: when its run started (shared by every try, so a retry plans the same batch)."""
+    if isinstance(run_started_at, datetime):
+        return min(run_started_at if run_started_at.tzinfo else run_started_at.replace(tzinfo=UTC), now)
+    return now
+
+
+def run_batch(
+    settings: BatchSettings,
+    *,
+    dynamodb: Any,
+    stream: Stream,
+    connect_snowflake: Callable[[], Any],
+    submit: Callable[[BatchPlan], BatchResult],
+    owner: str,
+    run_started_at: datetime | None = None,
+) -> BatchOutcome:
+    """Run one micro-batch (steps 1 to 10 of this module).
+
+    :param dynamodb: a DynamoDB client (the lease tables).
+    :param stream: the Kinesis calls (:class:`Stream`).
+    :param connect_snowflake: opens a Snowflake connection (closed here after planning).
+    :param submit: loads a plan: rows and ledger in one Snowflake transaction; returns its result.
+    :param owner: the lease owner this run writes (unique per try).
+    :param run_started_at: when the run started: the cut-off (see :func:`cutoff_time`).
+    :raises ResetInProgress: a reset or restore works on the connector; nothing was read.
+    :raises BatchRefused: the batch cannot run; nothing was read.
+    """
+    destination = settings.destination
+    pipe_definition = pipe_definition_for(settings.destination_type, settings.pipe_definition, destination)
+    configured = settings.application_name
+    # 1. Resolve, once: the names found here are passed down, never stored back on the caller.
+    resolution = _resolve(dynamodb, configured)
+    stream_arn, stream_created = stream.stream_identity(settings.stream_name)
+    identity = TableIdentity(
+        connector_id=settings.connector_id,
+        destination=f"{destination.database}.{destination.schema}.{destination.table}",
+        stream_arn=stream_arn,
+        stream_created_at=stream_created,
+    )
+    active = resolution.active if isinstance(resolution, Resolution) else None
+    found = read_marks(dynamodb, active) if active else None
+    # 2. Refused before anything is recorded or read: another connector's table is not ours to adopt.
+    if active is not None:
+        recorded = _identity_of(found) if found is not None else _metadata_identity(LeaseTable(dynamodb, active))
+        _check_identity(active, recorded, identity)
+    consumer_arn = _consumer_arn(settings, stream, active or configured)
+    now = datetime.now(UTC)
+    start = settings.start_position(now)
+
+    # 3. The generation Snowflake records, and the ledger's marks for it.
+    with closing(connect_snowflake()) as conn:
+        sink = SnowflakeSink(conn, destination)
+        sink.ensure_support_objects()
+        columns = sink.describe_columns()  # fail early, before taking leases, if the table is missing
+        if found is not None and active is not None:
+            # The table's own first start: a first recorded run, or a stopped reset withdrawn.
+            start = earliest_start(LeaseTable(dynamodb, active).leases().values()) or start
+        choice, adoption, caught_up = _decide_generation(
+            sink, dynamodb, resolution, configured, active, found, identity, start
+        )
+        if choice.record is not None:
+            sink.record_generation(choice.record)
+        ledger = sink.read_ledger(choice.application_name, choice.generation_id)
+    if choice.record is not None and choice.record.reason is GenerationReason.RESET_WITHDRAWN:
+        log.warning("%s", choice.why)
+    # 4. Adopt what Snowflake records when DynamoDB lost it.
+    if adoption is not None:
+        _adopt(dynamodb, adoption, choice, identity, ledger, caught_up, settings, owner)
+    application = choice.application_name
+    table = LeaseTable(dynamodb, application)
+    if adoption is not None or application != active:  # else checked in step 2, on the same item
+        _check_identity(application, _metadata_identity(table), identity)
+    table.record_identity(identity)
+    table.record_ingest()
+    if application != (active or configured):
+        consumer_arn = _consumer_arn(settings, stream, application)
+
+    # 5. Sync shards and take leases.
+    cutoff = cutoff_time(run_started_at, now)
+    shards = stream.list_shards(settings.stream_name)
+    leases = table.sync_shards(shards, choice.start or start)
+    removed = table.remove_finished_parents(leases)
+    if removed:
+        # Their children started: nothing of them is read again, and the table stays small.
+        log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
+        leases = {k: v for k, v in leases.items() if k not in removed}
+    held = take_leases(table, leases, owner, settings.lease_duration_seconds, settings.max_shards_per_batch)
+    if not held:
+        log.info("No shard to read: every shard is finished, held by another worker, or waits for its parents")
+        return BatchOutcome(application)
+    keeper = LeaseKeeper(table, owner, settings.lease_duration_seconds)
+    # The freshest copy of each lease we hold: releasing needs its current counter.
+    fresh = {lease.shard_id: lease for lease in held}
+    try:
+        # 6. Fast-forward from the ledger.
+        held = [fast_forward(table, lease, ledger.get(lease.shard_id)) for lease in held]
+        fresh = {lease.shard_id: lease for lease in held}
+        # 7. Plan.
+        plan = BatchPlan(
+            application_name=application,
+            generation_id=choice.generation_id,
+            stream_name=settings.stream_name,
+            region=stream.region_name or "us-east-1",
+            destination=destination,
+            cutoff=cutoff,
+            max_records_per_call=settings.max_records_per_call,
+            ranges=plan_ranges(
+                held,
+                max_records_per_shard=settings.max_records_per_shard,
+                ending_sequence_numbers={s.shard_id: s.ending_sequence_number for s in shards},
+            ),
+            destination_type=settings.destination_type,
+            schema_evolution=settings.schema_evolution,
+            on_unknown_key=settings.on_unknown_key,
+            pipe_definition=pipe_definition,
+            consumer_type=settings.consumer_type,
+            consumer_arn=consumer_arn,
+            table_columns=tuple(columns),
+        )
+        log.info(
+            "Batch %s: %d shard ranges (%s), cut-off %s, read %s",
+            plan.batch_id,
+            len(plan.ranges),
+            ", ".join(r.shard_id for r in plan.ranges),
+            cutoff.isoformat(),
+            f"through fan-out consumer {consumer_arn}" if consumer_arn else "with GetRecords",
+        )
+        # 8. Run, renewing the leases meanwhile so that a long batch keeps its shards.
+        try:
+            with keeper.keep(held):
+                result = submit(plan)
+        finally:
+            fresh = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
+        if keeper.lost:
+            log.warning(
+                "Leases lost during the batch (rows are in Snowflake; the ledger moves the next owner on): %s",
+                sorted(keeper.lost),
+            )
+        # 9. Commit the checkpoints.
+        outcome = BatchOutcome(application, result, commit_checkpoints(table, fresh, result))
+    finally:
+        # 10. Release, whatever happened.
+        for lease in fresh.values():
+            _release(table, lease)
+        try:
+            table.stop_heartbeat(owner)
+        except Exception:  # noqa: BLE001 - a stale heartbeat item is harmless
+            log.warning("Could not remove the heartbeat of %s", owner)
+    return outcome
+
+
+# -- the steps ------------------------------------------------------------------------------------
+
+
+def _resolve(dynamodb: Any, configured: str) -> Resolution | MaintenanceError:
+    """Step 1: skip while a reset works on the connector; read with the name a reset switched to.
+
+    A broken chain (a table it points to is gone) is returned: Snowflake's record may repair it.
+    """
+    try:
+        resolution = resolve_application(dynamodb, configured)
+    except MaintenanceError as err:
+        return err
+    if resolution.reset is not None:
+        mark = resolution.reset.to_dict()
+        log.info(
+            "Skipped: a %s reset of %s is in progress (%s, until %s); the next run reads once it ends",
+            mark["mode"],
+            resolution.reset_table,
+            mark["owner"],
+            mark["expires_at"],
+        )
+        raise ResetInProgress(resolution.reset_table)
+    if resolution.superseded:
+        log.info(
+            "Application %s was superseded by %s (a reset); reading with %s",
+            configured,
+            resolution.active,
+            resolution.active,
+        )
+    return resolution
+
+
+def _identity_of(marks: TableMarks) -> TableIdentity:
+    return TableIdentity(marks.connector_id, marks.destination, marks.stream_arn, marks.stream_created_at)
+
+
+def _metadata_identity(table: LeaseTable) -> TableIdentity | None:
+    metadata = table.metadata()
+    return metadata.identity if metadata is not None else None
+
+
+def _check_identity(table_name: str, recorded: TableIdentity | None, identity: TableIdentity) -> None:
+    """Step 2: refuse a table whose progress belongs to another destination or an earlier stream."""
+    if recorded is None:
+        return
+    try:
+        check_identity(table_name, recorded, identity)
+    except IdentityError as err:
+        raise BatchRefused(str(err)) from err
+
+
+def _consumer_arn(settings: BatchSettings, stream: Stream, application_name: str) -> str | None:
+    """The ARN of the fan-out consumer the batch reads through; None for shared throughput.
+
+    The consumer is named after the application name in use, so after a reset to a new name it is
+    the new name's consumer, which the reset registered.
+    """
+    if settings.consumer_type != ConsumerType.ENHANCED_FAN_OUT:
+        return None
+    consumer = stream.describe_consumer(settings.stream_name, application_name)
+    status = consumer["ConsumerStatus"] if consumer is not None else "not registered"
+    if consumer is None or status != "ACTIVE":
+        raise BatchRefused(
+            f"enhanced fan-out consumer {application_name!r} of stream {settings.stream_name!r} is {status}, "
+            "not ACTIVE; run the connector's provisioning DAG (its register_fan_out_consumer task) first"
+        )
+    arn: str = consumer["ConsumerARN"]
+    return arn
+
+
+def _decide_generation(
+    sink: SnowflakeSink,
+    dynamodb: Any,
+    resolution: Resolution | MaintenanceError,
+    configured: str,
+    active: str | None,
+    found: TableMarks | None,
+    identity: TableIdentity,
+    start: StartPosition,
+) -> tuple[GenerationChoice, Adoption | None, dict[str, Checkpoint]]:
+    """Step 3: the generation to read with, how to adopt it, and the marks an adoption catches up to."""
+    recorded = sink.latest_generation(configured)
+    recorded_table = (
+        found
+        if recorded is None or recorded.application_name == active
+        else read_marks(dynamodb, recorded.application_name)
+    )
+    try:
+        choice = choose_generation(
+            configured=configured,
+            active=active,
+            table_generation=found.generation_id if found else None,
+            recorded=recorded,
+            ledger_generations=sink.ledger_generations(active or configured) if recorded is None else (),
+            recorded_table_generation=recorded_table.generation_id if recorded_table else None,
+            connector_id=identity.connector_id,
+            destination=identity.destination,
+            start=start,
+            stream_arn=identity.stream_arn,
+            stream_created_at=identity.stream_created_at,
+        )
+    except (MaintenanceError, IdentityError) as err:
+        cause = f" ({resolution})" if isinstance(resolution, MaintenanceError) else ""
+        raise BatchRefused(f"{err}{cause}") from err
+    if not choice.adopted:
+        return choice, None, {}
+    target = read_marks(dynamodb, choice.application_name)
+    chain = resolution.chain if isinstance(resolution, Resolution) else (configured,)
+    adoption = plan_adoption(
+        choice,
+        configured=configured,
+        table=target,
+        has_leases=target is not None and bool(LeaseTable(dynamodb, choice.application_name).leases()),
+        chain=chain,
+        existing=[n for n in dict.fromkeys((*chain, configured)) if read_marks(dynamodb, n) is not None],
+    )
+    caught_up = sink.read_ledger(choice.application_name, adoption.catch_up) if adoption.catch_up is not None else {}
+    return choice, adoption, caught_up
+
+
+def _adopt(
+    dynamodb: Any,
+    adoption: Adoption,
+    choice: GenerationChoice,
+    identity: TableIdentity,
+    ledger: dict[str, Checkpoint],
+    caught_up: dict[str, Checkpoint],
+    settings: BatchSettings,
+    owner: str,
+) -> None:
+    """Step 4: make DynamoDB hold the generation Snowflake records: the lease table, its generation, the pointers."""
+    name = choice.application_name
+    table = LeaseTable(dynamodb, name)
+    if adoption.create and table.create(
+        stream_name=settings.stream_name, application_name=name, identity=identity, generation_id=choice.generation_id
+    ):
+        log.warning("Lease table %s did not exist: created it again", name)
+    if adoption.catch_up is not None:
+        _catch_up(table, adoption.catch_up, caught_up, f"adopt/{owner}", settings.lease_duration_seconds)
+    if adoption.set_generation:
+        try:
+            set_generation(dynamodb, name, choice.generation_id, expected=adoption.current_generation)
+        except MaintenanceError as err:
+            raise BatchRefused(f"{err}; the next run decides again") from err
+    if adoption.clear_superseded:
+        clear_superseded(dynamodb, name)
+    for other in adoption.point:
+        mark_superseded(dynamodb, other, by=name)
+    log.warning(
+        "Lease table lost or recreated: %s. Adopted generation %s of application %s from Snowflake; shards %s "
+        "resume from the ledger's marks (nothing is loaded twice), shards without a mark start at %s. Only the "
+        "reset DAG starts a connector over.",
+        choice.why,
+        choice.generation_id,
+        name,
+        ", ".join(f"{shard} at {mark.sequence_number}" for shard, mark in sorted(ledger.items())) or "(none)",
+        (choice.start or settings.start_position(datetime.now(UTC))).to_dict(),
+    )
+
+
+def _catch_up(
+    table: LeaseTable, generation: str, marks: dict[str, Checkpoint], owner: str, lease_seconds: float
+) -> None:
+    """Hold every shard lease of ``table`` and move it to ``generation``'s ledger marks, loading nothing."""
+    held = hold_leases(table, owner, hold_seconds=lease_seconds, timeout_seconds=lease_seconds * 2)
+    try:
+        for shard_id, lease in list(held.items()):
+            held[shard_id] = fast_forward(table, lease, marks.get(shard_id))
+    finally:
+        for lease in held.values():
+            _release(table, lease)
+    log.warning(
+        "The shard leases of %s belonged to generation %s: moved to its ledger marks before the switch",
+        table.table_name,
+        generation,
+    )
+
+
+def take_leases(
+    table: LeaseTable,
+    leases: Mapping[str, Lease],
+    owner: str,
+    duration_seconds: float,
+    max_shards: int | None = None,
+) -> list[Lease]:
+    """Step 5: take up to ``max_shards`` eligible leases (conditional writes; a lease another worker
+    took first is skipped)."""
+    held: list[Lease] = []
+    for lease in eligible_leases(leases, time.time()):
+        if max_shards is not None and len(held) >= max_shards:
+            break
+        taken = table.take(lease, owner, duration_seconds)
+        if taken is not None:
+            held.append(taken)
+    return held
+
+
+def fast_forward(table: LeaseTable, lease: Lease, mark: Checkpoint | None) -> Lease:
+    """Step 6: a batch whose Snowflake commit landed but whose checkpoint did not: catch up, load nothing."""
+    if mark is not None and (lease.checkpoint is None or mark > lease.checkpoint):
+        log.warning(
+            "Shard %s: ledger is ahead of the checkpoint (%s > %s); moving the checkpoint without reloading",
+            lease.shard_id,
+            mark.to_dict(),
+            lease.checkpoint.to_dict() if lease.checkpoint else None,
+        )
+        return table.checkpoint(lease, mark)
+    return lease
+
+
+def commit_checkpoints(table: LeaseTable, by_shard: dict[str, Lease], result: BatchResult) -> dict[str, ShardOutcome]:
+    """Step 9: move each held shard's checkpoint to what the job committed; ``by_shard`` is updated in place.
+
+    A shard whose lease was lost (during the batch, or at this write) is left to its new owner,
+    which fast-forwards from the ledger.
+    """
+    shards: dict[str, ShardOutcome] = {}
+    for shard in result.shards:
+        lease = by_shard.get(shard.shard_id)
+        if lease is None:  # lost during the batch: its new owner fast-forwards from the ledger
+            continue
+        if shard.end is not None or shard.shard_end:
+            try:
+                lease = table.checkpoint(lease, shard.end, shard_end=shard.shard_end)
+                by_shard[lease.shard_id] = lease
+            except LeaseLostError as err:
+                # Rows are safe in Snowflake; the ledger fast-forwards whoever holds it now.
+                log.warning("%s", err)
+                del by_shard[lease.shard_id]
+        outcome = ShardOutcome(
+            records=shard.records_read,
+            dead_letters=shard.dead_letters_staged,
+            checkpoint=shard.end or lease.checkpoint,
+            shard_end=shard.shard_end,
+        )
+        shards[shard.shard_id] = outcome
+        log.info(
+            "Shard %s: %d records, checkpoint %s%s",
+            shard.shard_id,
+            shard.records_read,
+            outcome.checkpoint.to_dict() if outcome.checkpoint else None,
+            " (SHARD_END)" if shard.shard_end else "",
+        )
+    log.info(
+        "Batch %s: %d rows loaded, %d dead letters", result.batch_id, result.rows_loaded, result.dead_letters_loaded
+    )
+    return shards
+
+
+def _release(table: LeaseTable, lease: Lease) -> None:
+    try:
+        table.release(lease)
+    except Exception:  # releasing is best effort: the lease expires anyway
+        log.warning("Could not release the lease on %s", lease.shard_id, exc_info=True)

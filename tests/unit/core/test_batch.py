@@ -1,0 +1,294 @@
+"""The micro-batch protocol (core/batch.py), step by step and crash window by crash window.
+
+The lease table is the real one on the session's moto server, the ledger the real one on its
+fakesnow server. The Spark job is replaced by the same core/job.py functions run in this process
+(read each range, stage it, commit rows and ledger in one transaction), wrapped to look at the
+lease table while it runs, to die after its commit, or to fail before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, ResetInProgress, run_batch
+from airflow_kinesis_snowflake.core.job import JobCredentials, commit, process_range
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
+from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.planning import BatchPlan
+from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.marks import set_reset_mark
+from airflow_kinesis_snowflake.core.state.metadata import ResetMark, stream_created_at
+from tests.conftest import create_stream, create_table, put_json, query, unique
+from tests.emulators import Emulators
+from tests.emulators.servers import AWS_KEY, REGION
+
+# Needs the emulators, like the integration tests, though it specifies one core module.
+pytestmark = pytest.mark.integration
+
+RECORDS = 30
+TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
+LOG = "airflow_kinesis_snowflake.core.batch"
+Submit = Callable[[BatchPlan], BatchResult]
+
+
+class BotoStream:
+    """The Kinesis calls of the protocol over a plain boto3 client (the operator passes its hook)."""
+
+    region_name = REGION
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def list_shards(self, stream_name: str) -> list[Shard]:
+        return list_shards(self.client, stream_name)
+
+    def stream_identity(self, stream_name: str) -> tuple[str, str]:
+        summary = self.client.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+        return str(summary["StreamARN"]), stream_created_at(summary["StreamCreationTimestamp"])
+
+    def describe_consumer(self, stream_name: str, consumer_name: str) -> dict[str, Any] | None:
+        return None
+
+
+class Connector:
+    """A stream with records, its lease table, its destination table, and the job without Spark."""
+
+    def __init__(self, emulators: Emulators) -> None:
+        self.emulators = emulators
+        self.stream, self.app = unique("batch"), unique("batch-app")
+        self.table = "BATCH_" + self.app.split("-")[-1].upper()
+        self.kinesis = create_stream(emulators, self.stream, shards=2)
+        put_json(self.kinesis, self.stream, [{"id": i} for i in range(RECORDS)])
+        self.dynamodb = emulators.boto3_client("dynamodb")
+        assert LeaseTable(self.dynamodb, self.app).create(stream_name=self.stream, application_name=self.app)
+        create_table(emulators, "ANALYTICS", "RAW", self.table, "ID NUMBER(38,0)")
+        self.settings = BatchSettings(
+            stream_name=self.stream,
+            application_name=self.app,
+            destination=Destination("ANALYTICS", "RAW", self.table),
+            connector_id="batch-tests",
+        )
+        self.credentials = JobCredentials(
+            aws={
+                "AWS_ACCESS_KEY_ID": AWS_KEY,
+                "AWS_SECRET_ACCESS_KEY": AWS_KEY,
+                "AWS_ENDPOINT_URL_KINESIS": emulators.aws_endpoint,
+            },
+            snowflake={
+                "user": "fake",
+                "password": "snow",
+                "account": "fakesnow",
+                "host": "127.0.0.1",
+                "port": emulators.fakesnow_port,
+                "protocol": "http",
+            },
+        )
+        self.plans: list[BatchPlan] = []
+
+    @property
+    def lease_table(self) -> LeaseTable:
+        return LeaseTable(self.dynamodb, self.app)
+
+    def job(self, plan: BatchPlan) -> BatchResult:
+        """core/job.py's run without Spark: read and stage each range, then commit once."""
+        self.plans.append(plan)
+        stage_dir = f"{plan.application_name}/{plan.batch_id}/{uuid.uuid4().hex[:12]}"
+        shards = [process_range(r, plan, plan.table_columns, stage_dir, self.credentials) for r in plan.ranges]
+        return commit(plan, stage_dir, shards, self.credentials, plan.table_columns)
+
+    def run(self, submit: Submit | None = None, *, settings: BatchSettings | None = None) -> BatchOutcome:
+        return run_batch(
+            settings or self.settings,
+            dynamodb=self.dynamodb,
+            stream=BotoStream(self.kinesis),
+            connect_snowflake=self.emulators.snowflake_connect,
+            submit=submit or self.job,
+            owner=f"tests/{uuid.uuid4().hex[:8]}",
+        )
+
+    def checkpoints(self) -> dict[str, Checkpoint | None]:
+        return {shard_id: lease.checkpoint for shard_id, lease in self.lease_table.leases().items()}
+
+    def owners(self) -> dict[str, str | None]:
+        return {shard_id: lease.lease_owner for shard_id, lease in self.lease_table.leases().items()}
+
+    def ledger(self) -> dict[str, Checkpoint]:
+        generation = self.lease_table.metadata()
+        assert generation is not None
+        conn = self.emulators.snowflake_connect()
+        try:
+            return SnowflakeSink(conn, self.settings.destination).read_ledger(self.app, generation.generation_id)
+        finally:
+            conn.close()
+
+    def ids(self) -> list[int]:
+        return [int(r[0]) for r in query(self.emulators, f"SELECT ID FROM ANALYTICS.RAW.{self.table} ORDER BY ID")]
+
+    def tips(self) -> dict[str, Checkpoint]:
+        """The last record of every shard, read back from Kinesis."""
+        tips = {}
+        for shard in self.kinesis.list_shards(StreamName=self.stream)["Shards"]:
+            iterator = self.kinesis.get_shard_iterator(
+                StreamName=self.stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            records = self.kinesis.get_records(ShardIterator=iterator, Limit=10000)["Records"]
+            if records:
+                tips[shard["ShardId"]] = Checkpoint(max((r["SequenceNumber"] for r in records), key=int))
+        return tips
+
+    def heartbeat_stopped(self, owner_prefix: str = "tests/") -> bool:
+        items = self.dynamodb.scan(TableName=self.app, ConsistentRead=True)["Items"]
+        workers = [i for i in items if i.get("item_type", {}).get("S") == "WORKER"]
+        assert workers and all(i["worker_id"]["S"].startswith(owner_prefix) for i in workers)
+        return all("stopped_at" in i for i in workers)
+
+
+def recording(plans: list[BatchPlan]) -> Submit:
+    """A submit step that only notes the plans it was given."""
+
+    def submit(plan: BatchPlan) -> BatchResult:
+        plans.append(plan)
+        raise AssertionError("nothing should have been submitted")
+
+    return submit
+
+
+class Died(Exception):
+    """The process running the batch died here."""
+
+
+@pytest.fixture
+def connector(emulators: Emulators) -> Connector:
+    return Connector(emulators)
+
+
+def test_checkpoints_move_only_after_the_commit(connector: Connector) -> None:
+    seen: dict[str, Any] = {}
+
+    def submit(plan: BatchPlan) -> BatchResult:
+        # Leases are held while the job runs; nothing is checkpointed before it nor by its commit.
+        seen["owners"] = set(connector.owners().values())
+        seen["before"] = connector.checkpoints()
+        result = connector.job(plan)
+        seen["committed"] = connector.checkpoints()
+        seen["ledger"] = connector.ledger()
+        return result
+
+    outcome = connector.run(submit)
+
+    tips = connector.tips()
+    assert len(seen["owners"]) == 1 and None not in seen["owners"]
+    assert seen["before"] == seen["committed"] == dict.fromkeys(tips)
+    assert seen["ledger"] == tips  # the commit moved the ledger ...
+    assert connector.checkpoints() == tips  # ... and only then the checkpoints followed it
+    assert connector.ids() == list(range(RECORDS))
+    summary = outcome.summary()
+    assert summary["rows_loaded"] == RECORDS and summary["dead_letters"] == 0
+    assert {s: v["checkpoint"] for s, v in summary["shards"].items()} == {s: c.to_dict() for s, c in tips.items()}
+    assert set(connector.owners().values()) == {None} and connector.heartbeat_stopped()
+
+
+def test_a_crash_after_the_commit_is_fast_forwarded_from_the_ledger_without_reloading(
+    connector: Connector, caplog: pytest.LogCaptureFixture
+) -> None:
+    def dies_after_commit(plan: BatchPlan) -> BatchResult:
+        connector.job(plan)
+        raise Died("after the Snowflake commit, before the checkpoints")
+
+    with pytest.raises(Died):
+        connector.run(dies_after_commit)
+    tips = connector.tips()
+    assert connector.ids() == list(range(RECORDS)) and connector.ledger() == tips
+    assert connector.checkpoints() == dict.fromkeys(tips)  # DynamoDB is behind the ledger
+
+    put_json(connector.kinesis, connector.stream, [{"id": i} for i in range(RECORDS, RECORDS + 5)])
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        outcome = connector.run()
+
+    # The next batch started at the ledger's marks: the rows of the first are not loaded again.
+    assert {r.shard_id: r.start for r in connector.plans[-1].ranges} == tips
+    assert "ledger is ahead of the checkpoint" in caplog.text
+    assert connector.ids() == list(range(RECORDS + 5))
+    assert outcome.summary()["rows_loaded"] == 5
+    assert connector.checkpoints() == connector.tips() == connector.ledger()
+
+
+def test_leases_are_released_and_nothing_checkpointed_when_the_batch_fails(connector: Connector) -> None:
+    def fails_before_commit(plan: BatchPlan) -> BatchResult:
+        raise RuntimeError("spark-submit failed")
+
+    with pytest.raises(RuntimeError, match="spark-submit failed"):
+        connector.run(fails_before_commit)
+
+    assert set(connector.owners().values()) == {None}  # another run may take every shard at once
+    assert connector.heartbeat_stopped()
+    assert set(connector.checkpoints().values()) == {None}
+    assert connector.ids() == [] and connector.ledger() == {}
+
+
+def test_a_lease_lost_during_the_batch_is_not_checkpointed(
+    connector: Connector, caplog: pytest.LogCaptureFixture
+) -> None:
+    thief = "another-worker"
+
+    def loses_a_lease(plan: BatchPlan) -> BatchResult:
+        stolen = plan.ranges[0].shard_id
+        # Another worker takes the shard (as after a missed renewal); the keeper's next renewal sees it.
+        connector.dynamodb.update_item(
+            TableName=connector.app,
+            Key={"lease_key": {"S": stolen}},
+            UpdateExpression="SET lease_owner = :o, lease_counter = lease_counter + :one, lease_expires_at = :e",
+            ExpressionAttributeValues={":o": {"S": thief}, ":one": {"N": "1"}, ":e": {"N": str(time.time() + 600)}},
+        )
+        time.sleep(1.5)  # past a renewal (every third of the 3 s lease)
+        return connector.job(plan)
+
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        outcome = connector.run(loses_a_lease, settings=replace(connector.settings, lease_duration_seconds=3))
+
+    stolen, kept = (r.shard_id for r in connector.plans[0].ranges)
+    tips = connector.tips()
+    assert "Leases lost during the batch" in caplog.text and stolen in caplog.text
+    assert connector.ledger() == tips  # the rows are in Snowflake ...
+    checkpoints = connector.checkpoints()
+    assert checkpoints[stolen] is None  # ... but the lost shard's checkpoint is its new owner's to move
+    assert checkpoints[kept] == tips[kept]
+    assert connector.owners() == {stolen: thief, kept: None}  # and its lease is not released under it
+    assert set(outcome.shards) == {kept}
+
+
+def test_a_live_reset_mark_skips_the_batch_before_anything_is_read(connector: Connector) -> None:
+    now = time.time()
+    set_reset_mark(connector.dynamodb, connector.app, ResetMark("reset/elsewhere", "delete_table", now, now + 600))
+    submitted: list[BatchPlan] = []
+
+    with pytest.raises(ResetInProgress, match=f"reset of {connector.app} in progress"):
+        connector.run(recording(submitted))
+
+    assert submitted == []
+    assert connector.lease_table.leases() == {}  # not even synced
+    assert connector.ids() == []
+
+
+def test_nothing_is_taken_or_run_when_no_shard_is_eligible(connector: Connector) -> None:
+    table = connector.lease_table
+    leases = table.sync_shards(BotoStream(connector.kinesis).list_shards(connector.stream), TRIM)
+    for lease in leases.values():
+        assert table.take(lease, "another-worker", 600) is not None
+    before = table.leases()
+    submitted: list[BatchPlan] = []
+
+    outcome = connector.run(recording(submitted))
+
+    assert outcome.result is None and submitted == []
+    assert outcome.summary() == {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
+    assert table.leases() == before  # nothing taken, renewed or released
+    assert connector.ids() == []
