@@ -42,6 +42,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.operators.snowflake",
                     "airflow_kinesis_snowflake.operators.migration",
                     "airflow_kinesis_snowflake.operators.reset",
+                    "airflow_kinesis_snowflake.operators.restore",
                     "airflow_kinesis_snowflake.operators.cleanup",
                 ],
             }
