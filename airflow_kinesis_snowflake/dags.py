@@ -63,10 +63,8 @@ from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOper
 from airflow_kinesis_snowflake.operators.migration import MigrateLegacyCheckpointsOperator
 from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator
 from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
-from airflow_kinesis_snowflake.operators.snowflake import (
-    ProvisionSnowflakeObjectsOperator,
-    VerifySnowflakeObjectsOperator,
-)
+from airflow_kinesis_snowflake.operators.snowflake import ProvisionSnowflakeObjectsOperator
+from airflow_kinesis_snowflake.operators.snowflake_verify import VerifySnowflakeObjectsOperator
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 CLEANUP_DAG_ID = "kinesis_snowflake_cleanup"
