@@ -187,7 +187,7 @@ class ProvisionSnowflakeObjectsOperator(BaseOperator):
             return plan_summary(plan, ["planned"] * total, preview_only=True)
         connection = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
         try:
-            statuses = run_plan(connection, plan)
+            statuses = run_plan(connection, plan, progress=self.log)
         except SnowflakeObjectsError as err:
             # The cause is left out when it may echo a secret (then it is None already).
             raise AirflowException(str(err)) from err.__cause__

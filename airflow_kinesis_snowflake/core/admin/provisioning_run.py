@@ -37,8 +37,11 @@ def plan_target(plan: ProvisioningPlan) -> str:
     return qualified_name(plan.spec.database, plan.spec.schema, plan.spec.table)
 
 
-def run_plan(connection: Any, plan: ProvisioningPlan) -> list[str]:
+def run_plan(connection: Any, plan: ProvisioningPlan, *, progress: Any = log) -> list[str]:
     """Run every statement of ``plan`` in order; returns each one's status (``executed`` or ``skipped``).
+
+    :param progress: the logger each statement (redacted) is reported to as it runs; this module's
+        by default (an operator passes its task logger, which pytest's ``capfd`` also sees).
 
     :raises SnowflakeObjectsError: at the first statement Snowflake refuses, with the statement
         redacted, Snowflake's error redacted, and how many statements took effect before it. When
@@ -49,10 +52,10 @@ def run_plan(connection: Any, plan: ProvisioningPlan) -> list[str]:
     for number, statement in enumerate(plan.statements, start=1):
         try:
             if statement.skip_if is not None and rows(connection, statement.skip_if):
-                log.info("%d/%d %s: already in effect, skipped", number, total, statement.purpose)
+                progress.info("%d/%d %s: already in effect, skipped", number, total, statement.purpose)
                 statuses.append("skipped")
                 continue
-            log.info("%d/%d %s: %s", number, total, statement.purpose, statement.redacted)
+            progress.info("%d/%d %s: %s", number, total, statement.purpose, statement.redacted)
             rows(connection, Query(statement.sql))
             statuses.append("executed")
         except SnowflakeError as err:
@@ -61,7 +64,7 @@ def run_plan(connection: Any, plan: ProvisioningPlan) -> list[str]:
                 f"{statement.redacted}\nSnowflake error: {plan.redact(str(err))}\n"
                 f"The {number - 1} statements before it took effect; every statement can run again."
             ) from (None if statement.redactions else err)
-    log.info(
+    progress.info(
         "Provisioned %s: %d statements executed, %d already in effect",
         table,
         statuses.count("executed"),
