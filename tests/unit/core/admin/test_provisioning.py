@@ -1,7 +1,7 @@
 """The provisioning plan: golden SQL per destination type, validation of every value, redaction.
 
 The golden files under ``golden/`` hold the exact SQL of each variant. After an intended change,
-regenerate them with ``UPDATE_GOLDEN=1 pytest tests/unit/core/test_provisioning.py`` and review the
+regenerate them with ``UPDATE_GOLDEN=1 pytest tests/unit/core/admin/test_provisioning.py`` and review the
 diff.
 """
 
