@@ -350,6 +350,7 @@ def reset_connector(
     :raises AdminError: when the reset may not start, or stopped (saying what changed).
     """
     now = now or datetime.now(UTC)
+    # 1. Check, changing nothing.
     try:
         resolution = resolve_application(dynamodb, request.application_name)
     except MaintenanceError as err:
@@ -375,6 +376,7 @@ def reset_connector(
         log.info("Dry run: nothing was changed. To reset, trigger again with dry_run false and confirm %r.", current)
         return ResetOutcome(request, resolution, marks.generation_id, target, None, new_start, impacts, backup, None)
 
+    # 2. Confirmation, destination, identity.
     if request.confirm != current:
         raise AdminError(
             f"confirm must be the current application name {current!r} (got {request.confirm!r}); nothing was changed"
@@ -386,10 +388,12 @@ def reset_connector(
     marked: list[str] = []
     held: dict[str, Lease] = {}
     try:
+        # 3. Mark: ingest runs skip.
         for name in dict.fromkeys((request.application_name, current)):
             set_reset_mark(dynamodb, name, mark)
             marked.append(name)
         log.info("Marked connector %s as resetting: ingest runs skip until the reset ends", request.connector_id)
+        # 4. Hold every lease; 5. back up and report.
         held = hold_leases(table, owner, hold_seconds=lock, timeout_seconds=request.lease_wait_timeout_seconds)
         backup = _snapshot(request, table)
         location = write_backup(backup)
@@ -397,6 +401,7 @@ def reset_connector(
         shards = stream.list_shards(request.stream_name)
         impacts = _estimate(request, stream, shards, {lease.shard_id: lease for lease in backup.leases}, new_start)
         _report(request, resolution, marks.generation_id, target, new_start, impacts)
+        # 6. Record the new generation in Snowflake.
         stream_arn, stream_created = stream.stream_identity(request.stream_name)
         identity = TableIdentity(request.connector_id, generations.destination_text(), stream_arn, stream_created)
         record = generation_record(
@@ -417,6 +422,7 @@ def reset_connector(
             record.generation_id,
             record.reason.value,
         )
+        # 7. Change DynamoDB; a failure before it changed anything withdraws the record.
         try:
             if request.mode is ResetMode.NEW_APPLICATION_NAME:
                 generation = _switch(request, dynamodb, stream, current, target, shards, new_start, identity, record)
@@ -430,6 +436,7 @@ def reset_connector(
     except (MaintenanceError, LeaseTableError) as err:
         raise AdminError(f"reset of connector {request.connector_id} stopped: {err}") from err
     finally:
+        # 8. Give back what is still held and remove the marks.
         if held:
             release_quietly(table, held.values())
         clear_marks_quietly(dynamodb, marked, owner)

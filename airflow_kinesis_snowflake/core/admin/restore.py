@@ -192,7 +192,8 @@ def restore_checkpoints(
     :return: the task's result: the restored table and generation, and the backup of what it replaced.
     :raises AdminError: when the restore may not start, or stopped.
     """
-    check_restore_owner(request, backup, dynamodb, kinesis)
+    check_restore_owner(request, backup, dynamodb, kinesis)  # 1.
+    # 2. Resolve and report.
     try:
         resolution = resolve_application(dynamodb, request.application_name)
         current: str | None = resolution.active
@@ -222,6 +223,7 @@ def restore_checkpoints(
     if request.preview_only:
         log.info("Dry run: nothing was changed. To restore, trigger again with dry_run false and confirm %r.", expected)
         return result
+    # 3. Confirmation, destination, identity.
     if request.confirm != expected:
         raise AdminError(
             f"confirm must be the current application name {expected!r} (got {request.confirm!r}); nothing was changed"
@@ -236,10 +238,12 @@ def restore_checkpoints(
     marked: list[str] = []
     holding: list[tuple[LeaseTable, dict[str, Lease]]] = []
     try:
+        # 4. Mark: ingest runs skip.
         for name in dict.fromkeys(n for n in (request.application_name, current, target) if n):
             if read_marks(dynamodb, name) is not None:
                 set_reset_mark(dynamodb, name, mark)
                 marked.append(name)
+        # 5. Hold and back up the active table; hold the backup's.
         if current is not None:
             current_table = LeaseTable(dynamodb, current)
             holding.append(
@@ -255,6 +259,7 @@ def restore_checkpoints(
             log.info("Backed up the current state of %s to %s", current, result["backup_location"])
         if target != current and target_table.exists():
             holding.append((target_table, hold_leases(target_table, owner, hold_seconds=lock, timeout_seconds=timeout)))
+        # 6. Record the restore in Snowflake.
         generations.record(
             GenerationRecord(
                 request.application_name,
@@ -272,6 +277,7 @@ def restore_checkpoints(
             target,
             backup.generation_id,
         )
+        # 7. Write the backup's leases; a failure before the first one withdraws the record.
         try:
             if target_table.create(stream_name=request.stream_name, application_name=target):
                 log.info("Lease table %s did not exist; created it again", target)
@@ -284,6 +290,7 @@ def restore_checkpoints(
             else:
                 log.warning("The restore stopped after it wrote leases into %s: trigger it again to finish it", target)
             raise
+        # 8. The backup's generation, active again; the other tables point at it.
         set_generation(dynamodb, target, backup.generation_id, owner=owner)
         clear_superseded(dynamodb, target)
         holding = [(t, held) for t, held in holding if t.table_name != target]
@@ -305,6 +312,7 @@ def restore_checkpoints(
     except (MaintenanceError, LeaseTableError) as err:
         raise AdminError(f"restore of connector {request.connector_id} stopped: {err}") from err
     finally:
+        # 9. Give back what is still held and remove the marks.
         for table, held in holding:
             release_quietly(table, held.values())
         clear_marks_quietly(dynamodb, marked, owner)
