@@ -51,20 +51,20 @@ from airflow_kinesis_snowflake.config import (
     load_connector_configs,
 )
 from airflow_kinesis_snowflake.core.admin.cleanup import DEFAULT_RETENTION_SECONDS
+from airflow_kinesis_snowflake.core.admin.cleanup_run import CONFIRMATION
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.model import InitialPosition
 from airflow_kinesis_snowflake.core.state.marks import ResetMode
-from airflow_kinesis_snowflake.operators.cleanup import CONFIRMATION, CleanupOrphanedTablesOperator
+from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from airflow_kinesis_snowflake.operators.migration import MigrateLegacyCheckpointsOperator
-from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator
-from airflow_kinesis_snowflake.operators.snowflake import (
-    ProvisionSnowflakeObjectsOperator,
-    VerifySnowflakeObjectsOperator,
-)
+from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator
+from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
+from airflow_kinesis_snowflake.operators.snowflake import ProvisionSnowflakeObjectsOperator
+from airflow_kinesis_snowflake.operators.snowflake_verify import VerifySnowflakeObjectsOperator
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 CLEANUP_DAG_ID = "kinesis_snowflake_cleanup"

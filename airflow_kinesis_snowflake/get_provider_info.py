@@ -40,8 +40,10 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.operators.iam",
                     "airflow_kinesis_snowflake.operators.fan_out",
                     "airflow_kinesis_snowflake.operators.snowflake",
+                    "airflow_kinesis_snowflake.operators.snowflake_verify",
                     "airflow_kinesis_snowflake.operators.migration",
                     "airflow_kinesis_snowflake.operators.reset",
+                    "airflow_kinesis_snowflake.operators.restore",
                     "airflow_kinesis_snowflake.operators.cleanup",
                 ],
             }

@@ -19,7 +19,8 @@ from airflow_kinesis_snowflake.__main__ import main
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
-from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator
+from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator
+from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
 from tests.emulators.airflow_env import airflow_home_env, migrate
 from tests.emulators.servers import REPO_ROOT
 

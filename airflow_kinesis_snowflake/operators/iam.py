@@ -10,17 +10,11 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
-from botocore.exceptions import ClientError
-from botocore.exceptions import ConnectionError as BotocoreConnectionError
-from botocore.parsers import ResponseParserError
 
 from airflow_kinesis_snowflake.core.admin.iam import (
-    IMPLICIT_DENY,
     CheckCannotRun,
-    Decision,
     IamCheckMode,
     IamPolicyError,
-    Requirement,
     UnsimulatablePrincipalError,
     check_mode_from_skip_if_denied,
     describe_missing,
@@ -32,6 +26,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     simulation_pairs,
     why_check_cannot_run,
 )
+from airflow_kinesis_snowflake.core.admin.iam_check import CheckCannotRunError, SimulationError, simulate
 from airflow_kinesis_snowflake.core.model import ConsumerType
 
 
@@ -152,7 +147,12 @@ class CheckIamPermissionsOperator(BaseOperator):
         )
 
         iam = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=region, client_type="iam").conn
-        decisions = self._simulate(iam, principal, caller, requirements)
+        try:
+            decisions = simulate(iam, principal, caller, requirements)
+        except CheckCannotRunError as err:
+            self._cannot_run(err.cannot_run, err.error)
+        except SimulationError as err:
+            raise AirflowException(str(err)) from err.__cause__
         result = {
             "principal_arn": principal,
             "check_mode": self.check_mode.value,
@@ -164,30 +164,6 @@ class CheckIamPermissionsOperator(BaseOperator):
         self.log.info("%s has all %d permissions the connector needs", principal, len(decisions))
         return result
 
-    def _simulate(self, iam: Any, principal: str, caller_arn: str, requirements: list[Requirement]) -> list[Decision]:
-        """One decision per (action, resource), simulated one resource at a time so each is unambiguous."""
-        pairs = simulation_pairs(requirements)
-        by_resource: dict[str, list[str]] = {}
-        for action, resource in pairs:
-            by_resource.setdefault(resource, []).append(action)
-        found: dict[tuple[str, str], Decision] = {}
-        paginator = iam.get_paginator("simulate_principal_policy")
-        for resource, actions in by_resource.items():
-            try:
-                for page in paginator.paginate(PolicySourceArn=principal, ActionNames=actions, ResourceArns=[resource]):
-                    for result in page.get("EvaluationResults", []):
-                        decision = _decision(result, resource)
-                        found[(decision.action.lower(), decision.resource)] = decision
-            except (ClientError, ResponseParserError, BotocoreConnectionError) as err:
-                cannot_run = why_check_cannot_run(
-                    err, caller_arn=caller_arn, principal=principal, endpoint=iam.meta.endpoint_url
-                )
-                if cannot_run is None:
-                    raise AirflowException(f"SimulatePrincipalPolicy for {principal} failed: {err}") from err
-                self._cannot_run(cannot_run, err)
-        # AWS echoes action names as given; index case-insensitively and report them as asked.
-        return [_with_action(found.get((a.lower(), r)) or Decision(a, r, IMPLICIT_DENY), a) for a, r in pairs]
-
     def _cannot_run(self, cannot_run: CheckCannotRun | None, err: Exception) -> NoReturn:
         """The check could not run: skip with a warning (``best_effort``) or fail saying how to go on."""
         if cannot_run is None:  # not a reason the check cannot run: the error is the failure
@@ -197,19 +173,3 @@ class CheckIamPermissionsOperator(BaseOperator):
             self.log.warning("Skipping the IAM permission check: %s", message)
             raise AirflowSkipException(message) from err
         raise AirflowFailException(message) from err
-
-
-def _decision(result: dict[str, Any], resource: str) -> Decision:
-    # With one resource per call, a result names it; ResourceSpecificResults may refine the decision.
-    specific = [r for r in result.get("ResourceSpecificResults") or [] if r.get("EvalResourceName") == resource]
-    source = specific[0] if specific else result
-    decision = source.get("EvalResourceDecision") or source.get("EvalDecision", IMPLICIT_DENY)
-    statements = tuple(
-        f"{s.get('SourcePolicyType', 'policy')} policy {s.get('SourcePolicyId', '?')}"
-        for s in source.get("MatchedStatements") or []
-    )
-    return Decision(result["EvalActionName"], resource, decision, statements)
-
-
-def _with_action(decision: Decision, action: str) -> Decision:
-    return Decision(action, decision.resource, decision.decision, decision.matched_statements)

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kinesis_snowflake.core.admin.params import renamed
 from airflow_kinesis_snowflake.core.state.migration import migrate_legacy_table, migration_state
 from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
 
@@ -27,7 +29,8 @@ class MigrateLegacyCheckpointsOperator(BaseOperator):
     :param initial_timestamp: the KCL application's AT_TIMESTAMP initial position (ISO 8601, UTC
         when it has no offset); needed only when a lease is still at KCL's AT_TIMESTAMP sentinel,
         as KCL does not store that time in the lease table.
-    :param dry_run: only read the tables and return what would be migrated.
+    :param preview_only: only read the tables and return what would be migrated.
+    :param dry_run: deprecated name of ``preview_only``.
     :return: a summary: the state found, the number of shards, each shard's checkpoint, the
         shards at SHARD_END and the start positions of shards without a checkpoint.
     """
@@ -48,7 +51,8 @@ class MigrateLegacyCheckpointsOperator(BaseOperator):
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         initial_timestamp: str | datetime | None = None,
-        dry_run: bool = False,
+        preview_only: bool | None = None,
+        dry_run: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -57,8 +61,15 @@ class MigrateLegacyCheckpointsOperator(BaseOperator):
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.initial_timestamp = initial_timestamp
-        # Not ``self.dry_run``: that name is BaseOperator's method.
-        self.preview_only = dry_run
+        # Not ``dry_run``: BaseOperator.dry_run() is a method (render templates only).
+        self.preview_only = renamed(
+            preview_only,
+            dry_run,
+            new_name="preview_only",
+            old_name="dry_run",
+            default=False,
+            category=AirflowProviderDeprecationWarning,
+        )
 
     def _at_timestamp(self) -> datetime | None:
         value = self.initial_timestamp

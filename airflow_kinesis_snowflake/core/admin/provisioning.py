@@ -385,8 +385,6 @@ class Statement:
 
     :param sql: what runs; may hold the public key, so it is left out of ``repr`` and ``str``.
     :param purpose: why it runs, for logs and dry runs.
-    :param emulator_support: whether the local Snowflake emulator (fakesnow) runs it; the others
-        (roles, users, grants, pipes, interactive tables) are tested as text.
     :param skip_if: when this query returns a row the statement is already in effect; used where
         Snowflake has no ``IF NOT EXISTS`` and repeating the statement is not harmless.
     :param redactions: (text, shown instead) pairs applied by :attr:`redacted`.
@@ -394,7 +392,6 @@ class Statement:
 
     sql: str = field(repr=False)
     purpose: str
-    emulator_support: bool
     skip_if: Query | None = None
     redactions: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
@@ -425,23 +422,16 @@ class ProvisioningPlan:
         return text
 
     def render(self, *, redact: bool = True) -> str:
-        """A SQL script: each statement under a comment with its number, purpose and emulator support."""
+        """A SQL script: each statement under a comment with its number and purpose."""
         blocks = []
         for number, statement in enumerate(self.statements, start=1):
-            support = "runs on the emulator" if statement.emulator_support else "text only on the emulator"
             sql = statement.redacted if redact else statement.sql
-            blocks.append(f"-- {number}. {statement.purpose} [{support}]\n{sql};\n")
+            blocks.append(f"-- {number}. {statement.purpose}\n{sql};\n")
         return "\n".join(blocks)
 
     def describe(self) -> list[dict[str, Any]]:
         """JSON-friendly, redacted statements (for XCom and dry runs)."""
-        return [
-            {"purpose": s.purpose, "sql": s.redacted, "emulator_support": s.emulator_support} for s in self.statements
-        ]
-
-    @property
-    def text_only(self) -> tuple[Statement, ...]:
-        return tuple(s for s in self.statements if not s.emulator_support)
+        return [{"purpose": s.purpose, "sql": s.redacted} for s in self.statements]
 
 
 def _column_list(spec: ProvisioningSpec) -> str:
@@ -500,21 +490,20 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
     schema = f"{database}.{quote_identifier(spec.schema)}"
     role = quote_identifier(spec.role) if spec.role else None
     out: list[Statement] = [
-        Statement(f"CREATE DATABASE IF NOT EXISTS {database}", "destination database", True),
-        Statement(f"CREATE SCHEMA IF NOT EXISTS {schema}", "destination schema", True),
+        Statement(f"CREATE DATABASE IF NOT EXISTS {database}", "destination database"),
+        Statement(f"CREATE SCHEMA IF NOT EXISTS {schema}", "destination schema"),
     ]
 
     if role:
         out += [
-            Statement(f"CREATE ROLE IF NOT EXISTS {role}", "the connector's role", False),
-            Statement(f"GRANT USAGE ON DATABASE {database} TO ROLE {role}", "role may use the database", False),
-            Statement(f"GRANT USAGE ON SCHEMA {schema} TO ROLE {role}", "role may use the schema", False),
+            Statement(f"CREATE ROLE IF NOT EXISTS {role}", "the connector's role"),
+            Statement(f"GRANT USAGE ON DATABASE {database} TO ROLE {role}", "role may use the database"),
+            Statement(f"GRANT USAGE ON SCHEMA {schema} TO ROLE {role}", "role may use the schema"),
             # The ingestion runs CREATE ... IF NOT EXISTS for its ledger, parse-failure table and
             # stage before each load, which needs these privileges even when the objects exist.
             Statement(
                 f"GRANT CREATE TABLE, CREATE STAGE ON SCHEMA {schema} TO ROLE {role}",
                 "role may create its support tables and stage",
-                False,
             ),
         ]
         if spec.warehouse:
@@ -522,7 +511,6 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
                 Statement(
                     f"GRANT USAGE ON WAREHOUSE {quote_identifier(spec.warehouse)} TO ROLE {role}",
                     "role may use the warehouse",
-                    False,
                 )
             )
         if spec.external_volume and spec.external_volume != SNOWFLAKE_MANAGED_VOLUME:
@@ -530,7 +518,6 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
                 Statement(
                     f"GRANT USAGE ON EXTERNAL VOLUME {quote_identifier(spec.external_volume)} TO ROLE {role}",
                     "role may write the Iceberg table's external volume",
-                    False,
                 )
             )
 
@@ -547,17 +534,15 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
             Statement(
                 create_user,
                 "the connector's service user, key-pair authentication",
-                False,
                 redactions=((key.body, key.redacted),),
             ),
-            Statement(f"GRANT ROLE {role} TO USER {user}", "service user gets the role", False),
+            Statement(f"GRANT ROLE {role} TO USER {user}", "service user gets the role"),
         ]
 
     out.append(
         Statement(
             create_table_sql(spec),
             _TABLE_PURPOSE[kind],
-            kind is not DestinationType.INTERACTIVE,
         )
     )
     if role:
@@ -568,7 +553,6 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
             Statement(
                 f"GRANT OWNERSHIP ON {object_type} {objects.table} TO ROLE {role} COPY CURRENT GRANTS",
                 "role owns the destination table, which loading and schema evolution need",
-                False,
                 skip_if=Query(
                     f"SELECT 1 FROM {database}.INFORMATION_SCHEMA.TABLES "
                     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND TABLE_OWNER = %s",
@@ -585,24 +569,21 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
         "generations columns": "generations table's columns added since its first release",
     }
     for ddl in support_objects_ddl(destination):
-        out.append(Statement(ddl.sql, f"the provider's {purposes[ddl.kind]}", True))
+        out.append(Statement(ddl.sql, f"the provider's {purposes[ddl.kind]}"))
     if role:
         out += [
             Statement(
                 f"GRANT SELECT, INSERT, UPDATE ON TABLE {objects.ledger} TO ROLE {role}",
                 "role reads and moves the ledger",
-                False,
             ),
             Statement(
                 f"GRANT SELECT, INSERT ON TABLE {objects.failures_table} TO ROLE {role}",
                 "role loads parse failures",
-                False,
             ),
-            Statement(f"GRANT READ, WRITE ON STAGE {objects.stage} TO ROLE {role}", "role stages its files", False),
+            Statement(f"GRANT READ, WRITE ON STAGE {objects.stage} TO ROLE {role}", "role stages its files"),
             Statement(
                 f"GRANT SELECT, INSERT ON TABLE {objects.generations} TO ROLE {role}",
                 "role records and reads its application's generations",
-                False,
             ),
         ]
 
@@ -611,11 +592,9 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
         # The pipe is owned by the role running this plan; Snowflake loads through a pipe with its
         # owner's privileges, so that role keeps needing INSERT on the table (e.g. by inheriting
         # the connector's role). The connector's role gets what a streaming client needs.
-        out.append(Statement(f"CREATE PIPE IF NOT EXISTS {pipe} AS {spec.pipe_definition}", "custom pipe", False))
+        out.append(Statement(f"CREATE PIPE IF NOT EXISTS {pipe} AS {spec.pipe_definition}", "custom pipe"))
         if role:
-            out.append(
-                Statement(f"GRANT OPERATE, MONITOR ON PIPE {pipe} TO ROLE {role}", "role may run the pipe", False)
-            )
+            out.append(Statement(f"GRANT OPERATE, MONITOR ON PIPE {pipe} TO ROLE {role}", "role may run the pipe"))
     return ProvisioningPlan(spec=spec, statements=tuple(out))
 
 

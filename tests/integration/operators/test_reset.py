@@ -28,7 +28,8 @@ from airflow_kinesis_snowflake.core.state.metadata import (
     read_marks,
 )
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
-from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator, RestoreCheckpointsOperator
+from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator
+from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
 from tests.conftest import create_stream, create_table, unique
 from tests.emulators import Emulators
 

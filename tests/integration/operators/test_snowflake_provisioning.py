@@ -2,8 +2,8 @@
 
 fakesnow has no roles, users, grants, pipes or interactive tables. The connection used here passes
 fakesnow's ``nop_regexes`` session parameter (read at login by fakesnow's server and applied by its
-cursor before parsing), so that the plan's text-only statements, those with
-``emulator_support=False``, are accepted as no-ops:
+cursor before parsing), so that the plan's text-only statements, those fakesnow does not run
+(``tests.emulators.fakesnow_support``), are accepted as no-ops:
 
 * ``CREATE ROLE IF NOT EXISTS`` (the connector's role),
 * ``CREATE USER IF NOT EXISTS ... TYPE = SERVICE RSA_PUBLIC_KEY = ...`` (the service user),
@@ -30,12 +30,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_kinesis_snowflake.config import load_connector_config
 from airflow_kinesis_snowflake.core.admin.provisioning import parse_public_key
-from airflow_kinesis_snowflake.operators.snowflake import (
-    ProvisionSnowflakeObjectsOperator,
-    VerifySnowflakeObjectsOperator,
-)
+from airflow_kinesis_snowflake.operators.snowflake import ProvisionSnowflakeObjectsOperator
+from airflow_kinesis_snowflake.operators.snowflake_verify import VerifySnowflakeObjectsOperator
 from tests.conftest import query, unique
 from tests.emulators import Emulators
+from tests.emulators.fakesnow_support import runs_on_fakesnow
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +125,7 @@ def stages_of(emulators: Emulators, schema: str) -> set[str]:
 
 
 def text_only_sql(summary: dict[str, Any]) -> list[str]:
-    return [s["sql"] for s in summary["statements"] if not s["emulator_support"]]
+    return [s["sql"] for s in summary["statements"] if not runs_on_fakesnow(s["sql"])]
 
 
 # -- provisioning --------------------------------------------------------------------------------------
@@ -155,7 +154,7 @@ def test_provisions_a_table_and_a_second_run_changes_nothing(
     # The text-only statements are exactly the ones fakesnow was told to treat as no-ops.
     for statement in first["statements"]:
         matches = any(re.match(p, statement["sql"], re.IGNORECASE) for p in TEXT_ONLY)
-        assert matches is not statement["emulator_support"], statement["sql"]
+        assert matches is not runs_on_fakesnow(statement["sql"]), statement["sql"]
     assert [s.split(" ")[0:2] for s in text_only_sql(first)] == [
         ["CREATE", "ROLE"],
         ["GRANT", "USAGE"],

@@ -1,7 +1,7 @@
 """The provisioning plan: golden SQL per destination type, validation of every value, redaction.
 
 The golden files under ``golden/`` hold the exact SQL of each variant. After an intended change,
-regenerate them with ``UPDATE_GOLDEN=1 pytest tests/unit/core/test_provisioning.py`` and review the
+regenerate them with ``UPDATE_GOLDEN=1 pytest tests/unit/core/admin/test_provisioning.py`` and review the
 diff.
 """
 
@@ -33,6 +33,7 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.snowflake_sink import quote_identifier, support_objects_ddl
 from airflow_kinesis_snowflake.core.model import Destination, DestinationType
+from tests.emulators.fakesnow_support import runs_on_fakesnow, text_only
 
 GOLDEN = Path(__file__).parent / "golden"
 PUBLIC_KEY_PEM = (GOLDEN / "service_user_public_key.pem").read_text(encoding="ascii")
@@ -127,8 +128,8 @@ def test_only_roles_users_grants_pipes_and_interactive_tables_are_text_only(vari
     plan = build_plan(VARIANTS[variant])
 
     for statement in plan.statements:
-        assert statement.emulator_support is not bool(TEXT_ONLY.match(statement.sql)), statement.redacted
-    assert set(plan.text_only) == {s for s in plan.statements if not s.emulator_support}
+        assert runs_on_fakesnow(statement.sql) is not bool(TEXT_ONLY.match(statement.sql)), statement.redacted
+    assert set(text_only(plan.statements)) == {s for s in plan.statements if not runs_on_fakesnow(s.sql)}
 
 
 def test_support_objects_come_from_the_sink_ddl() -> None:

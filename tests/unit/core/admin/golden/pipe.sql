@@ -1,68 +1,68 @@
--- 1. destination database [runs on the emulator]
+-- 1. destination database
 CREATE DATABASE IF NOT EXISTS "ANALYTICS";
 
--- 2. destination schema [runs on the emulator]
+-- 2. destination schema
 CREATE SCHEMA IF NOT EXISTS "ANALYTICS"."RAW";
 
--- 3. the connector's role [text only on the emulator]
+-- 3. the connector's role
 CREATE ROLE IF NOT EXISTS "KINESIS_ORDERS_ROLE";
 
--- 4. role may use the database [text only on the emulator]
+-- 4. role may use the database
 GRANT USAGE ON DATABASE "ANALYTICS" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 5. role may use the schema [text only on the emulator]
+-- 5. role may use the schema
 GRANT USAGE ON SCHEMA "ANALYTICS"."RAW" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 6. role may create its support tables and stage [text only on the emulator]
+-- 6. role may create its support tables and stage
 GRANT CREATE TABLE, CREATE STAGE ON SCHEMA "ANALYTICS"."RAW" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 7. role may use the warehouse [text only on the emulator]
+-- 7. role may use the warehouse
 GRANT USAGE ON WAREHOUSE "KINESIS_WH" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 8. the connector's service user, key-pair authentication [text only on the emulator]
+-- 8. the connector's service user, key-pair authentication
 CREATE USER IF NOT EXISTS "KINESIS_ORDERS_USER" TYPE = SERVICE RSA_PUBLIC_KEY = 'MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEApxDEFtB52ZMfeIhhyAC4YV5y3t1M90uQz0eSWMTAc/VOBP805BeDIV4lPlgKWlvUOnwguUN++Y4ZdnodQLLVB5iFidnJsVZ8pupG9q3x6V4zVqpqcAPhp5bo/N8ro1MMocoZreE20fbdjkHnc7K88BrmNnBbyE22JkNoNIsUEV/ePD9M8fs076pQDsGdx3/JnDgq4OZ7v8Vd9s8QrFiV6hPKnORgtal1D4lShHw7U/n2GH/HF8paRddZY6xPOH7+QzLv3UNBHiLkzDraPpTkNoG78SiJJ/TjkJJVGcTO6Ao187SviVORJLS94Cdqus9JYn/PLSZfNrweDuumpxLptwIDAQAB' DEFAULT_ROLE = "KINESIS_ORDERS_ROLE" DEFAULT_WAREHOUSE = "KINESIS_WH";
 
--- 9. service user gets the role [text only on the emulator]
+-- 9. service user gets the role
 GRANT ROLE "KINESIS_ORDERS_ROLE" TO USER "KINESIS_ORDERS_USER";
 
--- 10. destination table of the custom pipe, with a KINESISMETADATA column [runs on the emulator]
+-- 10. destination table of the custom pipe, with a KINESISMETADATA column
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS" ("ORDER_ID" NUMBER(38,0), "CUSTOMER" VARCHAR, "AMOUNT" NUMBER(12,2), "KINESISMETADATA" OBJECT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE ROW_TIMESTAMP = TRUE;
 
--- 11. role owns the destination table, which loading and schema evolution need [text only on the emulator]
+-- 11. role owns the destination table, which loading and schema evolution need
 GRANT OWNERSHIP ON TABLE "ANALYTICS"."RAW"."ORDERS" TO ROLE "KINESIS_ORDERS_ROLE" COPY CURRENT GRANTS;
 
--- 12. the provider's ledger table [runs on the emulator]
+-- 12. the provider's ledger table
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_LEDGER" (APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, SHARD_ID VARCHAR NOT NULL, SEQUENCE_NUMBER VARCHAR NOT NULL, SUB_SEQUENCE_NUMBER NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP());
 
--- 13. the provider's parse-failure table [runs on the emulator]
+-- 13. the provider's parse-failure table
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS_PARSE_FAILURES" (RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, ERROR_COLUMN VARCHAR, KINESISMETADATA OBJECT);
 
--- 14. the provider's stage [runs on the emulator]
+-- 14. the provider's stage
 CREATE STAGE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_STAGE";
 
--- 15. the provider's generations table [runs on the emulator]
+-- 15. the provider's generations table
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" (CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), REPLACED_GENERATION_ID VARCHAR, DESTINATION VARCHAR);
 
--- 16. the provider's generations table's columns added since its first release [runs on the emulator]
+-- 16. the provider's generations table's columns added since its first release
 ALTER TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" ADD COLUMN IF NOT EXISTS REPLACED_GENERATION_ID VARCHAR;
 
--- 17. the provider's generations table's columns added since its first release [runs on the emulator]
+-- 17. the provider's generations table's columns added since its first release
 ALTER TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" ADD COLUMN IF NOT EXISTS DESTINATION VARCHAR;
 
--- 18. role reads and moves the ledger [text only on the emulator]
+-- 18. role reads and moves the ledger
 GRANT SELECT, INSERT, UPDATE ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_LEDGER" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 19. role loads parse failures [text only on the emulator]
+-- 19. role loads parse failures
 GRANT SELECT, INSERT ON TABLE "ANALYTICS"."RAW"."ORDERS_PARSE_FAILURES" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 20. role stages its files [text only on the emulator]
+-- 20. role stages its files
 GRANT READ, WRITE ON STAGE "ANALYTICS"."RAW"."KINESIS_INGEST_STAGE" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 21. role records and reads its application's generations [text only on the emulator]
+-- 21. role records and reads its application's generations
 GRANT SELECT, INSERT ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 22. custom pipe [text only on the emulator]
+-- 22. custom pipe
 CREATE PIPE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS_PIPE" AS COPY INTO ANALYTICS.RAW.ORDERS FROM (SELECT $1:order_id::NUMBER(38,0) AS ORDER_ID, $1:status::VARCHAR AS STATUS, $1 AS KINESISMETADATA FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')));
 
--- 23. role may run the pipe [text only on the emulator]
+-- 23. role may run the pipe
 GRANT OPERATE, MONITOR ON PIPE "ANALYTICS"."RAW"."ORDERS_PIPE" TO ROLE "KINESIS_ORDERS_ROLE";

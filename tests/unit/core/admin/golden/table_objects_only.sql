@@ -1,26 +1,26 @@
--- 1. destination database [runs on the emulator]
+-- 1. destination database
 CREATE DATABASE IF NOT EXISTS "ANALYTICS";
 
--- 2. destination schema [runs on the emulator]
+-- 2. destination schema
 CREATE SCHEMA IF NOT EXISTS "ANALYTICS"."RAW";
 
--- 3. destination table with a KINESISMETADATA column [runs on the emulator]
+-- 3. destination table with a KINESISMETADATA column
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS" ("ORDER_ID" NUMBER(38,0), "CUSTOMER" VARCHAR, "AMOUNT" NUMBER(12,2), "KINESISMETADATA" OBJECT) ENABLE_SCHEMA_EVOLUTION = TRUE ERROR_LOGGING = TRUE ROW_TIMESTAMP = TRUE;
 
--- 4. the provider's ledger table [runs on the emulator]
+-- 4. the provider's ledger table
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_LEDGER" (APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, SHARD_ID VARCHAR NOT NULL, SEQUENCE_NUMBER VARCHAR NOT NULL, SUB_SEQUENCE_NUMBER NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP());
 
--- 5. the provider's parse-failure table [runs on the emulator]
+-- 5. the provider's parse-failure table
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS_PARSE_FAILURES" (RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, ERROR_COLUMN VARCHAR, KINESISMETADATA OBJECT);
 
--- 6. the provider's stage [runs on the emulator]
+-- 6. the provider's stage
 CREATE STAGE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_STAGE";
 
--- 7. the provider's generations table [runs on the emulator]
+-- 7. the provider's generations table
 CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" (CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), REPLACED_GENERATION_ID VARCHAR, DESTINATION VARCHAR);
 
--- 8. the provider's generations table's columns added since its first release [runs on the emulator]
+-- 8. the provider's generations table's columns added since its first release
 ALTER TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" ADD COLUMN IF NOT EXISTS REPLACED_GENERATION_ID VARCHAR;
 
--- 9. the provider's generations table's columns added since its first release [runs on the emulator]
+-- 9. the provider's generations table's columns added since its first release
 ALTER TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" ADD COLUMN IF NOT EXISTS DESTINATION VARCHAR;
