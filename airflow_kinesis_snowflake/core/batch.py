@@ -9,7 +9,7 @@ table a cache of it, so whatever step the process dies after, nothing is lost or
 2. **Identity**: refuse a lease table whose progress belongs to another destination or stream.
    Reads only.
 3. **Generation**: Snowflake's generations table decides the application name and generation
-   (:func:`~.maintenance.choose_generation`); a first start records itself there. Dying after the
+   (:func:`~.state.generations.choose_generation`); a first start records itself there. Dying after the
    record: the next run finds it and agrees with DynamoDB, or adopts it.
 4. **Adopt** (only when DynamoDB lost what Snowflake records): create the lease table again, move
    its shard leases to the old generation's ledger marks, set the generation, point the other
