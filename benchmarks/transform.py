@@ -37,8 +37,8 @@ from dateutil.tz import tzlocal
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
-from airflow_kinesis_snowflake.core.load.transform import build_batch, build_batch_reference, deaggregate
-from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, user_records
+from airflow_kinesis_snowflake.core.load.transform import build_batch, build_batch_reference
+from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, deaggregate, user_records
 
 SHARD = "shardId-000000000000"
 STREAM = "orders"

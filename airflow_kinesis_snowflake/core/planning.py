@@ -11,12 +11,14 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, DestinationType, StartPosition
-from airflow_kinesis_snowflake.core.state.leases import Lease
+
+if TYPE_CHECKING:  # the executors read plans and need no lease-table code
+    from airflow_kinesis_snowflake.core.state.leases import Lease
 
 # How a batch reads its shards: GetRecords, or SubscribeToShard through a registered consumer.
 

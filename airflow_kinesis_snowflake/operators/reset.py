@@ -10,8 +10,8 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.backups import BackupStore
 from airflow_kinesis_snowflake.config import validate_application_name
-from airflow_kinesis_snowflake.core.admin.generations import GenerationLog
 from airflow_kinesis_snowflake.core.admin.impact import DEFAULT_MAX_RECORDS
+from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
 from airflow_kinesis_snowflake.core.admin.reset import parse_reset_request, reset_connector
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
 from airflow_kinesis_snowflake.core.model import InitialPosition

@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.backups import BackupStore, read_checkpoint_backup
-from airflow_kinesis_snowflake.core.admin.generations import GenerationLog
+from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
 from airflow_kinesis_snowflake.core.admin.restore import parse_restore_request, restore_checkpoints
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
 from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from airflow_kinesis_snowflake.core.admin.generations import GenerationLog, identity_fields
 from airflow_kinesis_snowflake.core.admin.impact import (
     DUPLICATE_AND_LOSS_WARNING,
     ShardImpact,
@@ -49,6 +48,7 @@ from airflow_kinesis_snowflake.core.admin.impact import (
     position_text,
     totals,
 )
+from airflow_kinesis_snowflake.core.admin.intent import GenerationLog, identity_fields
 from airflow_kinesis_snowflake.core.admin.params import ParameterError, as_bool, as_number
 from airflow_kinesis_snowflake.core.admin.window import (
     LOCK_MARGIN_SECONDS,

@@ -39,8 +39,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from airflow_kinesis_snowflake.core.admin.generations import GenerationLog
 from airflow_kinesis_snowflake.core.admin.impact import position_text
+from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
 from airflow_kinesis_snowflake.core.admin.params import ParameterError, as_bool, as_number
 from airflow_kinesis_snowflake.core.admin.window import (
     LOCK_MARGIN_SECONDS,

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import base64
 import gc
-import hashlib
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -32,11 +31,9 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-import aws_kinesis_agg
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from aws_kinesis_agg import deaggregator
 
 from airflow_kinesis_snowflake.core.load.schema import (
     _SEMI_STRUCTURED,
@@ -55,10 +52,8 @@ from airflow_kinesis_snowflake.core.sources.positions import (
 from airflow_kinesis_snowflake.core.sources.records import (
     DeadLetter,
     KinesisRecord,
-    _arrival,
     kinesis_metadata,
     parse_payload,
-    user_records,
 )
 
 # orjson parses 1024 levels deep; json.loads stops at Python's recursion limit, which the caller's
@@ -89,10 +84,6 @@ _MAX_MICROS = 253402300799 * 10**6 + 999999
 # a block's parsed objects stay cheap to hold and its text columns far below Arrow's 2 GB.
 BLOCK_RECORDS = 4096
 BLOCK_BYTES = 64 << 20
-
-_MAGIC = aws_kinesis_agg.MAGIC
-_MAGIC_SIZE = len(_MAGIC)
-_DIGEST_SIZE = aws_kinesis_agg.DIGEST_SIZE
 
 
 @dataclass(frozen=True)
@@ -176,53 +167,6 @@ def _build_batch(records: Sequence[KinesisRecord], stream_name: str, columns: Co
     arrays.append(metadata_array(rows_records, stream_name))
     out.dead.sort(key=itemgetter(0))
     return Batch(pa.Table.from_arrays(arrays, schema=columns.arrow_schema()), [d for _, d in out.dead])
-
-
-def deaggregate(shard_id: str, api_records: Iterable[dict[str, Any]]) -> list[KinesisRecord]:
-    """``list(user_records(shard_id, api_records))``, unpacking each well-formed KPL aggregate in one go.
-
-    Anything else about an aggregate (a bad digest, an undecodable message, a key index out of
-    range) is left to :func:`user_records`, so that it is handled exactly as there.
-    """
-    records: list[KinesisRecord] = []
-    append, extend = records.append, records.extend
-    for raw in api_records:
-        data = raw["Data"]
-        arrival = raw["ApproximateArrivalTimestamp"]
-        if type(arrival) is not datetime or arrival.tzinfo is None:
-            arrival = _arrival(arrival)
-        if data[:_MAGIC_SIZE] != _MAGIC:
-            append(KinesisRecord(shard_id, raw["SequenceNumber"], 0, raw["PartitionKey"], arrival, bytes(data)))
-            continue
-        users = _unpacked(shard_id, raw["SequenceNumber"], arrival, data)
-        if users is None:
-            extend(user_records(shard_id, [raw]))
-        else:
-            extend(users)
-    return records
-
-
-def _unpacked(shard_id: str, sequence: str, arrival: datetime, data: bytes) -> list[KinesisRecord] | None:
-    """The user records of a well-formed aggregate; None otherwise."""
-    if len(data) <= _MAGIC_SIZE + _DIGEST_SIZE:
-        return None
-    body = memoryview(data)[_MAGIC_SIZE:-_DIGEST_SIZE]
-    if hashlib.md5(body).digest() != data[-_DIGEST_SIZE:]:  # the KPL format's checksum
-        return None
-    aggregate = deaggregator.messages_pb2.AggregatedRecord()
-    try:
-        aggregate.ParseFromString(body)
-        keys, hash_keys = aggregate.partition_key_table, aggregate.explicit_hash_key_table
-        users = aggregate.records
-        if hash_keys:  # the library looks an explicit hash key up only when there is a table
-            for user in users:
-                hash_keys[user.explicit_hash_key_index]
-        return [
-            KinesisRecord(shard_id, sequence, sub, keys[user.partition_key_index], arrival, user.data)
-            for sub, user in enumerate(users)
-        ]
-    except Exception:  # noqa: BLE001 - user_records meets the same message and decides
-        return None
 
 
 def metadata_array(records: Sequence[KinesisRecord], stream_name: str) -> pa.StructArray:

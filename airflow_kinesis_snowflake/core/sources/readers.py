@@ -24,10 +24,9 @@ from typing import Any
 from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from airflow_kinesis_snowflake.core.load.transform import deaggregate
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.planning import ShardRange
-from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival
+from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival, deaggregate
 
 # Kinesis allows 5 GetRecords calls per second per shard.
 MIN_SECONDS_BETWEEN_CALLS = 0.2

@@ -185,3 +185,55 @@ def kinesis_metadata(stream_name: str, record: KinesisRecord) -> dict[str, Any]:
         "subSequenceNumber": record.sub_sequence_number,
         "shardedSequenceNumber": sharded_sequence_number(record.sequence_number, record.sub_sequence_number),
     }
+
+
+_MAGIC: bytes = aws_kinesis_agg.MAGIC
+_MAGIC_SIZE = len(_MAGIC)
+_DIGEST_SIZE = aws_kinesis_agg.DIGEST_SIZE
+
+
+def deaggregate(shard_id: str, api_records: Iterable[dict[str, Any]]) -> list[KinesisRecord]:
+    """``list(user_records(shard_id, api_records))``, unpacking each well-formed KPL aggregate in one go.
+
+    Anything else about an aggregate (a bad digest, an undecodable message, a key index out of
+    range) is left to :func:`user_records`, so that it is handled exactly as there.
+    """
+    records: list[KinesisRecord] = []
+    append, extend = records.append, records.extend
+    for raw in api_records:
+        data = raw["Data"]
+        arrival = raw["ApproximateArrivalTimestamp"]
+        if type(arrival) is not datetime or arrival.tzinfo is None:
+            arrival = _arrival(arrival)
+        if data[:_MAGIC_SIZE] != _MAGIC:
+            append(KinesisRecord(shard_id, raw["SequenceNumber"], 0, raw["PartitionKey"], arrival, bytes(data)))
+            continue
+        users = _unpacked(shard_id, raw["SequenceNumber"], arrival, data)
+        if users is None:
+            extend(user_records(shard_id, [raw]))
+        else:
+            extend(users)
+    return records
+
+
+def _unpacked(shard_id: str, sequence: str, arrival: datetime, data: bytes) -> list[KinesisRecord] | None:
+    """The user records of a well-formed aggregate; None otherwise."""
+    if len(data) <= _MAGIC_SIZE + _DIGEST_SIZE:
+        return None
+    body = memoryview(data)[_MAGIC_SIZE:-_DIGEST_SIZE]
+    if hashlib.md5(body).digest() != data[-_DIGEST_SIZE:]:  # the KPL format's checksum
+        return None
+    aggregate = deaggregator.messages_pb2.AggregatedRecord()
+    try:
+        aggregate.ParseFromString(body)
+        keys, hash_keys = aggregate.partition_key_table, aggregate.explicit_hash_key_table
+        users = aggregate.records
+        if hash_keys:  # the library looks an explicit hash key up only when there is a table
+            for user in users:
+                hash_keys[user.explicit_hash_key_index]
+        return [
+            KinesisRecord(shard_id, sequence, sub, keys[user.partition_key_index], arrival, user.data)
+            for sub, user in enumerate(users)
+        ]
+    except Exception:  # noqa: BLE001 - user_records meets the same message and decides
+        return None

@@ -23,11 +23,16 @@ from airflow_kinesis_snowflake.core.load.transform import (
     Batch,
     build_batch,
     build_batch_reference,
-    deaggregate,
     failure_table,
     metadata_array,
 )
-from airflow_kinesis_snowflake.core.sources.records import DeadLetter, KinesisRecord, kinesis_metadata, user_records
+from airflow_kinesis_snowflake.core.sources.records import (
+    DeadLetter,
+    KinesisRecord,
+    deaggregate,
+    kinesis_metadata,
+    user_records,
+)
 
 SHARD = "shardId-000000000001"
 STREAM = "orders"
