@@ -130,12 +130,16 @@ class KinesisStreamHook(AwsBaseHook):
 
 
 class LeaseTableHook(AwsBaseHook):
-    """The DynamoDB lease/checkpoint table of one application, through a DynamoDB client.
+    """The DynamoDB lease tables: one connector's, or any of them (for reset, restore and clean-up).
 
-    :param table_name: the lease table, which is the connector's application name.
+    :param table_name: the lease table, which is the connector's application name; optional when
+        the caller names a table per call (:meth:`table`) or lists tables through ``conn``.
+
+    Additional arguments (such as ``aws_conn_id``) are passed to
+    :class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`.
     """
 
-    def __init__(self, *args: Any, table_name: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, table_name: str | None = None, **kwargs: Any) -> None:
         kwargs["client_type"] = "dynamodb"
         kwargs.setdefault("config", RETRY_CONFIG)
         super().__init__(*args, **kwargs)
@@ -143,20 +147,11 @@ class LeaseTableHook(AwsBaseHook):
 
     @cached_property
     def lease_table(self) -> LeaseTable:
-        return LeaseTable(self.conn, self.table_name)
+        """The table named ``table_name``."""
+        if self.table_name is None:
+            raise ValueError("LeaseTableHook.lease_table needs the table_name the hook was built with")
+        return self.table(self.table_name)
 
-
-class DynamoDBTablesHook(AwsBaseHook):
-    """DynamoDB across tables (listing, tags, any lease table), for reset, restore and clean-up.
-
-    Additional arguments (such as ``aws_conn_id``) are passed to
-    :class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["client_type"] = "dynamodb"
-        kwargs.setdefault("config", RETRY_CONFIG)
-        super().__init__(*args, **kwargs)
-
-    def lease_table(self, table_name: str) -> LeaseTable:
+    def table(self, table_name: str) -> LeaseTable:
+        """The lease table ``table_name``."""
         return LeaseTable(self.conn, table_name)

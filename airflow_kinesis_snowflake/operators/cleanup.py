@@ -18,7 +18,7 @@ from airflow_kinesis_snowflake.core.admin.cleanup_run import (
     run_cleanup,
 )
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
-from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 __all__ = ["CONFIRMATION", "CleanupOrphanedTablesOperator"]  # CONFIRMATION: still importable from here
@@ -112,7 +112,7 @@ class CleanupOrphanedTablesOperator(BaseOperator):
                 preview_only=self.preview_only,
                 confirm=self.confirm,
             )
-            dynamodb = DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+            dynamodb = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
             kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
             return run_cleanup(
                 request,

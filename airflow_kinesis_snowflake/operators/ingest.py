@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
-from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
@@ -146,7 +146,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         try:
             outcome = run_batch(
                 BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id}),
-                dynamodb=DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
+                dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
                 stream=kinesis,
                 connect_snowflake=snowflake.get_conn,
                 submit=partial(spark.run_batch, kinesis=kinesis, snowflake=snowflake, application=self.application),

@@ -16,7 +16,7 @@ from airflow_kinesis_snowflake.core.admin.reset import parse_reset_request, rese
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
 from airflow_kinesis_snowflake.core.model import InitialPosition
 from airflow_kinesis_snowflake.core.state.marks import ResetMode
-from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 
@@ -148,7 +148,7 @@ class ResetConnectorStateOperator(BaseOperator):
             )
             outcome = reset_connector(
                 request,
-                dynamodb=DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
+                dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
                 stream=KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
                 generations=GenerationLog(
                     lambda: KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn(),

@@ -12,7 +12,7 @@ from airflow_kinesis_snowflake.backups import BackupStore, read_checkpoint_backu
 from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
 from airflow_kinesis_snowflake.core.admin.restore import parse_restore_request, restore_checkpoints
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
-from airflow_kinesis_snowflake.hooks.kinesis import DynamoDBTablesHook, KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 
@@ -122,7 +122,7 @@ class RestoreCheckpointsOperator(BaseOperator):
             return restore_checkpoints(
                 request,
                 read_checkpoint_backup(request.location),
-                dynamodb=DynamoDBTablesHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
+                dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
                 kinesis=KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
                 generations=GenerationLog(
                     lambda: KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn(),

@@ -28,7 +28,18 @@ def test_job_environment_carries_credentials_region_and_endpoint(aws_connections
 
 
 def test_lease_table_hook_reaches_dynamodb(aws_connections: Emulators) -> None:
-    hook = LeaseTableHook(aws_conn_id="aws_default", table_name=unique("hook-app"))
+    name = unique("hook-app")
+    hook = LeaseTableHook(aws_conn_id="aws_default", table_name=name)
     assert hook.lease_table.exists() is False
-    assert hook.lease_table.create(stream_name="s", application_name=hook.table_name) is True
+    assert hook.lease_table.create(stream_name="s", application_name=name) is True
     assert hook.lease_table.exists() is True
+    assert hook.table(name).exists() is True
+
+
+def test_lease_table_hook_without_a_table_name_names_one_per_call(aws_connections: Emulators) -> None:
+    hook = LeaseTableHook(aws_conn_id="aws_default")
+    name = unique("hook-any")
+    assert hook.table(name).create(stream_name="s", application_name=name) is True
+    assert hook.conn.describe_table(TableName=name)["Table"]["TableName"] == name
+    with pytest.raises(ValueError, match="needs the table_name"):
+        hook.lease_table  # noqa: B018 - the property raises
