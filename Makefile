@@ -9,10 +9,11 @@ STAMP := $(VENV)/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
-# Reinstall only when the project's dependencies change.
+# Reinstall only when the project's dependencies change. uv (from PyPI, into the venv) resolves and
+# installs the same packages as pip in a fraction of the time; pip remains the fallback.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet 'uv>=0.4'
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]' || $(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -19,7 +19,9 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from tests.emulators import Emulators, local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
+from tests.emulators.dag_runner import SERVER_ENV, dag_runner  # noqa: E402
 from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
+from tests.emulators.spark_env import spark_env  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -52,13 +54,18 @@ def aws_connections(emulators: Emulators, monkeypatch: pytest.MonkeyPatch) -> Em
 
 
 @pytest.fixture(scope="session")
-def dag_env(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Environment for `dag.test()` in a child process: its own Airflow home, connections set."""
-    # spark-defaults.conf of the tests' short local[2] jobs: no UI, a JVM tuned to start fast.
-    spark_conf = {"SPARK_CONF_DIR": str(Path(__file__).parent / "emulators" / "spark-conf")}
-    env = airflow_home_env(tmp_path_factory.mktemp("airflow"), {**emulators.airflow_env(), **spark_conf})
+def dag_env(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Environment for `dag.test()` in a child process: its own Airflow home, connections set.
+
+    The child processes are forked by a dag_runner server that imported Airflow and the provider once
+    (see tests/emulators/dag_runner.py); `RUN_DAG_SERVER` tells `tests.emulators.run_dag` where it is.
+    """
+    # The tests' short local[2] jobs: no UI, JVMs from a class-data archive, a Python daemon preloaded.
+    home = tmp_path_factory.mktemp("airflow")
+    env = airflow_home_env(home, {**emulators.airflow_env(), **spark_env()})
     migrate(env)
-    return env
+    with dag_runner(env, home / "dag-runner.log") as address:
+        yield {**env, SERVER_ENV: address}
 
 
 def unique(prefix: str) -> str:

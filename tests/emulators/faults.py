@@ -29,6 +29,7 @@ SPARK_PROCESS_MARKERS = (
     "kinesis_to_snowflake.py",
     "pyspark.daemon",
     "pyspark/daemon.py",
+    "tests.emulators.spark_daemon",
 )
 
 
@@ -121,12 +122,26 @@ def kill_spark_jobs(application_name: str | None = None) -> list[int]:
 
 
 def kill_process(pid: int) -> None:
-    """SIGKILL a process and everything it started."""
+    """SIGKILL a process and everything it started.
+
+    A ``run_dag`` process whose DAG runs in a process forked by the dag_runner server (see
+    dag_runner.py) started that one in effect: it goes first, with what it started.
+    """
+    from tests.emulators.dag_runner import CLIENT_MARKER
+
     try:
         parent = psutil.Process(pid)
     except psutil.NoSuchProcess:
         return
-    for process in [*parent.children(recursive=True), parent]:
+    marker = f"{CLIENT_MARKER}{pid}"
+    targets: list[psutil.Process] = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if marker in " ".join(process.info.get("cmdline") or []).split():
+            try:
+                targets += [*process.children(recursive=True), process]
+            except psutil.NoSuchProcess:
+                pass
+    for process in [*targets, *parent.children(recursive=True), parent]:
         try:
             process.kill()
         except psutil.NoSuchProcess:
