@@ -129,7 +129,8 @@ def test_only_roles_users_grants_pipes_and_interactive_tables_are_text_only(vari
 
     for statement in plan.statements:
         assert runs_on_fakesnow(statement.sql) is not bool(TEXT_ONLY.match(statement.sql)), statement.redacted
-    assert set(text_only(plan.statements)) == {s for s in plan.statements if not runs_on_fakesnow(s.sql)}
+    # The objects-only plan creates no role, user or grant: everything in it runs on the emulator.
+    assert bool(text_only(plan.statements)) is (variant != "table_objects_only")
 
 
 def test_support_objects_come_from_the_sink_ddl() -> None:
