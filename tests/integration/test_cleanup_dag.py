@@ -42,7 +42,7 @@ def connector(connector_id: str, stream: str, app: str, table: str) -> dict[str,
         "connector_id": connector_id,
         "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-        "batch": {"schedule": None},
+        "batch": {"schedule": None, "retry_delay_seconds": 0},
     }
 
 

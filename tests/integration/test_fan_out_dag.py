@@ -46,7 +46,7 @@ def test_two_runs_read_through_the_consumer_exactly_once(
             "initial_position": "TRIM_HORIZON",
         },
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-        "batch": {"schedule": None},
+        "batch": {"schedule": None, "retry_delay_seconds": 0},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
     ingest = f"kinesis_snowflake_{connector['connector_id']}_ingest"

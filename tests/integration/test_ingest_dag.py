@@ -41,7 +41,7 @@ def connector_dag(dags_dir: Path, stream: str, app: str, table: str) -> tuple[Pa
         "connector_id": app.replace("-", "_"),
         "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-        "batch": {"schedule": None},
+        "batch": {"schedule": None, "retry_delay_seconds": 0},
     }
     return write_connector(dags_dir, connector), f"kinesis_snowflake_{connector['connector_id']}_ingest"
 
@@ -93,7 +93,7 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
             "max_records_per_call": 100,  # several GetRecords calls per shard
         },
         "destination": {"database": "analytics", "schema": "raw", "table": table},
-        "batch": {"schedule": None, "max_records_per_shard": 100000},
+        "batch": {"schedule": None, "max_records_per_shard": 100000, "retry_delay_seconds": 0},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"

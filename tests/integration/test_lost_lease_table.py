@@ -49,7 +49,7 @@ class Connectors:
             "connector_id": connector_id,
             "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
             "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-            "batch": {"schedule": None},
+            "batch": {"schedule": None, "retry_delay_seconds": 0},
         }
         (self.dags / "connectors" / f"{connector_id}.yaml").write_text(yaml.safe_dump(connector))
         return f"kinesis_snowflake_{connector_id}"

@@ -53,7 +53,7 @@ def test_reset_to_a_new_name_undo_and_delete_table_end_to_end(
                 "connector_id": connector_id,
                 "source": {"stream_name": stream, "region": "us-east-1", "application_name": app},
                 "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-                "batch": {"schedule": None},
+                "batch": {"schedule": None, "retry_delay_seconds": 0},
             }
         )
     )
