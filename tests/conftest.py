@@ -134,16 +134,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         rows = sorted((matrix.outcome_from_property(v) for v in _FAULT_MATRIX), key=lambda r: r.case)
         for line in matrix.matrix_lines(rows):
             terminalreporter.write_line(line)
-
-
-# Longest first: the fault matrix, then the DAG runs, then the rest. Parallel workers start on the
-# long tests and the short ones fill in at the end, so no worker is left with a long test alone.
-_RUN_FIRST = ("tests/reliability/", "tests/integration/test_", "tests/integration/")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid
-        return next((i for i, prefix in enumerate(_RUN_FIRST) if path.startswith(prefix)), len(_RUN_FIRST))
-
-    items.sort(key=rank)
