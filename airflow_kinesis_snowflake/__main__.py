@@ -1,8 +1,12 @@
 """Command line: ``python -m airflow_kinesis_snowflake policy dags/connectors/orders.yaml``.
 
-``policy`` prints the least-privilege IAM policy for one connector file, for an AWS administrator
-to attach to the connector's user or role. ``dag-file`` writes the small DAG file that builds one
-connector file's DAGs, so that each connector is a DAG file of its own in Airflow.
+``init`` sets up a DAGs folder: the clean-up DAG file (the package's template, the same text as the
+repository's ``dags/kinesis_snowflake_connectors.py``) and, when it has no connector file yet, a
+``connectors/`` directory with a commented example and the example's DAG file. ``validate`` checks
+every connector file of a directory, and across files, printing each problem with its file and
+field. ``policy`` prints the least-privilege IAM policy for one connector file, for an AWS
+administrator to attach to the connector's user or role. ``dag-file`` writes the small DAG file
+that builds one connector file's DAGs, so that each connector is a DAG file of its own in Airflow.
 """
 
 from __future__ import annotations
@@ -10,16 +14,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
+from importlib.resources import files
 from pathlib import Path
 
-from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
+from airflow_kinesis_snowflake.config import (
+    ConnectorConfig,
+    ConnectorConfigError,
+    connector_files,
+    duplicate_connector_id_error,
+    duplicate_connector_ids,
+    load_connector_config,
+)
 from airflow_kinesis_snowflake.core.admin.iam import (
     ACCOUNT_ID_PLACEHOLDER,
     IamPolicyError,
     policy_document,
     required_permissions,
 )
+
+# The package's templates (package data): the clean-up DAG file, the same text as the repository's
+# dags/kinesis_snowflake_connectors.py, and the example connector file.
+TEMPLATES = "templates"
+CLEANUP_TEMPLATE = "kinesis_snowflake_connectors.py.txt"
+EXAMPLE_CONNECTOR = "example.yaml"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +82,23 @@ def _parser() -> argparse.ArgumentParser:
     dag_file.add_argument("config", metavar="CONNECTOR_YAML", help="a connector file, e.g. dags/connectors/orders.yaml")
     dag_file.add_argument("--dag-folder", default=None, help="the DAGs folder (default: the connectors' parent)")
     dag_file.add_argument("--force", action="store_true", help="overwrite an existing DAG file")
+    init = commands.add_parser(
+        "init",
+        help="set up a DAGs folder: the clean-up DAG file and an example connector",
+        description="Write kinesis_snowflake_connectors.py, the DAG file of the connectors/ directory's clean-up DAG, "
+        f"into DAGS_FOLDER; when connectors/ holds no connector file yet, also write connectors/{EXAMPLE_CONNECTOR}, "
+        "a commented example, and its DAG file. Existing files with other content are kept unless --force.",
+    )
+    init.add_argument("dag_folder", metavar="DAGS_FOLDER", help="Airflow's DAGs folder ([core] dags_folder)")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist with other content")
+    validate = commands.add_parser(
+        "validate",
+        help="check every connector file of a directory",
+        description="Validate every connector file (*.yaml, *.yml) of DIRECTORY and check them against each other "
+        "(connector ids, application names, DAG files); print each problem with its file and field. Exit status 1 "
+        "when there is a problem.",
+    )
+    validate.add_argument("directory", metavar="DIRECTORY", help="a directory of connector files, e.g. dags/connectors")
     return parser
 
 
@@ -93,6 +129,154 @@ def _dag_file(args: argparse.Namespace) -> int:
         return 1
     target.write_text(source, encoding="utf-8")
     print(target)
+    return 0
+
+
+def template_text(*parts: str) -> str:
+    """The text of a file under the package's ``templates/`` directory."""
+    resource = files("airflow_kinesis_snowflake") / TEMPLATES
+    for part in parts:
+        resource = resource / part
+    return resource.read_text(encoding="utf-8")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from airflow_kinesis_snowflake.dags import (
+        CLEANUP_DAG_FILE,
+        dag_file_errors,
+        dag_file_name,
+        dag_files_calling,
+        render_dag_file,
+    )
+
+    folder = Path(args.dag_folder)
+    if folder.exists() and not folder.is_dir():
+        print(f"error: {folder} is not a directory", file=sys.stderr)
+        return 1
+    single = dag_files_calling(folder, "build_connector_dags")
+    if single:
+        print(
+            f"error: {', '.join(str(p) for p in single)} build every connector's DAGs with build_connector_dags; "
+            f"{CLEANUP_DAG_FILE} and a DAG file per connector would define the same DAG ids a second time. Replace "
+            "that call with build_cleanup_dags(<connectors directory>) first, or keep that file and skip init.",
+            file=sys.stderr,
+        )
+        return 1
+    connectors = folder / "connectors"
+    example = connectors / EXAMPLE_CONNECTOR
+    others = [path for path in connector_files(connectors) if path != example]
+    planned = {folder / CLEANUP_DAG_FILE: template_text(CLEANUP_TEMPLATE)}
+    if not others:
+        planned[example] = template_text("connectors", EXAMPLE_CONNECTOR)
+        planned[folder / dag_file_name(example, collisions={})] = render_dag_file(example, folder)
+    existing = {path: path.read_text(encoding="utf-8") for path in planned if path.is_file()}
+    conflicts = [path for path, text in planned.items() if path in existing and existing[path] != text]
+    if conflicts and not args.force:
+        print(
+            f"error: {', '.join(str(p) for p in conflicts)} exist with other content; nothing was written "
+            "(--force overwrites them)",
+            file=sys.stderr,
+        )
+        return 1
+    for path, text in planned.items():
+        if existing.get(path) == text:
+            print(f"unchanged {path}")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    if others:
+        print(f"{connectors} already holds {len(others)} connector file(s): no example written")
+        for problem in dag_file_errors(connectors, folder):
+            print(f"note: {problem}")
+    print(
+        f"next: edit or copy {example}, write each connector file's DAG file with "
+        f"`python -m airflow_kinesis_snowflake dag-file {connectors}/<name>.yaml`, check them with "
+        f"`python -m airflow_kinesis_snowflake validate {connectors}` (docs/install.md)"
+    )
+    return 0
+
+
+def _problems(err: ConnectorConfigError) -> list[str]:
+    """One line per problem of a connector file's error: ``<file>: <field>: <what is wrong>``."""
+    first, *rest = str(err).splitlines()
+    heading = ": invalid connector configuration"
+    if first.endswith(heading) and rest and all(line.startswith("  - ") for line in rest):
+        source = first.removesuffix(heading)
+        return [f"{source}: {line.removeprefix('  - ')}" for line in rest]
+    return [str(err)]
+
+
+def _shared_application_names(configs: dict[Path, ConnectorConfig]) -> list[str]:
+    """Connector files whose application name an earlier file has, on the same AWS connection and region."""
+    first: dict[tuple[str, str, str], Path] = {}
+    problems = []
+    for path, config in configs.items():
+        key = (config.connections.aws, config.source.region, config.source.application_name)
+        if key in first:
+            problems.append(
+                f"{path}: source.application_name: {key[2]!r} is also the application name of {first[key]}, with "
+                f"the same AWS connection ({key[0]}) and region ({key[1]}): the two connectors would share one "
+                "DynamoDB lease table; give each connector an application name of its own"
+            )
+        else:
+            first[key] = path
+    return problems
+
+
+def _dag_file_problems(directory: Path, paths: list[Path]) -> list[str]:
+    """What keeps the connector files from having DAG files of their own in the directory's parent."""
+    from airflow_kinesis_snowflake.dags import dag_file_collisions, dag_file_errors, dag_file_name, dag_files_calling
+
+    folder = directory.parent
+    if dag_files_calling(folder, "build_connector_dags"):
+        return []  # one DAG file builds every connector's DAGs: no DAG file per connector
+    if dag_files_calling(folder, "build_cleanup_dags"):
+        return dag_file_errors(directory, folder)
+    # Not in a DAGs folder yet: only what would keep a DAG file from being written.
+    collisions = dag_file_collisions(directory)
+    problems = []
+    for path in paths:
+        try:
+            dag_file_name(path, collisions=collisions)
+        except ConnectorConfigError as err:
+            problems.append(str(err))
+    return problems
+
+
+def _validate(args: argparse.Namespace) -> int:
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        print(f"error: {directory} is not a directory of connector files", file=sys.stderr)
+        return 1
+    paths = connector_files(directory)
+    if not paths:
+        print(f"error: {directory} holds no connector file (*.yaml, *.yml)", file=sys.stderr)
+        return 1
+    problems: list[str] = []
+    configs: dict[Path, ConnectorConfig] = {}
+    for path in paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                configs[path] = load_connector_config(path)
+            except ConnectorConfigError as err:
+                problems.extend(_problems(err))
+        for warning in caught:
+            if str(warning.message).startswith(f"{path}:"):
+                print(f"warning: {warning.message}")
+    for path, first in duplicate_connector_ids(paths).items():
+        if path in configs:
+            problems.append(str(duplicate_connector_id_error(path, configs[path].connector_id, first)))
+    problems += _shared_application_names(configs)
+    problems += _dag_file_problems(directory, paths)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem(s) in the {len(paths)} connector file(s) of {directory}")
+        return 1
+    ids = ", ".join(config.connector_id for config in configs.values())
+    print(f"{len(paths)} connector file(s) in {directory} valid: {ids}")
     return 0
 
 
@@ -128,6 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _policy(args)
     if args.command == "dag-file":
         return _dag_file(args)
+    if args.command == "init":
+        return _init(args)
+    if args.command == "validate":
+        return _validate(args)
     return 2  # argparse rejects unknown commands before this
 
 
