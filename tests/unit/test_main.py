@@ -1,13 +1,20 @@
-"""`python -m airflow_kinesis_snowflake policy FILE` prints the connector's IAM policy."""
+"""The command line: `policy` prints a connector's IAM policy, `init` sets up a DAGs folder from the
+package's templates, `validate` checks a directory of connector files."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from airflow_kinesis_snowflake.__main__ import CLEANUP_TEMPLATE, EXAMPLE_CONNECTOR, main, template_text
+from airflow_kinesis_snowflake.config import load_connector_config
 from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions
+from airflow_kinesis_snowflake.dags import render_dag_file
 from tests.emulators.servers import REPO_ROOT
 
 ORDERS = REPO_ROOT / "dags" / "connectors" / "orders.yaml"
@@ -133,3 +140,236 @@ def test_maintenance_and_the_active_application_after_a_reset() -> None:
     assert statements["DynamoDBListTables"]["Action"] == ["dynamodb:ListTables"]
     bad = run("policy", str(ORDERS), "--active-application-name", "x:y")
     assert bad.returncode == 1 and "table name 'x:y'" in bad.stderr
+
+
+# -- init: a DAGs folder from the package's templates -----------------------------------------------
+
+DAGS = REPO_ROOT / "dags"
+
+
+def test_the_packaged_clean_up_dag_file_is_the_repositorys() -> None:
+    """One definition: the template `init` writes is dags/kinesis_snowflake_connectors.py, word for word."""
+    assert template_text(CLEANUP_TEMPLATE) == (DAGS / "kinesis_snowflake_connectors.py").read_text(encoding="utf-8")
+
+
+def test_the_example_connector_is_valid_and_waits_for_provisioning(tmp_path: Path) -> None:
+    path = tmp_path / EXAMPLE_CONNECTOR
+    path.write_text(template_text("connectors", EXAMPLE_CONNECTOR), encoding="utf-8")
+    config = load_connector_config(path)
+    assert config.connector_id == "example"
+    # Never scheduled before someone provisions it and sets a schedule.
+    assert config.batch.schedule is None
+
+
+def test_init_writes_the_clean_up_dag_file_an_example_and_its_dag_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "dags"
+
+    assert main(["init", str(folder)]) == 0
+
+    example = folder / "connectors" / "example.yaml"
+    assert (folder / "kinesis_snowflake_connectors.py").read_text() == (
+        DAGS / "kinesis_snowflake_connectors.py"
+    ).read_text()
+    assert example.read_text() == template_text("connectors", EXAMPLE_CONNECTOR)
+    assert (folder / "kinesis_snowflake_example.py").read_text() == render_dag_file(example, folder)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
+        "connectors/example.yaml",
+        "kinesis_snowflake_connectors.py",
+        "kinesis_snowflake_example.py",
+    ]
+    out = capsys.readouterr().out
+    assert f"wrote {example}" in out
+    assert f"validate {folder / 'connectors'}" in out
+
+
+def test_init_again_changes_nothing_and_never_overwrites_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", str(tmp_path)]) == 0
+    assert main(["init", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.count("unchanged ") == 3
+
+    cleanup = tmp_path / "kinesis_snowflake_connectors.py"
+    cleanup.write_text(cleanup.read_text() + "# edited\n")
+    example_dag_file = tmp_path / "kinesis_snowflake_example.py"
+    example_dag_file.unlink()
+
+    assert main(["init", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {cleanup} exist with other content; nothing was written (--force overwrites them)" in err
+    assert cleanup.read_text().endswith("# edited\n")
+    assert not example_dag_file.exists(), "a refused init wrote a file"
+
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    assert cleanup.read_text() == template_text(CLEANUP_TEMPLATE)
+    assert example_dag_file.is_file()
+
+
+def test_init_leaves_a_connectors_directory_with_connector_files_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "connectors").mkdir()
+    orders = tmp_path / "connectors" / "orders.yaml"
+    shutil.copy(ORDERS, orders)
+
+    assert main(["init", str(tmp_path), "--force"]) == 0
+
+    assert sorted(p.name for p in (tmp_path / "connectors").iterdir()) == ["orders.yaml"]
+    assert sorted(p.name for p in tmp_path.glob("*.py")) == ["kinesis_snowflake_connectors.py"]
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'connectors'} already holds 1 connector file(s): no example written" in out
+    # The clean-up DAG would be an import error until orders.yaml has its DAG file: init says so.
+    assert f"note: {orders}: its DAG file {tmp_path / 'kinesis_snowflake_orders.py'} is missing" in out
+
+
+def test_init_refuses_a_folder_that_builds_every_connector_from_one_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    single = tmp_path / "all_connectors.py"
+    single.write_text("globals().update(build_connector_dags(Path(__file__).parent / 'connectors'))\n")
+
+    assert main(["init", str(tmp_path)]) == 1
+
+    assert f"error: {single} build every connector's DAGs with build_connector_dags" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["all_connectors.py"]
+
+
+# -- validate: every connector file of a directory, each problem with its file and field -----------
+
+
+def test_validate_accepts_the_repositorys_connectors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(DAGS / "connectors")]) == 0
+    assert capsys.readouterr().out == f"1 connector file(s) in {DAGS / 'connectors'} valid: orders\n"
+
+
+def connectors_dir(tmp_path: Path, files: dict[str, str]) -> Path:
+    directory = tmp_path / "connectors"
+    directory.mkdir()
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    return directory
+
+
+def test_validate_prints_one_line_per_problem_with_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orders = ORDERS.read_text()
+    directory = connectors_dir(
+        tmp_path,
+        {
+            # Two fields wrong: two lines.
+            "bad.yaml": orders.replace("connector_id: orders", "connector_id: bad")
+            .replace("region: us-east-1", "region: nowhere")
+            .replace("initial_position: TRIM_HORIZON", "initial_position: EARLIEST"),
+            "broken.yml": "connector_id: [unclosed\n",
+            # Same connector id as orders.yaml, its own application name.
+            "orders.yaml": orders,
+            "orders_copy.yaml": orders.replace("orders-to-snowflake", "orders-copy"),
+            # Same application name, connection and region as orders.yaml, its own connector id.
+            "shadow.yaml": orders.replace("connector_id: orders", "connector_id: shadow"),
+        },
+    )
+
+    assert main(["validate", str(directory)]) == 1
+
+    lines = capsys.readouterr().out.splitlines()
+    bad, broken, orders_copy, shadow = (
+        directory / n for n in ("bad.yaml", "broken.yml", "orders_copy.yaml", "shadow.yaml")
+    )
+    assert f"{bad}: source.region: must be an AWS region code such as 'us-east-1' (got 'nowhere')" in lines
+    assert any(line.startswith(f"{bad}: source.initial_position: ") and "'EARLIEST'" in line for line in lines)
+    assert any(line.startswith(f"{broken}: not valid YAML: ") for line in lines)
+    assert (
+        f"{orders_copy}: connector_id 'orders' is already used by {directory / 'orders.yaml'}; give one of them "
+        "another connector_id (it names the connector's DAGs)"
+    ) in lines
+    assert (
+        f"{shadow}: source.application_name: 'orders-to-snowflake' is also the application name of "
+        f"{directory / 'orders.yaml'}, with the same AWS connection (aws_default) and region (us-east-1): the two "
+        "connectors would share one DynamoDB lease table; give each connector an application name of its own"
+    ) in lines
+    assert lines[-1] == f"5 problem(s) in the 5 connector file(s) of {directory}"
+    assert not any(str(directory / "orders.yaml") == line.split(":")[0] for line in lines), "orders.yaml is valid"
+
+
+def test_validate_another_region_may_reuse_an_application_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orders = ORDERS.read_text()
+    directory = connectors_dir(
+        tmp_path,
+        {
+            "orders.yaml": orders,
+            "orders_eu.yaml": orders.replace("connector_id: orders", "connector_id: orders_eu").replace(
+                "region: us-east-1", "region: eu-west-1"
+            ),
+        },
+    )
+    assert main(["validate", str(directory)]) == 0
+    assert capsys.readouterr().out == f"2 connector file(s) in {directory} valid: orders, orders_eu\n"
+
+
+def test_validate_reports_missing_dag_files_where_the_folder_has_one_per_connector(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = connectors_dir(tmp_path, {"orders.yaml": ORDERS.read_text()})
+    missing = (
+        f"{directory / 'orders.yaml'}: its DAG file {tmp_path / 'kinesis_snowflake_orders.py'} is missing, so the "
+        "connector has no DAGs; write it with "
+        f"`python -m airflow_kinesis_snowflake dag-file {directory / 'orders.yaml'}`"
+    )
+    # Not a DAGs folder yet: nothing to say about DAG files.
+    assert main(["validate", str(directory)]) == 0
+    capsys.readouterr()
+
+    shutil.copy(DAGS / "kinesis_snowflake_connectors.py", tmp_path)
+    assert main(["validate", str(directory)]) == 1
+    assert missing in capsys.readouterr().out.splitlines()
+
+    assert main(["dag-file", str(directory / "orders.yaml")]) == 0
+    assert main(["validate", str(directory)]) == 0
+
+
+def test_validate_refuses_what_would_share_a_dag_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    orders = ORDERS.read_text()
+    directory = connectors_dir(
+        tmp_path,
+        {
+            "orders-eu.yaml": orders.replace("connector_id: orders", "connector_id: orders_eu"),
+            "orders_eu.yaml": orders.replace("connector_id: orders", "connector_id: orders_eu2").replace(
+                "orders-to-snowflake", "orders-eu2"
+            ),
+        },
+    )
+    assert main(["validate", str(directory)]) == 1
+    out = capsys.readouterr().out
+    assert f"{directory / 'orders_eu.yaml'}: its DAG file would be kinesis_snowflake_orders_eu.py, which is" in out
+
+
+def test_validate_prints_a_deprecation_and_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = connectors_dir(
+        tmp_path, {"orders.yaml": ORDERS.read_text().replace("iam_check: required", "skip_iam_check_if_denied: true")}
+    )
+    assert main(["validate", str(directory)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"warning: {directory / 'orders.yaml'}: source.skip_iam_check_if_denied is deprecated; write "
+        "source.iam_check: best_effort instead"
+    ) in out.splitlines()
+
+
+@pytest.mark.parametrize("layout", ["missing", "empty", "a file"])
+def test_validate_needs_a_directory_of_connector_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    target = tmp_path / "connectors"
+    if layout == "empty":
+        target.mkdir()
+    elif layout == "a file":
+        target.write_text("connector_id: x\n")
+    assert main(["validate", str(target)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: {target} ")
