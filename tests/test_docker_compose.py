@@ -6,9 +6,11 @@ Compose variables (``${NAME:-default}``) are read with their defaults, which is 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import jsonschema
 import pytest
 import yaml
 from packaging.requirements import Requirement
@@ -436,3 +439,156 @@ def test_tasks_wait_for_the_emulators(services: dict[str, dict[str, Any]]) -> No
     assert "spark-master" in depends_on(services["spark-worker"])
     for name in AIRFLOW_SERVICES:
         assert "postgres" in depends_on(services[name]), name
+
+
+# --- the Compose Specification --------------------------------------------------------------------
+
+# Vendored from compose-spec/compose-spec (Apache-2.0): see tests/compose_spec/README.md.
+COMPOSE_SCHEMA = Path(__file__).resolve().parent / "compose_spec" / "compose-spec.json"
+
+
+def interpolated(value: Any) -> Any:
+    """The whole document as ``docker compose`` reads it with no variables set."""
+    if isinstance(value, str):
+        return interpolate(value)
+    if isinstance(value, dict):
+        return {key: interpolated(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolated(item) for item in value]
+    return value
+
+
+def schema_errors(document: Any) -> list[str]:
+    validator = jsonschema.Draft7Validator(json.loads(COMPOSE_SCHEMA.read_text()))
+    return sorted(
+        f"{'/'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}"
+        for error in validator.iter_errors(document)
+    )
+
+
+def test_the_compose_file_follows_the_compose_specification(compose: dict[str, Any]) -> None:
+    assert schema_errors(compose) == []
+    assert schema_errors(interpolated(compose)) == []
+    # The schema does catch mistakes: a misspelt service key, a volume that is not a mapping.
+    broken = copy.deepcopy(compose)
+    broken["services"]["moto"]["helthcheck"] = broken["services"]["moto"].pop("healthcheck")
+    broken["volumes"]["airflow-backups"] = "local"
+    assert [error.split(":")[0] for error in schema_errors(broken)] == ["services/moto", "volumes/airflow-backups"]
+
+
+# --- backups -------------------------------------------------------------------------------------
+
+
+def test_backups_outlive_the_containers_on_a_named_volume(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_kinesis_snowflake.backups import default_backup_dir
+
+    # The apache/airflow image's AIRFLOW_HOME, unless the stack sets another.
+    monkeypatch.setenv("AIRFLOW_HOME", environment(compose["x-airflow-common"]).get("AIRFLOW_HOME", "/opt/airflow"))
+    target = default_backup_dir()
+    assert target == "/opt/airflow/kinesis_snowflake_backups"
+    for name in AIRFLOW_SERVICES:
+        mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in services[name]["volumes"]}
+        assert mounts.get(target) in (compose.get("volumes") or {}), f"{name}: {target} is not on a named volume"
+    # Docker creates the volume's directory as root: airflow-init hands it to the user the tasks run as.
+    script = command_args(services["airflow-init"])[-1]
+    assert f"mkdir -p /opt/airflow/logs {target}" in script
+    assert f'chown -R "50000:0" /opt/airflow/logs {target}' in script
+
+
+# --- the README's commands for the stack ---------------------------------------------------------
+
+README = REPO_ROOT / "README.md"
+STACK_CONNECTOR = REPO_ROOT / "docker" / "connectors" / "orders.yaml"
+
+
+def readme_stack_commands() -> list[list[str]]:
+    """The commands of the README's "Local stack" block, as a shell splits them (comments dropped)."""
+    section = README.read_text().split("\n## Local stack\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands, pending = [], ""
+    for line in block.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        pending += line + "\n"
+        if pending.count('"') % 2 == 0:  # a double-quoted python -c program spans lines
+            commands.append(shlex.split(pending, comments=True))
+            pending = ""
+    assert not pending, "unclosed quote in the README's stack commands"
+    return commands
+
+
+def exec_commands() -> list[list[str]]:
+    """What runs in the services: each ``docker compose exec SERVICE ...`` after ``docker compose up``."""
+    commands = readme_stack_commands()
+    assert commands[0][:3] == ["docker", "compose", "up"]
+    inside = []
+    for command in commands[1:]:
+        assert command[:3] == ["docker", "compose", "exec"], command
+        service = command[3]
+        assert service in LONG_RUNNING_AIRFLOW, f"{service} is not an Airflow service of the stack"
+        inside.append(command[4:])
+    return inside
+
+
+def test_the_readme_provisions_then_ingests_the_stacks_connector(services: dict[str, dict[str, Any]]) -> None:
+    from airflow_kinesis_snowflake.config import load_connector_config
+    from airflow_kinesis_snowflake.dags import ingest_dag_id, provision_dag_id
+
+    config = load_connector_config(STACK_CONNECTOR)
+    inside = exec_commands()
+    dag_commands = [(c[2], c[3]) for c in inside if c[:2] == ["airflow", "dags"]]
+    programs = [c[2] for c in inside if c[:2] == ["python", "-c"]]
+    assert len(dag_commands) + len(programs) == len(inside), "only airflow dags and python -c commands"
+
+    provision, ingest = provision_dag_id(config), ingest_dag_id(config)
+    triggered = [dag_id for action, dag_id in dag_commands if action == "trigger"]
+    assert triggered == [provision, ingest], "provisioning (which creates the table) runs before ingestion"
+    for dag_id in triggered:
+        # A run of a paused DAG stays queued.
+        assert dag_commands.index(("unpause", dag_id)) < dag_commands.index(("trigger", dag_id)), dag_id
+        assert ("list-runs", dag_id) in dag_commands, f"nothing shows how {dag_id}'s run went"
+
+    for program in programs:
+        compile(program, "README.md", "exec")
+    stream_program, count_program = programs
+    assert f"StreamName='{config.source.stream_name}'" in stream_program
+    assert f"aws_conn_id='{config.connections.aws}'" in stream_program
+    assert f"snowflake_conn_id='{config.connections.snowflake}'" in count_program
+    d = config.destination
+    assert f"FROM {d.database}.{d.schema_}.{d.table}" in count_program
+    # What the connector's DAG ids are once the stack loads them.
+    for var in (
+        f"AIRFLOW_CONN_{config.connections.aws.upper()}",
+        f"AIRFLOW_CONN_{config.connections.snowflake.upper()}",
+    ):
+        assert var in environment(services["airflow-scheduler"])
+
+
+def test_the_readme_stream_command_creates_the_stream_and_puts_the_orders(emulators: Any, tmp_path: Path) -> None:
+    """The README's first program, run as in the scheduler container, with aws_default on the test moto."""
+    (stream_program, _) = [c[2] for c in exec_commands() if c[:2] == ["python", "-c"]]
+    stream = f"readme-orders-{os.getpid()}-{tmp_path.name}"[:128]
+    program = stream_program.replace("StreamName='orders'", f"StreamName='{stream}'")
+    assert program != stream_program
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW__"))}
+    env.update(emulators.airflow_env())
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    kinesis = emulators.boto3_client("kinesis")
+    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    assert len(shards) == 2
+    orders = []
+    for shard in shards:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        orders += [json.loads(r["Data"]) for r in kinesis.get_records(ShardIterator=iterator)["Records"]]
+    assert sorted(o["order_id"] for o in orders) == list(range(100))
+    columns = set(yaml.safe_load(STACK_CONNECTOR.read_text())["snowflake"]["columns"])
+    assert all({key.upper() for key in order} == columns for order in orders), "the orders fill the table's columns"
