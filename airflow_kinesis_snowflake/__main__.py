@@ -204,7 +204,8 @@ def _problems(err: ConnectorConfigError) -> list[str]:
     if first.endswith(heading) and rest and all(line.startswith("  - ") for line in rest):
         source = first.removesuffix(heading)
         return [f"{source}: {line.removeprefix('  - ')}" for line in rest]
-    return [str(err)]
+    # Unreadable or not YAML: one line, with the parser's position.
+    return [" ".join(line.strip() for line in (first, *rest) if line.strip())]
 
 
 def _shared_application_names(configs: dict[Path, ConnectorConfig]) -> list[str]:

@@ -280,7 +280,8 @@ def test_validate_prints_one_line_per_problem_with_file_and_field(
     )
     assert f"{bad}: source.region: must be an AWS region code such as 'us-east-1' (got 'nowhere')" in lines
     assert any(line.startswith(f"{bad}: source.initial_position: ") and "'EARLIEST'" in line for line in lines)
-    assert any(line.startswith(f"{broken}: not valid YAML: ") for line in lines)
+    (yaml_error,) = [line for line in lines if line.startswith(f"{broken}: not valid YAML: ")]
+    assert "line 1, column" in yaml_error, "the parser's position is on the problem's line"
     assert (
         f"{orders_copy}: connector_id 'orders' is already used by {directory / 'orders.yaml'}; give one of them "
         "another connector_id (it names the connector's DAGs)"
