@@ -262,7 +262,12 @@ def test_every_destination_type_runs_twice_on_the_emulator(
 
     assert second["statements"] == first["statements"]
     assert first["destination_type"] == kwargs["destination_type"]
-    expected_tables = {"ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER", "KINESIS_INGEST_GENERATIONS"} | (
+    expected_tables = {
+        "ORDERS_PARSE_FAILURES",
+        "KINESIS_INGEST_LEDGER",
+        "KINESIS_INGEST_GENERATIONS",
+        "KINESIS_INGEST_BATCH_OUTCOMES",
+    } | (
         {"ORDERS"} if destination_table else set()
     )
     assert tables_of(aws_connections, schema) == expected_tables
