@@ -267,9 +267,7 @@ def test_every_destination_type_runs_twice_on_the_emulator(
         "KINESIS_INGEST_LEDGER",
         "KINESIS_INGEST_GENERATIONS",
         "KINESIS_INGEST_BATCH_OUTCOMES",
-    } | (
-        {"ORDERS"} if destination_table else set()
-    )
+    } | ({"ORDERS"} if destination_table else set())
     assert tables_of(aws_connections, schema) == expected_tables
     if destination_table:
         assert [c for c, _ in columns_of(aws_connections, schema, "ORDERS")] == [*COLUMNS, "KINESISMETADATA"]

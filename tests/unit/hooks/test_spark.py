@@ -315,7 +315,9 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
     plan = batch_plan()
     read: list[OutcomeKey] = []
-    monkeypatch.setattr(KinesisJobSubmitHook, "read_outcome", lambda self, p, key, sf: read.append(key) or outcome_of(p))
+    monkeypatch.setattr(
+        KinesisJobSubmitHook, "read_outcome", lambda self, p, key, sf: read.append(key) or outcome_of(p)
+    )
 
     result = hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
 
@@ -376,7 +378,7 @@ def test_a_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
     hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
     monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode_plan", partial(encode_plan, limit=200))
 
-    with pytest.raises(AirflowException, match="set batch.max_shards_per_batch in the connector file to at most"):
+    with pytest.raises(AirflowException, match=r"set batch\.max_shards_per_batch in the connector file to at most"):
         hook.run_batch(batch_plan(shards=20), kinesis=kinesis, snowflake=snowflake)
 
     assert not spark_submit_fails.exists()
@@ -389,7 +391,8 @@ def spark_submit_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script = tmp_path / "bin" / "spark-submit"
     script.parent.mkdir()
     script.write_text(
-        f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(3)\n"
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(3)\n"
     )
     script.chmod(0o755)
     monkeypatch.setenv("PATH", os.pathsep.join([str(script.parent), os.environ["PATH"]]))
@@ -404,7 +407,7 @@ def test_the_ingest_operators_on_kill_stops_a_cluster_mode_driver(
     calls = tmp_path / "yarn-calls"
     yarn = tmp_path / "bin" / "yarn"
     yarn.parent.mkdir()
-    yarn.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    yarn.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     yarn.chmod(0o755)
     monkeypatch.setenv("PATH", os.pathsep.join([str(yarn.parent), os.environ["PATH"]]))
     conn_id = spark_connection(monkeypatch, master, namespace="ingest", **{"deploy-mode": "cluster", **IDENTITY})
