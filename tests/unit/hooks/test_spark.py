@@ -315,9 +315,12 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
     plan = batch_plan()
     read: list[OutcomeKey] = []
-    monkeypatch.setattr(
-        KinesisJobSubmitHook, "read_outcome", lambda self, p, key, sf: read.append(key) or outcome_of(p)
-    )
+
+    def read_outcome(self: KinesisJobSubmitHook, p: BatchPlan, key: OutcomeKey, sf: Any) -> BatchResult:
+        read.append(key)
+        return outcome_of(p)
+
+    monkeypatch.setattr(KinesisJobSubmitHook, "read_outcome", read_outcome)
 
     result = hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
 
