@@ -216,10 +216,10 @@ class KinesisJobSubmitHook(SparkSubmitHook):
                 f"({SPARK_DOC}, {CONNECTIONS_DOC})."
             )
         detaching = [k for k in DETACHING_CONF if str(self._conf.get(k, "")).strip().lower() == "false"]
-        if self._track_driver_via_k8s_api:
-            detaching.append("track_driver_via_k8s_api=True")
-        if self._yarn_track_via_rm_api:
-            detaching.append("yarn_track_via_rm_api=True")
+        # Arguments of recent Spark providers only.
+        for argument in ("track_driver_via_k8s_api", "yarn_track_via_rm_api"):
+            if getattr(self, f"_{argument}", False):
+                detaching.append(f"{argument}=True")
         if detaching:
             raise AirflowException(
                 f"{conn}: {', '.join(detaching)} makes spark-submit return before the application finished, "
@@ -353,7 +353,11 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             connection_cmd = [self._plan_label if arg == self._plan_argument else arg for arg in connection_cmd]
         return super()._mask_cmd(connection_cmd)
 
-    def submit(self, application: str = "", **kwargs: Any) -> str | None:
-        """Run spark-submit as ``SparkSubmitHook`` does, after :meth:`check_credential_delivery`."""
+    def submit(self, application: str = "", **kwargs: Any) -> Any:
+        """Run spark-submit as ``SparkSubmitHook`` does, after :meth:`check_credential_delivery`.
+
+        Returns what ``SparkSubmitHook.submit`` returns: the driver id with recent Spark providers,
+        None with earlier ones.
+        """
         self.check_credential_delivery()
         return super().submit(application, **kwargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -162,19 +163,26 @@ def test_local_master_in_cluster_mode_is_refused_as_spark_refuses_it(monkeypatch
         )
 
 
-@pytest.mark.parametrize(
-    ("master", "kwargs", "refused"),
-    [
-        ("yarn", {"conf": {"spark.yarn.submit.waitAppCompletion": "false"}}, "spark.yarn.submit.waitAppCompletion"),
-        ("yarn", {"yarn_track_via_rm_api": True}, "yarn_track_via_rm_api=True"),
-        (
-            "k8s://https://k8s.example:443",
-            {"conf": {"spark.kubernetes.submission.waitAppCompletion": "False"}},
-            "spark.kubernetes.submission.waitAppCompletion",
-        ),
-        ("k8s://https://k8s.example:443", {"track_driver_via_k8s_api": True}, "track_driver_via_k8s_api=True"),
-    ],
-)
+DETACHING: list[tuple[str, dict[str, Any], str]] = [
+    ("yarn", {"conf": {"spark.yarn.submit.waitAppCompletion": "false"}}, "spark.yarn.submit.waitAppCompletion"),
+    (
+        "k8s://https://k8s.example:443",
+        {"conf": {"spark.kubernetes.submission.waitAppCompletion": "False"}},
+        "spark.kubernetes.submission.waitAppCompletion",
+    ),
+]
+# Arguments that recent Spark providers have, to return once the application is submitted.
+DETACHING += [
+    (master, {argument: True}, f"{argument}=True")
+    for master, argument in [
+        ("yarn", "yarn_track_via_rm_api"),
+        ("k8s://https://k8s.example:443", "track_driver_via_k8s_api"),
+    ]
+    if argument in inspect.signature(spark_submit.SparkSubmitHook.__init__).parameters
+]
+
+
+@pytest.mark.parametrize(("master", "kwargs", "refused"), DETACHING)
 def test_cluster_mode_settings_that_return_before_the_driver_finished_are_refused(
     monkeypatch: pytest.MonkeyPatch, kube: list[tuple[str, str]], master: str, kwargs: dict[str, Any], refused: str
 ) -> None:
