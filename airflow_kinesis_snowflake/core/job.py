@@ -1,16 +1,25 @@
 """The Spark job: one task per shard range reads and stages; the driver commits once.
 
 Submitted as :mod:`airflow_kinesis_snowflake.spark_jobs.kinesis_to_snowflake` (which calls
-:func:`main`) through ``spark-submit`` in client deploy mode with ``--plan`` (a :class:`BatchPlan`
-JSON file) and ``--result`` (where the driver writes the :class:`~.model.BatchResult` JSON), both on
-the Airflow worker. Credentials
-reach the driver in one of two ways, never as an argument or a Spark setting:
+:func:`main`) through ``spark-submit``, in client or cluster deploy mode, with two arguments that
+need no disk shared with the Airflow worker:
 
-* in the spark-submit process's environment: the standard ``AWS_*`` variables
-  (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON`` with the
+* ``--plan``: the :class:`BatchPlan` itself, encoded into the argument
+  (:func:`~.planning.encode_plan`); it holds no credential;
+* ``--attempt``: the id of this submission. The driver records the batch's
+  :class:`~.model.BatchResult` in Snowflake's batch outcomes table under the batch id and this
+  attempt id, in the transaction that commits the batch (or on its own when nothing was
+  committed); the Airflow worker reads it from there once spark-submit returns
+  (:meth:`~.snowflake_sink.SnowflakeSink.read_outcome`).
+
+Credentials reach the driver in one of two ways, never as an argument or a Spark setting:
+
+* in client deploy mode only, in the spark-submit process's environment: the standard ``AWS_*``
+  variables (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON`` with the
   snowflake-connector-python keyword arguments;
-* with ``--snowflake-connection-ref`` (the driver's own identity): AWS through boto3's default
-  credential chain, and the Snowflake connection read from that AWS Secrets Manager secret.
+* with ``--snowflake-connection-ref`` (the driver's own identity, the only way in cluster deploy
+  mode): AWS through boto3's default credential chain (EMR role, IRSA, instance profile), and the
+  Snowflake connection read from that AWS Secrets Manager secret.
 
 The driver hands them to its tasks inside the serialised task. It prints no secret, and whatever
 it writes to stdout or stderr (which the Airflow task log shows) has every secret value it holds
@@ -54,10 +63,16 @@ from airflow_kinesis_snowflake.core.load.evolution import (
 )
 from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
-from airflow_kinesis_snowflake.core.load.snowflake_sink import FAILURES_DIR, ROWS_DIR, SnowflakeSink
+from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    FAILURES_DIR,
+    ROWS_DIR,
+    CommitResult,
+    OutcomeKey,
+    SnowflakeSink,
+)
 from airflow_kinesis_snowflake.core.load.transform import build_batch, failure_table
 from airflow_kinesis_snowflake.core.model import BatchResult, ConsumerType, ShardResult
-from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
 from airflow_kinesis_snowflake.core.sources.readers import (
     RangeRead,
@@ -70,6 +85,8 @@ SNOWFLAKE_ENV = "SNOWFLAKE_CONNECTION_JSON"
 # The job's argument naming the Secrets Manager secret with the Snowflake connection. No word
 # Airflow's masker treats as sensitive ("secret" ...) in it: the Spark provider would mask its value.
 SNOWFLAKE_CONNECTION_REF_ARG = "--snowflake-connection-ref"
+PLAN_ARG = "--plan"
+ATTEMPT_ARG = "--attempt"
 AWS_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 AWS_ENV = (
     "AWS_ACCESS_KEY_ID",
@@ -349,51 +366,74 @@ def commit(
     credentials: JobCredentials,
     columns: Sequence[TableColumn] = (),
     schema: dict[str, Any] | None = None,
+    attempt_id: str | None = None,
 ) -> BatchResult:
-    """Driver: load everything staged and move the ledger in one transaction.
+    """Driver: load everything staged and move the ledger in one transaction, and record the outcome.
+
+    The batch's :class:`BatchResult` is recorded in the batch outcomes table under the batch id and
+    ``attempt_id``: in the load transaction when something was committed, on its own otherwise.
 
     :param columns: the destination columns the rows were staged for.
     :param schema: the schema evolution report, carried into the result.
+    :param attempt_id: the submission's attempt id (``--attempt``); the stage directory, itself
+        unique per run, when None.
     """
     ends = {r.shard_id: r.end for r in shard_results if r.end is not None}
     starts = {r.shard_id: r.start for r in shard_results}
     rows = sum(r.rows_staged for r in shard_results)
     failures = sum(r.dead_letters_staged for r in shard_results)
-    loaded = failed = 0
-    if ends:
-        with credentials.snowflake_connection() as conn:
-            sink = SnowflakeSink(conn, plan.destination, pipe_definition=plan.pipe_definition)
-            result = sink.commit_batch(
-                application_name=plan.application_name,
-                generation_id=plan.generation_id,
-                batch_id=plan.batch_id,
-                stage_dir=stage_dir,
-                starts=starts,
-                ends=ends,
-                rows=rows,
-                failures=failures,
-                columns=list(columns),
-            )
-            loaded, failed = result.rows_loaded, result.failures_loaded
-            # Staged files are only needed until the commit; a leftover is harmless (each attempt
-            # has its own directory), so failing to remove it must not fail a committed batch.
-            try:
-                sink.remove_staged(stage_dir)
-            except Exception as err:  # noqa: BLE001
-                print(f"warning: staged files under {stage_dir} were not removed: {err}", file=sys.stderr)
-    return BatchResult(
-        batch_id=plan.batch_id,
-        stage_dir=stage_dir,
-        committed=bool(ends),
-        rows_loaded=loaded,
-        dead_letters_loaded=failed,
-        shards=tuple(shard_results),
-        finished_at=datetime.now(UTC),
-        schema=schema or {},
-    )
+    key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, attempt_id or stage_dir)
+
+    def outcome(loaded: CommitResult, committed: bool = True) -> BatchResult:
+        return BatchResult(
+            batch_id=plan.batch_id,
+            stage_dir=stage_dir,
+            committed=committed,
+            rows_loaded=loaded.rows_loaded,
+            dead_letters_loaded=loaded.failures_loaded,
+            shards=tuple(shard_results),
+            finished_at=datetime.now(UTC),
+            schema=schema or {},
+        )
+
+    recorded: list[BatchResult] = []
+
+    def record(loaded: CommitResult) -> tuple[OutcomeKey, BatchResult]:
+        recorded.append(outcome(loaded))
+        return key, recorded[-1]
+
+    with credentials.snowflake_connection() as conn:
+        sink = SnowflakeSink(conn, plan.destination, pipe_definition=plan.pipe_definition)
+        if not ends:
+            result = outcome(CommitResult(rows_loaded=0, failures_loaded=0), committed=False)
+            sink.record_outcome(key, result)
+            return result
+        sink.commit_batch(
+            application_name=plan.application_name,
+            generation_id=plan.generation_id,
+            batch_id=plan.batch_id,
+            stage_dir=stage_dir,
+            starts=starts,
+            ends=ends,
+            rows=rows,
+            failures=failures,
+            columns=list(columns),
+            outcome=record,
+        )
+        # Staged files are only needed until the commit; a leftover is harmless (each attempt
+        # has its own directory), so failing to remove it must not fail a committed batch.
+        try:
+            sink.remove_staged(stage_dir)
+        except Exception as err:  # noqa: BLE001
+            print(f"warning: staged files under {stage_dir} were not removed: {err}", file=sys.stderr)
+    return recorded[-1]
 
 
-def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> BatchResult:
+def run(plan: BatchPlan, credentials: JobCredentials, attempt_id: str | None = None) -> BatchResult:
+    """Driver: read, stage and commit the batch of ``plan``; its outcome is recorded in Snowflake.
+
+    :param attempt_id: the submission's attempt id, which the outcome is recorded under.
+    """
     from pyspark import SparkConf, SparkContext, StorageLevel
 
     # The job only uses RDDs: a bare SparkContext starts seconds faster than a SparkSession.
@@ -445,29 +485,30 @@ def run(plan: BatchPlan, result_path: Path, credentials: JobCredentials) -> Batc
         records = sum(r.records_read for r in shard_results)
         print(f"phase read+stage took {time.monotonic() - started:.3f} s: {records} records", flush=True)
         started = time.monotonic()
-        result = commit(plan, stage_dir, shard_results, credentials, columns, schema)
+        result = commit(plan, stage_dir, shard_results, credentials, columns, schema, attempt_id)
         print(f"commit took {time.monotonic() - started:.3f} s: {result.rows_loaded} rows", flush=True)
     finally:
         sc.stop()
-    result_path.write_text(json.dumps(result.to_dict(), indent=2))
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Load one Kinesis micro-batch into Snowflake")
-    parser.add_argument("--plan", required=True, type=Path, help="BatchPlan JSON file")
-    parser.add_argument("--result", required=True, type=Path, help="where to write the batch result JSON")
+    parser.add_argument(PLAN_ARG, required=True, help="the BatchPlan, as planning.encode_plan encodes it")
+    parser.add_argument(
+        ATTEMPT_ARG, required=True, help="this submission's id, which the batch outcome is recorded under in Snowflake"
+    )
     parser.add_argument(
         SNOWFLAKE_CONNECTION_REF_ARG,
         help="name or ARN of the AWS Secrets Manager secret holding the Snowflake connection; AWS "
         "credentials then come from the default chain (the driver's own identity) instead of the environment",
     )
     args = parser.parse_args(argv)
-    plan = BatchPlan.from_json(args.plan.read_text())
+    plan = decode_plan(args.plan)
     credentials = JobCredentials.for_job(args.snowflake_connection_ref, plan.region)
     with redacted_output(credentials.secret_values()):
         try:
-            result = run(plan, args.result, credentials)
+            result = run(plan, credentials, args.attempt)
         except UnknownKeyError as err:
             # A setting, not a fault: one line saying what to do, and no rows loaded.
             print(f"error: {err}", file=sys.stderr)
@@ -481,11 +522,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(result: BatchResult) -> None:
-    """Print what a batch loaded and how its schema evolved."""
-    print(
+    """Print what a batch loaded and how its schema evolved (:func:`report_lines`)."""
+    for line in report_lines(result):
+        print(line)
+
+
+def report_lines(result: BatchResult) -> list[str]:
+    """What a batch loaded and how its schema evolved, one line each."""
+    lines = [
         f"batch {result.batch_id}: {result.rows_loaded} rows loaded, "
         f"{result.dead_letters_loaded} dead letters, {len(result.shards)} shards"
-    )
+    ]
     schema = result.schema
     added = ", ".join(
         f"{json.dumps(c['column'])} {c['type']}"
@@ -493,11 +540,12 @@ def report(result: BatchResult) -> None:
         for c in schema.get("columns_added", [])
     )
     if added:
-        print(f"schema evolution: added {added}")
+        lines.append(f"schema evolution: added {added}")
     if schema.get("not_null_dropped"):
-        print(f"schema evolution: dropped NOT NULL of {', '.join(schema['not_null_dropped'])}")
+        lines.append(f"schema evolution: dropped NOT NULL of {', '.join(schema['not_null_dropped'])}")
     if schema.get("keys_skipped_total"):
         skipped = "; ".join(f"{k['key']}: {k['reason']}" for k in schema["keys_skipped"])
-        print(f"keys without a column, not loaded ({schema['keys_skipped_total']}): {skipped}")
+        lines.append(f"keys without a column, not loaded ({schema['keys_skipped_total']}): {skipped}")
     if schema.get("records_held_back"):
-        print(f"records kept whole in the parse-failure table: {schema['records_held_back']}")
+        lines.append(f"records kept whole in the parse-failure table: {schema['records_held_back']}")
+    return lines

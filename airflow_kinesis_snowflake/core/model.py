@@ -242,7 +242,9 @@ class ShardResult:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """What the Spark job of one batch loaded: written by its driver as JSON, read by the control plane.
+    """What the Spark job of one batch loaded: recorded by its driver as JSON in Snowflake's batch
+    outcomes table, next to the ledger (in the transaction that commits the batch), and read back by
+    the control plane after spark-submit returns.
 
     :param batch_id: the plan's id.
     :param stage_dir: where this attempt staged its files.
@@ -266,7 +268,7 @@ class BatchResult:
     schema: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types: the job writes this to its result file."""
+        """Plain JSON types: what the job records as the batch's outcome."""
         return {
             "batch_id": self.batch_id,
             "stage_dir": self.stage_dir,

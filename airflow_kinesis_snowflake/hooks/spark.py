@@ -1,4 +1,12 @@
-"""Submit the ingestion job without a secret on the spark-submit command line or in Spark settings."""
+"""Submit the ingestion job, in client or cluster deploy mode, without a secret on the spark-submit
+command line or in Spark settings.
+
+The job shares no disk with the Airflow worker: the batch plan travels inside the submission (one
+application argument, :func:`~airflow_kinesis_snowflake.core.planning.encode_plan`), and the job
+records its outcome in Snowflake, next to the ledger, where :meth:`KinesisJobSubmitHook.run_batch`
+reads it once spark-submit returns. Where the driver runs per master and deploy mode, and what
+the cluster needs, is told in ``docs/spark.md``.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +15,10 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 import warnings
 import zipfile
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +27,16 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 import airflow_kinesis_snowflake
-from airflow_kinesis_snowflake.core.job import SNOWFLAKE_CONNECTION_REF_ARG, SNOWFLAKE_ENV
+from airflow_kinesis_snowflake.core.job import (
+    ATTEMPT_ARG,
+    PLAN_ARG,
+    SNOWFLAKE_CONNECTION_REF_ARG,
+    SNOWFLAKE_ENV,
+    report_lines,
+)
+from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult
+from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
 from airflow_kinesis_snowflake.spark_jobs import kinesis_to_snowflake
 
 if TYPE_CHECKING:
@@ -32,6 +50,13 @@ DEFAULT_APPLICATION = kinesis_to_snowflake.__file__
 CLIENT = "client"
 CLUSTER = "cluster"
 CONNECTIONS_DOC = "docs/connections.md"
+SPARK_DOC = "docs/spark.md"
+# Spark's own refusal (org.apache.spark.deploy.SparkSubmit), quoted in ours.
+STANDALONE_PYTHON_CLUSTER = (
+    "Cluster deploy mode is currently not supported for python applications on standalone clusters."
+)
+# Settings that make spark-submit return before the application finished; the outcome is read then.
+DETACHING_CONF = ("spark.yarn.submit.waitAppCompletion", "spark.kubernetes.submission.waitAppCompletion")
 # Spark connection extra naming the Secrets Manager secret that holds the Snowflake connection. Its
 # name must not contain a word Airflow's secret masker treats as sensitive ("secret", "token" ...):
 # the value, a secret's name, would be masked in every log line and message that names it.
@@ -66,14 +91,21 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     its environment (``Popen(env=...)``). That reaches the driver only in client deploy mode, where
     the driver is that process (``local``, ``spark://``, ``yarn`` and ``k8s://`` masters alike).
 
-    Cluster deploy mode is not supported: the driver reads the batch plan from a file on this
-    worker and writes its result there. :meth:`check_credential_delivery` refuses it.
+    Cluster deploy mode (``yarn`` and ``k8s://`` masters) needs the ``driver_identity`` and
+    ``snowflake_connection_ref`` extras: the driver on the cluster then uses its own AWS identity
+    and reads the Snowflake connection from AWS Secrets Manager. Nothing else the job needs is on
+    this worker's disk: the plan is an application argument and the outcome is read from
+    Snowflake (:meth:`run_batch`), in client mode too. :meth:`check_credential_delivery` refuses,
+    before any side effect, cluster mode without those extras, on a standalone (``spark://``) or
+    ``local`` master (Spark refuses both), and settings that make spark-submit return before the
+    application finished.
 
     Extras read from the Spark connection, besides the provider's own:
 
-    * ``driver_identity`` (bool): the driver (on this worker, in client mode) and the executors use
-      their own AWS identity (boto3's default chain: instance profile, EMR role, IRSA); no AWS
-      credential is sent to the job, only the region and endpoints of the AWS connection.
+    * ``driver_identity`` (bool): the driver (on this worker in client mode, on the cluster in
+      cluster mode) and the executors use their own AWS identity (boto3's default chain: instance
+      profile, EMR role, IRSA); no AWS credential is sent to the job, only the region and endpoints
+      of the AWS connection (in client mode).
     * ``snowflake_connection_ref``: with ``driver_identity``, the name or ARN of the AWS Secrets
       Manager secret holding the Snowflake connection (a JSON object of connector arguments); the
       job reads it, so no Snowflake credential is sent either. ``snowflake_secret_id`` is its
@@ -82,7 +114,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     With ``driver_identity``, ``--snowflake-connection-ref <name or ARN>`` is added to the
     application arguments (a secret's name, not a secret).
 
-    :param kwargs: passed to ``SparkSubmitHook``; ``env_vars`` is refused.
+    :param kwargs: passed to ``SparkSubmitHook`` (``conf``, ``deploy_mode``, ``executor_memory``
+        ...); ``env_vars`` is refused.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -110,6 +143,15 @@ class KinesisJobSubmitHook(SparkSubmitHook):
                 f"Spark connection {self._conn_id!r}: extra driver_identity needs {CONNECTION_REF_EXTRA}, the AWS "
                 "Secrets Manager secret (name or ARN) that holds the Snowflake connection for the driver"
             )
+        if not self._connection["deploy_mode"] and self.deploy_mode == CLUSTER:
+            # Cluster mode asked for in spark_conf only: tell SparkSubmitHook too, which passes
+            # --deploy-mode and, in cluster mode only, finds the YARN application or Kubernetes
+            # driver pod in spark-submit's output, to check its exit code and to kill it (on_kill).
+            self._connection["deploy_mode"] = CLUSTER
+            self._is_yarn_cluster_mode = self._is_yarn
+            self._should_track_driver_status = self._resolve_should_track_driver_status()
+        self._plan_argument: str | None = None
+        self._plan_label = ""
 
     def _connection_extra(self) -> dict[str, Any]:
         try:
@@ -130,22 +172,60 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         return str(mode).strip().lower()
 
     def check_credential_delivery(self) -> None:
-        """Refuse cluster deploy mode, which the ingestion job does not support, saying what to use.
+        """Refuse a submission the job cannot run with, saying what to use; before any side effect.
 
-        :raises AirflowException: in cluster deploy mode.
+        In cluster deploy mode: a ``local`` or standalone (``spark://``) master, which Spark refuses
+        for a Python application; a connection without ``driver_identity`` (the credentials this
+        worker holds could reach a remote driver only as arguments or Spark settings); settings
+        that make spark-submit return before the application finished (the outcome is read then).
+
+        :raises AirflowException: naming the connection, the setting and what to set instead.
         """
         if self.deploy_mode != CLUSTER:
             return
-        raise AirflowException(
-            f"Spark connection {self._conn_id!r} (master {self.master}) uses cluster deploy mode, which is not "
-            "supported yet: the batch plan and the job's result are files on this Airflow worker, which a driver "
-            'on the cluster cannot read or write. Use client deploy mode (the extra "deploy-mode": "client", '
-            "and no spark.submit.deployMode=cluster in spark_conf); with a YARN or Kubernetes master the driver "
-            "then runs on this worker and the executors on the cluster. For the driver and executors to use "
-            "their own AWS identity instead of the AWS connection's credentials, also set the extras "
-            f'"driver_identity": true and "{CONNECTION_REF_EXTRA}": "<name or ARN of the Secrets Manager secret '
-            f'holding the Snowflake connection>" ({CONNECTIONS_DOC}).'
+        master, conn = self.master, f"Spark connection {self._conn_id!r}"
+        client_mode = (
+            'use client deploy mode (the extra "deploy-mode": "client", and no spark.submit.deployMode=cluster in '
+            "the Spark settings)"
         )
+        if master.startswith("local"):
+            raise AirflowException(
+                f"{conn} (master {master}) uses cluster deploy mode, which Spark refuses with a local master "
+                f'("Cluster deploy mode is not compatible with master "local""): {client_mode} ({SPARK_DOC}).'
+            )
+        if master.startswith("spark://"):
+            raise AirflowException(
+                f"{conn} (master {master}) uses cluster deploy mode on a Spark standalone cluster, which Spark "
+                f'refuses for a Python application such as this job ("{STANDALONE_PYTHON_CLUSTER}"): {client_mode}; '
+                "the driver then runs on this worker and the executors on the cluster. For a driver on the "
+                f"cluster, use a YARN (EMR) or Kubernetes master ({SPARK_DOC})."
+            )
+        if not (self._is_yarn or self._is_kubernetes):
+            raise AirflowException(
+                f"{conn} (master {master}) uses cluster deploy mode, which this job supports with a YARN (yarn) or "
+                f"Kubernetes (k8s://) master only: {client_mode} ({SPARK_DOC})."
+            )
+        if not self.driver_identity:
+            raise AirflowException(
+                f'{conn} (master {master}) uses cluster deploy mode without the extras "driver_identity": true and '
+                f'"{CONNECTION_REF_EXTRA}": the driver runs on a cluster node, and the AWS and Snowflake credentials '
+                "this worker holds could only reach it as command-line arguments or Spark settings, which show in "
+                "the Spark UI and event logs. Set both extras in the connection: the driver then uses its own AWS "
+                f"identity (EMR role, IRSA, instance profile) and reads the Snowflake connection from the AWS "
+                f'Secrets Manager secret that "{CONNECTION_REF_EXTRA}" names; or {client_mode} '
+                f"({SPARK_DOC}, {CONNECTIONS_DOC})."
+            )
+        detaching = [k for k in DETACHING_CONF if str(self._conf.get(k, "")).strip().lower() == "false"]
+        # Arguments of recent Spark providers only.
+        for argument in ("track_driver_via_k8s_api", "yarn_track_via_rm_api"):
+            if getattr(self, f"_{argument}", False):
+                detaching.append(f"{argument}=True")
+        if detaching:
+            raise AirflowException(
+                f"{conn}: {', '.join(detaching)} makes spark-submit return before the application finished, "
+                "but the batch's outcome is read from Snowflake when spark-submit returns: remove it, so that "
+                f"spark-submit waits for the driver ({SPARK_DOC})."
+            )
 
     def job_environment(self, kinesis: KinesisStreamHook, snowflake: KinesisSnowflakeHook) -> dict[str, str]:
         """The variables that tell the job where AWS is and, unless ``driver_identity``, its credentials.
@@ -191,7 +271,10 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         self._name = name or self._name
         self._py_files = py_files or self._py_files
         env = {**os.environ, **self.job_environment(kinesis, snowflake)}
-        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        if self.deploy_mode == CLIENT:
+            # The driver is spark-submit's child here. In YARN cluster mode spark-submit would pass
+            # PYSPARK_PYTHON on to the driver, where this worker's interpreter path means nothing.
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
         if shutil.which("spark-submit", path=env.get("PATH")) is None:
             # pyspark from PyPI installs spark-submit next to the interpreter.
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -205,37 +288,76 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         snowflake: KinesisSnowflakeHook,
         application: str | None = None,
     ) -> BatchResult:
-        """Run the Spark job of one batch plan and read back what it loaded.
+        """Run the Spark job of one batch plan and read back, from Snowflake, what it loaded.
 
-        The plan and the result are files in a working directory of their own, removed afterwards;
-        ``core`` is shipped to the executors as ``--py-files``.
+        The plan goes as the ``--plan`` argument (encoded, no credential in it) with a fresh
+        ``--attempt`` id; the job records its outcome in the batch outcomes table under the batch
+        id and that attempt id (in the transaction that commits the batch), and this reads it
+        through ``snowflake`` once spark-submit returned. ``core`` is shipped to the executors as
+        ``--py-files``, from a working directory removed afterwards. Nothing here needs a disk the
+        driver shares, so client and cluster deploy mode work alike.
 
         :param plan: the batch.
         :param kinesis: see :meth:`job_environment`.
-        :param snowflake: see :meth:`job_environment`.
+        :param snowflake: see :meth:`job_environment`; also reads the outcome.
         :param application: the PySpark job file; the packaged entry point when None.
-        :raises AirflowException: when spark-submit fails, or the job wrote no result.
+        :raises AirflowException: when the plan is too large for one argument (before anything is
+            submitted), spark-submit fails, or the job recorded no outcome.
         """
+        self.check_credential_delivery()
+        try:
+            self._plan_argument = encode_plan(plan)
+        except PlanTooLargeError as err:
+            raise AirflowException(str(err)) from err
+        self._plan_label = f"<plan of batch {plan.batch_id}: {len(self._plan_argument)} characters>"
+        key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex)
         workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-{plan.batch_id}-"))
         try:
-            plan_path = workdir / "plan.json"
-            result_path = workdir / "result.json"
-            plan_path.write_text(plan.to_json())
             self.submit_job(
                 application or DEFAULT_APPLICATION,
-                application_args=["--plan", str(plan_path), "--result", str(result_path)],
+                application_args=[PLAN_ARG, self._plan_argument, ATTEMPT_ARG, key.attempt_id],
                 kinesis=kinesis,
                 snowflake=snowflake,
                 name=f"kinesis-to-snowflake-{plan.application_name}",
                 py_files=str(package_core(workdir)),
             )
-            if not result_path.exists():
-                raise AirflowException(f"Spark job for batch {plan.batch_id} finished without writing {result_path}")
-            return BatchResult.from_dict(json.loads(result_path.read_text()))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+        result = self.read_outcome(plan, key, snowflake)
+        if self.deploy_mode == CLUSTER:
+            # The driver printed its report on the cluster: tell it here too.
+            for line in report_lines(result):
+                self.log.info("%s", line)
+        return result
 
-    def submit(self, application: str = "", **kwargs: Any) -> str | None:
-        """Run spark-submit as ``SparkSubmitHook`` does; cluster deploy mode is refused."""
+    def read_outcome(self, plan: BatchPlan, key: OutcomeKey, snowflake: KinesisSnowflakeHook) -> BatchResult:
+        """The outcome the job recorded for ``key``, read from Snowflake's batch outcomes table.
+
+        :raises AirflowException: when the job exited successfully but recorded none.
+        """
+        with closing(snowflake.get_conn()) as conn:
+            sink = SnowflakeSink(conn, plan.destination)
+            result = sink.read_outcome(key)
+        if result is None:
+            raise AirflowException(
+                f"the Spark job of batch {plan.batch_id} (attempt {key.attempt_id}) exited successfully but "
+                f"recorded no outcome in {sink.outcomes}. Whether or not it committed, nothing is lost or loaded "
+                "twice: the next run fast-forwards each shard's checkpoint to the ledger's mark and reads on from "
+                "there."
+            )
+        return result
+
+    def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
+        """The command as logged and quoted in errors: the encoded plan by its batch and length."""
+        if self._plan_argument and isinstance(connection_cmd, list):
+            connection_cmd = [self._plan_label if arg == self._plan_argument else arg for arg in connection_cmd]
+        return super()._mask_cmd(connection_cmd)
+
+    def submit(self, application: str = "", **kwargs: Any) -> Any:
+        """Run spark-submit as ``SparkSubmitHook`` does, after :meth:`check_credential_delivery`.
+
+        Returns what ``SparkSubmitHook.submit`` returns: the driver id with recent Spark providers,
+        None with earlier ones.
+        """
         self.check_credential_delivery()
         return super().submit(application, **kwargs)

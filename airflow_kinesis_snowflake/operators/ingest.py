@@ -26,7 +26,7 @@ class SparkKinesisIngestOperator(BaseOperator):
     Runs :func:`~airflow_kinesis_snowflake.core.batch.run_batch` (its module tells the protocol and
     why a crash at any step loses nothing and loads nothing twice), loading with the Spark job through
     :class:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook`, which keeps credentials off
-    the command line, Spark settings and logs, and refuses cluster deploy mode (``docs/connections.md``).
+    the command line, Spark settings and logs, and refuses a deploy mode the job cannot run in (``docs/spark.md``).
 
     :param stream_name: the Kinesis data stream.
     :param application_name: names the lease table; ingestions sharing it share progress. After a

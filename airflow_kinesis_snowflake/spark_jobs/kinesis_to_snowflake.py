@@ -1,9 +1,10 @@
 """The PySpark entry point that the ingest operator submits.
 
-``spark-submit [--py-files core.zip] kinesis_to_snowflake.py --plan P --result R
-[--snowflake-connection-ref SECRET]``: loads the micro-batch of the plan file ``P`` and writes its
-result to ``R``. The work lives in :mod:`airflow_kinesis_snowflake.core.job`; the driver and the
-executors import it from the installed package or from the ``--py-files`` zip of ``core``.
+``spark-submit [--py-files core.zip] kinesis_to_snowflake.py --plan PLAN --attempt ID
+[--snowflake-connection-ref SECRET]``: loads the micro-batch of the encoded plan ``PLAN`` and records
+its outcome in Snowflake under the batch id and ``ID``. The work lives in
+:mod:`airflow_kinesis_snowflake.core.job`; the driver and the executors import it from the
+installed package or from the ``--py-files`` zip of ``core``.
 """
 
 import sys

@@ -567,6 +567,7 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
         "stage": "stage",
         "generations": "generations table",
         "generations columns": "generations table's columns added since its first release",
+        "batch outcomes": "batch outcomes table",
     }
     for ddl in support_objects_ddl(destination):
         out.append(Statement(ddl.sql, f"the provider's {purposes[ddl.kind]}"))
@@ -584,6 +585,10 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
             Statement(
                 f"GRANT SELECT, INSERT ON TABLE {objects.generations} TO ROLE {role}",
                 "role records and reads its application's generations",
+            ),
+            Statement(
+                f"GRANT SELECT, INSERT ON TABLE {objects.outcomes} TO ROLE {role}",
+                "role records its batches' outcomes, which the Airflow worker reads back",
             ),
         ]
 

@@ -9,10 +9,19 @@ Next to it, the generations table records which application name and lease-table
 connector (by its configured application name) reads with, and why: its first start, a reset, a
 restore, or a generation adopted from the ledger after a lease table was lost. The DynamoDB lease
 table is a cache of these two; ingest rebuilds it from them when it is lost.
+
+The batch outcomes table holds what each run of the Spark job did (its
+:class:`~airflow_kinesis_snowflake.core.model.BatchResult` as JSON), keyed by batch id and the
+submission's attempt id. A batch that commits records its outcome in the transaction that loads
+its rows and moves the ledger, so an outcome saying "committed" exists exactly when the commit
+happened; one that commits nothing records it on its own. The Airflow worker reads it back after
+spark-submit returns (:meth:`SnowflakeSink.read_outcome`): the driver may run on a cluster node
+that shares no disk with the worker.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +33,7 @@ from typing import Any
 from airflow_kinesis_snowflake.core.load.pipe import pipe_load_sql
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN, TableColumn
 from airflow_kinesis_snowflake.core.model import (
+    BatchResult,
     Checkpoint,
     Destination,
     GenerationReason,
@@ -33,6 +43,7 @@ from airflow_kinesis_snowflake.core.model import (
 
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
 GENERATIONS_TABLE = "KINESIS_INGEST_GENERATIONS"
+OUTCOMES_TABLE = "KINESIS_INGEST_BATCH_OUTCOMES"
 STAGE_NAME = "KINESIS_INGEST_STAGE"
 PARSE_FAILURES_SUFFIX = "_PARSE_FAILURES"
 ROWS_DIR = "rows"
@@ -172,6 +183,7 @@ class SinkObjects:
     ledger: str
     stage: str
     generations: str
+    outcomes: str
 
     @classmethod
     def for_destination(cls, destination: Destination) -> SinkObjects:
@@ -182,6 +194,7 @@ class SinkObjects:
             ledger=qualified_name(db, schema, LEDGER_TABLE),
             stage=qualified_name(db, schema, STAGE_NAME),
             generations=qualified_name(db, schema, GENERATIONS_TABLE),
+            outcomes=qualified_name(db, schema, OUTCOMES_TABLE),
         )
 
 
@@ -189,7 +202,7 @@ class SinkObjects:
 class SupportObjectDDL:
     """One idempotent statement creating an object the ingestion needs next to its table."""
 
-    kind: str  # "ledger", "parse failures", "stage", "generations" or "generations columns"
+    kind: str  # "ledger", "parse failures", "stage", "generations", "generations columns" or "batch outcomes"
     sql: str
 
 
@@ -218,8 +231,19 @@ def generations_columns_ddl(destination: Destination) -> tuple[SupportObjectDDL,
     )
 
 
+def outcomes_ddl(destination: Destination) -> SupportObjectDDL:
+    """The batch outcomes table: what each run of the Spark job did, by batch id and attempt."""
+    return SupportObjectDDL(
+        "batch outcomes",
+        f"CREATE TABLE IF NOT EXISTS {SinkObjects.for_destination(destination).outcomes} ("
+        "APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, BATCH_ID VARCHAR NOT NULL, "
+        "ATTEMPT_ID VARCHAR NOT NULL, STAGE_DIR VARCHAR NOT NULL, COMMITTED BOOLEAN NOT NULL, "
+        "RESULT VARCHAR NOT NULL, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+    )
+
+
 def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
-    """Ledger, parse-failure table, stage and generations table, in creation order.
+    """Ledger, parse-failure table, stage, generations table and batch outcomes table, in creation order.
 
     Both the ingestion (before each load) and the provisioning plan run exactly these statements,
     so the objects look the same whoever created them.
@@ -242,6 +266,7 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
         SupportObjectDDL("stage", f"CREATE STAGE IF NOT EXISTS {objects.stage}"),
         generations_ddl(destination),
         *generations_columns_ddl(destination),
+        outcomes_ddl(destination),
     )
 
 
@@ -249,6 +274,20 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
 class CommitResult:
     rows_loaded: int
     failures_loaded: int
+
+
+@dataclass(frozen=True)
+class OutcomeKey:
+    """Whose outcome a row is: the batch, and the submission (attempt) that ran it.
+
+    Each spark-submit of a batch has an attempt id of its own, so a retried batch (same batch id)
+    records a new row and its reader finds its own.
+    """
+
+    application_name: str
+    generation_id: str
+    batch_id: str
+    attempt_id: str
 
 
 class SnowflakeSink:
@@ -269,6 +308,7 @@ class SnowflakeSink:
         self.ledger = objects.ledger
         self.stage = objects.stage
         self.generations = objects.generations
+        self.outcomes = objects.outcomes
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         cur = self.connection.cursor()
@@ -375,7 +415,8 @@ class SnowflakeSink:
                 sleep(0.5 * 2**attempt)
 
     def ensure_support_objects(self) -> None:
-        """Ledger, parse-failure table and stage; idempotent DDL, run outside any transaction."""
+        """Ledger, parse-failure table, stage, generations and outcomes tables; idempotent DDL, run
+        outside any transaction."""
         for ddl in support_objects_ddl(self.destination):
             self._execute(ddl.sql)
 
@@ -476,6 +517,37 @@ class SnowflakeSink:
             ),
         )
 
+    # -- batch outcomes -------------------------------------------------------------------------
+
+    def record_outcome(self, key: OutcomeKey, result: BatchResult) -> None:
+        """Append the outcome of one run of a batch (inside the caller's transaction, if any)."""
+        self._execute(
+            f"INSERT INTO {self.outcomes} (APPLICATION_NAME, GENERATION_ID, BATCH_ID, ATTEMPT_ID, STAGE_DIR, "
+            "COMMITTED, RESULT) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (
+                key.application_name,
+                key.generation_id,
+                key.batch_id,
+                key.attempt_id,
+                result.stage_dir,
+                result.committed,
+                json.dumps(result.to_dict(), sort_keys=True),
+            ),
+        )
+
+    def read_outcome(self, key: OutcomeKey) -> BatchResult | None:
+        """The outcome the run ``key`` recorded; None when it recorded none.
+
+        Should one submission have run its driver twice (YARN runs the application master again
+        after a failure), the run that committed wins, then the latest.
+        """
+        rows = self._execute(
+            f"SELECT RESULT FROM {self.outcomes} WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
+            "AND BATCH_ID = %s AND ATTEMPT_ID = %s ORDER BY COMMITTED DESC, RECORDED_AT DESC LIMIT 1",
+            (key.application_name, key.generation_id, key.batch_id, key.attempt_id),
+        )
+        return BatchResult.from_dict(json.loads(rows[0][0])) if rows else None
+
     # -- staging and loading --------------------------------------------------------------------
 
     def put_file(self, local_path: str | Path, stage_dir: str) -> None:
@@ -535,12 +607,15 @@ class SnowflakeSink:
         rows: int,
         failures: int,
         columns: Sequence[TableColumn],
+        outcome: Callable[[CommitResult], tuple[OutcomeKey, BatchResult]] | None = None,
     ) -> CommitResult:
         """Load the staged batch and move the ledger, all or nothing.
 
         :param starts: per shard, the ledger mark the batch started from (None: no mark yet).
         :param ends: per shard that delivered records, the last record delivered.
         :param columns: the destination columns the staged rows were built for.
+        :param outcome: given what was loaded, the batch's outcome and whose it is; recorded in the
+            same transaction, just before COMMIT (:meth:`record_outcome`).
         """
         # Run the load in the destination's context, whatever the connection's defaults are.
         self._execute(
@@ -554,6 +629,8 @@ class SnowflakeSink:
                 )
             loaded = self._copy(self.table, f"{stage_dir}/{ROWS_DIR}", rows, columns) if rows else 0
             failed = self._copy(self.failures_table, f"{stage_dir}/{FAILURES_DIR}", failures) if failures else 0
+            if outcome is not None:
+                self.record_outcome(*outcome(CommitResult(rows_loaded=loaded, failures_loaded=failed)))
             self._execute("COMMIT")
         except BaseException:
             self._execute("ROLLBACK")

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from structlog.testing import capture_logs
 
+from airflow_kinesis_snowflake.core.planning import decode_plan
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
@@ -73,12 +74,26 @@ SPARK_CONNECTIONS: dict[str, tuple[str, int | None, str, dict[str, Any]]] = {
         "client",
         {"driver_identity": True, "snowflake_connection_ref": SECRET_ID},
     ),
+    "yarn cluster, driver identity": (
+        "yarn",
+        None,
+        "cluster",
+        {"driver_identity": True, "snowflake_connection_ref": SECRET_ID},
+    ),
     "k8s cluster, driver identity": (
         "k8s://https://k8s.example",
         443,
         "cluster",
         {"driver_identity": True, "snowflake_connection_ref": SECRET_ID},
     ),
+}
+# Submissions refused before any lease is taken, and what the refusal says.
+WITHOUT_IDENTITY = 'uses cluster deploy mode without the extras "driver_identity": true and "snowflake_connection_ref"'
+REFUSED = {
+    "local cluster": "which Spark refuses with a local master",
+    "standalone cluster": "Cluster deploy mode is currently not supported for python applications on standalone",
+    "yarn cluster": WITHOUT_IDENTITY,
+    "k8s cluster": WITHOUT_IDENTITY,
 }
 
 
@@ -207,11 +222,11 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         assert secret not in message, f"a secret is in the error: {message}"
         assert not [m for m in logged if secret in m], "a secret is in the task log"
         assert not [m for m in masked if secret in m], "a secret is in the DEBUG log, unmasked"
-    if deploy_mode == "cluster":
-        # Refused before any lease is taken or spark-submit runs, saying to use client mode.
+    if spark in REFUSED:
+        # Refused before any lease is taken or spark-submit runs, saying why and what to use.
         assert started is None
         assert LeaseTable(aws_connections.boto3_client("dynamodb"), operator.application_name).leases() == {}
-        assert "cluster deploy mode, which is not supported yet" in message and "Use client deploy mode" in message
+        assert REFUSED[spark] in message and "client deploy mode" in message and "docs/spark.md" in message
         return
 
     assert started is not None
@@ -220,6 +235,12 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         assert secret not in command, f"a secret is on the spark-submit command line: {command}"
     settings = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
     assert not any(s.startswith(("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.")) for s in settings)
+    # The plan travels in the command, compressed: no secret in it once decoded either.
+    plan = decode_plan(argv[argv.index("--plan") + 1])
+    assert plan.stream_name == operator.stream_name
+    for secret in secrets:
+        assert secret not in plan.to_json(), "a secret is in the batch plan"
+    assert argv[argv.index("--deploy-mode") + 1] == deploy_mode
     (command_line,) = [str(redact(m)) for m in logged if "Spark-Submit cmd:" in m]
     assert "Cannot execute:" in message
     if extra.get("driver_identity"):

@@ -168,6 +168,7 @@ def test_provisions_a_table_and_a_second_run_changes_nothing(
         ["GRANT", "SELECT,"],
         ["GRANT", "READ,"],
         ["GRANT", "SELECT,"],
+        ["GRANT", "SELECT,"],
     ]
     assert first["executed"] == len(first["statements"]) and first["skipped"] == 0
     assert schema in schemas(aws_connections)
@@ -176,6 +177,7 @@ def test_provisions_a_table_and_a_second_run_changes_nothing(
         "ORDERS_PARSE_FAILURES",
         "KINESIS_INGEST_LEDGER",
         "KINESIS_INGEST_GENERATIONS",
+        "KINESIS_INGEST_BATCH_OUTCOMES",
     }
     assert stages_of(aws_connections, schema) == {"KINESIS_INGEST_STAGE"}
     created = columns_of(aws_connections, schema, "ORDERS")
@@ -198,6 +200,7 @@ def test_provisions_a_table_and_a_second_run_changes_nothing(
         "ORDERS_PARSE_FAILURES",
         "KINESIS_INGEST_LEDGER",
         "KINESIS_INGEST_GENERATIONS",
+        "KINESIS_INGEST_BATCH_OUTCOMES",
     }
     assert second["statements"] == first["statements"]
 
@@ -211,12 +214,13 @@ def test_without_a_role_only_objects_are_created(
     summary = provision(conn_id, schema).execute(context={})
 
     assert text_only_sql(summary) == []
-    assert [s["status"] for s in summary["statements"]] == ["executed"] * 9
+    assert [s["status"] for s in summary["statements"]] == ["executed"] * 10
     assert tables_of(aws_connections, schema) == {
         "ORDERS",
         "ORDERS_PARSE_FAILURES",
         "KINESIS_INGEST_LEDGER",
         "KINESIS_INGEST_GENERATIONS",
+        "KINESIS_INGEST_BATCH_OUTCOMES",
     }
 
 
@@ -262,9 +266,12 @@ def test_every_destination_type_runs_twice_on_the_emulator(
 
     assert second["statements"] == first["statements"]
     assert first["destination_type"] == kwargs["destination_type"]
-    expected_tables = {"ORDERS_PARSE_FAILURES", "KINESIS_INGEST_LEDGER", "KINESIS_INGEST_GENERATIONS"} | (
-        {"ORDERS"} if destination_table else set()
-    )
+    expected_tables = {
+        "ORDERS_PARSE_FAILURES",
+        "KINESIS_INGEST_LEDGER",
+        "KINESIS_INGEST_GENERATIONS",
+        "KINESIS_INGEST_BATCH_OUTCOMES",
+    } | ({"ORDERS"} if destination_table else set())
     assert tables_of(aws_connections, schema) == expected_tables
     if destination_table:
         assert [c for c, _ in columns_of(aws_connections, schema, "ORDERS")] == [*COLUMNS, "KINESISMETADATA"]
@@ -308,7 +315,7 @@ def test_a_failing_statement_is_reported_with_the_snowflake_error_and_no_key(
 
     message = str(info.value)
     body = "".join(public_key_pem.strip().splitlines()[1:-1])
-    assert "stopped at statement 7/20 " in message
+    assert "stopped at statement 7/22 " in message
     assert "(the connector's service user, key-pair authentication)" in message
     assert 'CREATE USER IF NOT EXISTS "U" TYPE = SERVICE RSA_PUBLIC_KEY = \'<redacted RSA public key SHA256:' in message
     assert "Snowflake error:" in message and "CREATE USER" in message.split("Snowflake error:")[1]
@@ -440,7 +447,7 @@ def test_operators_from_the_shipped_connector_file() -> None:
     summary = provision_op.execute(context={})
 
     assert provision_op.snowflake_conn_id == verify_op.snowflake_conn_id == "snowflake_default"
-    assert [s["status"] for s in summary["statements"]] == ["planned"] * 9
+    assert [s["status"] for s in summary["statements"]] == ["planned"] * 10
     assert summary["statements"][2]["sql"].startswith(
         'CREATE TABLE IF NOT EXISTS "ANALYTICS"."RAW"."ORDERS" ("ORDER_ID" NUMBER(38,0), "CUSTOMER" VARCHAR, '
         '"AMOUNT" FLOAT, "STATUS" VARCHAR, "CREATED_AT" TIMESTAMP_TZ, "KINESISMETADATA" OBJECT)'

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.planning import (
+    MAX_PLAN_ARGUMENT,
+    BatchPlan,
+    PlanTooLargeError,
+    ShardRange,
+    decode_plan,
+    eligible_leases,
+    encode_plan,
+    plan_ranges,
+)
 from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease
 
 NOW = 1_800_000_000.0
@@ -333,3 +345,66 @@ def test_trim_horizon_has_no_timestamp() -> None:
 )
 def test_start_position_dict_round_trip(start: StartPosition) -> None:
     assert StartPosition.from_dict(json.loads(json.dumps(start.to_dict()))) == start
+
+
+def _wide_plan(shards: int) -> BatchPlan:
+    """A plan of ``shards`` ranges, each after a checkpoint of 56 digits that compress badly, as real ones do."""
+    digits = random.Random(shards)
+    return replace(
+        _plan(),
+        ranges=tuple(
+            ShardRange(
+                f"shardId-{i:012d}",
+                Checkpoint("49" + "".join(digits.choice("0123456789") for _ in range(54))),
+                TRIM,
+                100_000,
+            )
+            for i in range(shards)
+        ),
+        table_columns=tuple(TableColumn(f"COLUMN_{i}", "VARCHAR") for i in range(30)),
+    )
+
+
+def test_an_encoded_plan_decodes_to_the_same_plan_and_batch_id() -> None:
+    plan = replace(_plan(), pipe_definition="COPY INTO T FROM (SELECT $1 FROM @S)", schema_evolution=True)
+
+    text = encode_plan(plan)
+
+    assert decode_plan(text) == plan and decode_plan(text).batch_id == plan.batch_id
+    # One argument of a command line: no whitespace, nothing a shell or YARN's launch script quotes.
+    assert re.fullmatch(r"[A-Za-z0-9_=-]+", text)
+    assert len(text) < len(plan.to_json(indent=None))
+
+
+def test_decoding_what_is_not_an_encoded_plan_says_so() -> None:
+    with pytest.raises(ValueError, match=r"not an encoded batch plan \(12 characters\)"):
+        decode_plan("plan.json!!!")
+
+
+def test_a_500_shard_plan_fits_in_one_argument_and_a_5000_shard_one_is_refused_saying_what_fits() -> None:
+    # 500 ranges encode to about 24,500 characters, 5,000 to about 232,000: over the 98,304 allowed.
+    assert len(encode_plan(_wide_plan(500))) < MAX_PLAN_ARGUMENT
+
+    with pytest.raises(PlanTooLargeError) as raised:
+        encode_plan(_wide_plan(5000))
+
+    message = str(raised.value)
+    assert "(5000 shard ranges) encodes to" in message and f"more than the {MAX_PLAN_ARGUMENT} one" in message
+    advice = re.search(r"max_shards_per_batch in the connector file to at most (\d+)", message)
+    assert advice is not None
+    fits = int(advice.group(1))
+    assert 500 < fits < 5000
+    assert len(encode_plan(_wide_plan(fits))) <= MAX_PLAN_ARGUMENT  # the advice holds
+
+
+def test_a_plan_holds_no_credential() -> None:
+    # What a plan carries: names, positions and settings. A field added to BatchPlan must be checked
+    # against this list: the plan is a spark-submit argument, which shows in logs and the Spark UI.
+    assert {f.name for f in fields(BatchPlan)} == {
+        "application_name", "generation_id", "stream_name", "region", "destination", "cutoff",
+        "max_records_per_call", "ranges", "destination_type", "schema_evolution", "on_unknown_key",
+        "pipe_definition", "consumer_type", "consumer_arn", "table_columns",
+    }  # fmt: skip
+    assert {f.name for f in fields(ShardRange)} == {
+        "shard_id", "start", "start_position", "max_records", "ending_sequence_number",
+    }  # fmt: skip

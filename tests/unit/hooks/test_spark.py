@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import os
+import subprocess
+import sys
 import uuid
+import zipfile
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,9 +23,13 @@ from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey
+from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan, encode_plan
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, KinesisJobSubmitHook
+from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 
 
 def spark_connection(monkeypatch: pytest.MonkeyPatch, host: str, **extra: Any) -> str:
@@ -64,33 +76,124 @@ def test_snowflake_secret_id_still_works_deprecated_and_masked(monkeypatch: pyte
     assert redact(f"secret {name}") == "secret ***"
 
 
-@pytest.mark.parametrize("master", ["yarn", "k8s://https://k8s.example:443", "spark://spark-master:7077"])
+CLUSTER_MASTERS = ["yarn", "k8s://https://k8s.example:443"]
+IDENTITY = {"driver_identity": True, "snowflake_connection_ref": "kinesis/sf"}
+
+
+@pytest.fixture
+def kube(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """SparkSubmitHook refuses a k8s:// master without the Kubernetes provider, which it only uses to
+    track and delete a driver pod: a stand-in client that records the pods deleted."""
+    deleted: list[tuple[str, str]] = []
+
+    class Client:
+        def delete_namespaced_pod(self, name: str, namespace: str, **_: Any) -> None:
+            deleted.append((namespace, name))
+
+    stand_in = SimpleNamespace(get_kube_client=Client, ApiException=Exception)
+    monkeypatch.setattr(spark_submit, "kube_client", stand_in, raising=False)
+    monkeypatch.setitem(sys.modules, "kubernetes", SimpleNamespace(client=SimpleNamespace(V1DeleteOptions=dict)))
+    return deleted
+
+
+@pytest.mark.parametrize("master", CLUSTER_MASTERS)
 @pytest.mark.parametrize(
     ("extra", "conf"),
-    [
-        ({"deploy-mode": "cluster"}, None),
-        ({}, {"spark.submit.deployMode": "cluster"}),
-        ({"deploy-mode": "cluster", "driver_identity": True, "snowflake_connection_ref": "kinesis/sf"}, None),
-    ],
-    ids=["connection deploy-mode", "spark.submit.deployMode", "with driver_identity"],
+    [({"deploy-mode": "cluster"}, None), ({}, {"spark.submit.deployMode": "cluster"})],
+    ids=["connection deploy-mode", "spark.submit.deployMode"],
 )
-def test_cluster_deploy_mode_is_refused_saying_to_use_client_mode(
-    monkeypatch: pytest.MonkeyPatch, master: str, extra: dict[str, Any], conf: dict[str, Any] | None
+def test_cluster_deploy_mode_without_driver_identity_is_refused_naming_the_extras(
+    monkeypatch: pytest.MonkeyPatch,
+    kube: list[tuple[str, str]],
+    master: str,
+    extra: dict[str, Any],
+    conf: dict[str, Any] | None,
 ) -> None:
     conn_id = spark_connection(monkeypatch, master, **extra)
-    # SparkSubmitHook refuses a k8s:// master without the Kubernetes provider, which it only uses to
-    # track a driver; nothing here reaches a cluster.
-    monkeypatch.setattr(spark_submit, "kube_client", SimpleNamespace(), raising=False)
     hook = KinesisJobSubmitHook(conn_id=conn_id, conf=conf)
     assert hook.deploy_mode == "cluster"
+
     with pytest.raises(AirflowException) as raised:
         hook.submit("job.py")
+
     message = str(raised.value)
-    assert "cluster deploy mode, which is not supported yet" in message
-    assert "the batch plan and the job's result are files on this Airflow worker" in message
-    assert 'Use client deploy mode (the extra "deploy-mode": "client"' in message
-    # How to have a YARN or Kubernetes driver in client mode use its own identity.
-    assert '"driver_identity": true and "snowflake_connection_ref":' in message
+    assert f"Spark connection 'spark_unit' (master {master}) uses cluster deploy mode without the extras" in message
+    assert '"driver_identity": true and "snowflake_connection_ref"' in message
+    assert "its own AWS identity (EMR role, IRSA, instance profile)" in message
+    assert 'or use client deploy mode (the extra "deploy-mode": "client"' in message
+    assert "(docs/spark.md, docs/connections.md)" in message
+    assert hook._submit_sp is None  # refused before spark-submit ran
+
+
+def spark_core_jar() -> Path:
+    import pyspark
+
+    (jar,) = (Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar")
+    return jar
+
+
+@pytest.mark.parametrize("extra", [{}, IDENTITY], ids=["", "with driver_identity"])
+def test_standalone_cluster_mode_is_refused_with_sparks_own_reason(
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any]
+) -> None:
+    conn_id = spark_connection(monkeypatch, "spark://spark-master:7077", **{"deploy-mode": "cluster", **extra})
+    hook = KinesisJobSubmitHook(conn_id=conn_id)
+
+    with pytest.raises(AirflowException) as raised:
+        hook.check_credential_delivery()
+
+    message = str(raised.value)
+    assert "uses cluster deploy mode on a Spark standalone cluster, which Spark refuses for a Python" in message
+    assert f'"{STANDALONE_PYTHON_CLUSTER}"' in message
+    assert 'use client deploy mode (the extra "deploy-mode": "client"' in message
+    assert "For a driver on the cluster, use a YARN (EMR) or Kubernetes master (docs/spark.md)" in message
+    # The reason quoted is the one spark-submit of the installed Spark gives.
+    with zipfile.ZipFile(spark_core_jar()) as jar:
+        submit_class = jar.read("org/apache/spark/deploy/SparkSubmit.class")
+    assert STANDALONE_PYTHON_CLUSTER.encode() in submit_class
+
+
+def test_local_master_in_cluster_mode_is_refused_as_spark_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn_id = spark_connection(monkeypatch, "local[2]", **{"deploy-mode": "cluster", **IDENTITY})
+    with pytest.raises(AirflowException, match=r"which Spark refuses with a local master .*: use client deploy mode"):
+        KinesisJobSubmitHook(conn_id=conn_id).check_credential_delivery()
+    with zipfile.ZipFile(spark_core_jar()) as jar:
+        assert b'Cluster deploy mode is not compatible with master "local"' in jar.read(
+            "org/apache/spark/deploy/SparkSubmit.class"
+        )
+
+
+DETACHING: list[tuple[str, dict[str, Any], str]] = [
+    ("yarn", {"conf": {"spark.yarn.submit.waitAppCompletion": "false"}}, "spark.yarn.submit.waitAppCompletion"),
+    (
+        "k8s://https://k8s.example:443",
+        {"conf": {"spark.kubernetes.submission.waitAppCompletion": "False"}},
+        "spark.kubernetes.submission.waitAppCompletion",
+    ),
+]
+# Arguments that recent Spark providers have, to return once the application is submitted.
+DETACHING += [
+    (master, {argument: True}, f"{argument}=True")
+    for master, argument in [
+        ("yarn", "yarn_track_via_rm_api"),
+        ("k8s://https://k8s.example:443", "track_driver_via_k8s_api"),
+    ]
+    if argument in inspect.signature(spark_submit.SparkSubmitHook.__init__).parameters
+]
+
+
+@pytest.mark.parametrize(("master", "kwargs", "refused"), DETACHING)
+def test_cluster_mode_settings_that_return_before_the_driver_finished_are_refused(
+    monkeypatch: pytest.MonkeyPatch, kube: list[tuple[str, str]], master: str, kwargs: dict[str, Any], refused: str
+) -> None:
+    conn_id = spark_connection(monkeypatch, master, **{"deploy-mode": "cluster", **IDENTITY})
+    hook = KinesisJobSubmitHook(conn_id=conn_id, **kwargs)
+
+    with pytest.raises(AirflowException) as raised:
+        hook.check_credential_delivery()
+
+    assert f"{refused} makes spark-submit return before the application finished" in str(raised.value)
+    assert "so that spark-submit waits for the driver (docs/spark.md)" in str(raised.value)
 
 
 def job_connections(monkeypatch: pytest.MonkeyPatch) -> tuple[KinesisStreamHook, KinesisSnowflakeHook]:
@@ -166,3 +269,179 @@ def test_the_py_files_zip_holds_every_module_of_core_and_nothing_of_airflow(tmp_
     # The file submitted is the packaged entry point, which runs core.job's main.
     assert DEFAULT_APPLICATION == str(package / "spark_jobs" / "kinesis_to_snowflake.py")
     assert "from airflow_kinesis_snowflake.core.job import main" in Path(DEFAULT_APPLICATION).read_text()
+
+
+def batch_plan(shards: int = 2) -> BatchPlan:
+    return BatchPlan(
+        application_name="orders-to-snowflake",
+        generation_id="0123456789abcdef",
+        stream_name="orders",
+        region="eu-west-1",
+        destination=Destination("ANALYTICS", "RAW", "ORDERS"),
+        cutoff=datetime(2026, 1, 31, 12, tzinfo=UTC),
+        max_records_per_call=10000,
+        ranges=tuple(
+            ShardRange(f"shardId-{i:012d}", Checkpoint(str(4959 + i)), StartPosition(InitialPosition.TRIM_HORIZON), 10)
+            for i in range(shards)
+        ),
+    )
+
+
+def outcome_of(plan: BatchPlan) -> BatchResult:
+    return BatchResult(plan.batch_id, "stage/dir", True, 3, 0, (), datetime.now(UTC), {})
+
+
+@pytest.mark.parametrize(
+    ("master", "extra", "namespace_setting"),
+    [
+        ("yarn", {"queue": "ingest"}, None),
+        ("k8s://https://k8s.example:443", {"namespace": "ingest"}, "spark.kubernetes.namespace=ingest"),
+    ],
+    ids=["yarn", "k8s"],
+)
+def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
+    monkeypatch: pytest.MonkeyPatch,
+    kube: list[tuple[str, str]],
+    master: str,
+    extra: dict[str, Any],
+    namespace_setting: str | None,
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SNOWFLAKE_JOB_ENV",
+        json.dumps({"conn_type": "snowflake", "login": "U", "password": "pw-7c1e0b3d", "extra": {"account": "a"}}),
+    )
+    credentials = ["AKIAJOBENVTEST000001", "job-env-secret-key-3Xq9", "pw-7c1e0b3d"]
+    conn_id = spark_connection(monkeypatch, master, **{"deploy-mode": "cluster", **IDENTITY, **extra})
+    hook = KinesisJobSubmitHook(conn_id=conn_id, conf={"spark.executor.memory": "2g"})
+    submitted: list[tuple[list[str], dict[str, str]]] = []
+
+    def submit(self: spark_submit.SparkSubmitHook, application: str = "", **kwargs: Any) -> None:
+        # What SparkSubmitHook.submit would start: the command it builds, in the environment given.
+        submitted.append((self._build_spark_submit_command(application), kwargs["env"]))
+
+    monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
+    plan = batch_plan()
+    read: list[OutcomeKey] = []
+
+    def read_outcome(self: KinesisJobSubmitHook, p: BatchPlan, key: OutcomeKey, sf: Any) -> BatchResult:
+        read.append(key)
+        return outcome_of(p)
+
+    monkeypatch.setattr(KinesisJobSubmitHook, "read_outcome", read_outcome)
+
+    result = hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
+
+    ((command, env),) = submitted
+    assert result.batch_id == plan.batch_id and result.rows_loaded == 3  # what read_outcome read
+    text = " ".join(command)
+    assert not [c for c in credentials if c in text], "a credential is on the command line"
+    # spark-submit inherits this process's environment (where the test defines its connections); the
+    # hook adds the region and endpoints only (and the interpreter's bin to PATH, for spark-submit).
+    added = {k: v for k, v in env.items() if os.environ.get(k) != v and k != "PATH"}
+    assert set(added) == {"AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS", "AWS_ENDPOINT_URL_SECRETS_MANAGER"}
+    assert not [c for c in credentials if c in json.dumps(added)], "a credential is in spark-submit's environment"
+    settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    assert not [
+        s
+        for s in settings
+        if s.startswith(("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.", "spark.executorEnv."))
+    ]
+    assert command[command.index("--deploy-mode") + 1] == "cluster"
+    if namespace_setting:
+        assert namespace_setting in settings
+    # The application's arguments: the plan itself, this submission's attempt, the secret's name.
+    args = command[command.index(DEFAULT_APPLICATION) + 1 :]
+    assert args[0::2] == ["--plan", "--attempt", "--snowflake-connection-ref"]
+    assert decode_plan(args[1]) == plan
+    assert read == [OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, args[3])]
+    assert args[5] == "kinesis/sf"
+    # No file of this worker but the shipped code: no plan or result path, which a remote driver could not read.
+    assert not [a for a in command if a.endswith(".json") or "/plan" in a] and "--result" not in command
+    (py_files,) = [command[i + 1] for i, a in enumerate(command) if a == "--py-files"]
+    assert py_files.endswith("kinesis_snowflake_core.zip")
+    # The driver on the cluster uses its own interpreter, not a path of this worker's.
+    assert env.get("PYSPARK_PYTHON") == os.environ.get("PYSPARK_PYTHON")
+
+
+def test_the_logged_command_names_the_plan_by_batch_and_length(
+    monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    conn_id = spark_connection(monkeypatch, "local[2]", **IDENTITY)
+    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    plan = batch_plan(shards=50)
+
+    with pytest.raises(AirflowException) as raised:
+        hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
+
+    argv = json.loads(spark_submit_fails.read_text())
+    encoded = argv[argv.index("--plan") + 1]
+    assert decode_plan(encoded) == plan
+    assert encoded not in str(raised.value)
+    assert f"--plan <plan of batch {plan.batch_id}: {len(encoded)} characters> --attempt " in str(raised.value)
+
+
+def test_a_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
+    monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode_plan", partial(encode_plan, limit=200))
+
+    with pytest.raises(AirflowException, match=r"set batch\.max_shards_per_batch in the connector file to at most"):
+        hook.run_batch(batch_plan(shards=20), kinesis=kinesis, snowflake=snowflake)
+
+    assert not spark_submit_fails.exists()
+
+
+@pytest.fixture
+def spark_submit_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A spark-submit first on the PATH that records its arguments and fails; where it records them."""
+    record = tmp_path / "argv.json"
+    script = tmp_path / "bin" / "spark-submit"
+    script.parent.mkdir()
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.exit(3)\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(script.parent), os.environ["PATH"]]))
+    return record
+
+
+@pytest.mark.parametrize("master", CLUSTER_MASTERS, ids=["yarn", "k8s"])
+def test_the_ingest_operators_on_kill_stops_a_cluster_mode_driver(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kube: list[tuple[str, str]], master: str
+) -> None:
+    # A `yarn` command on the PATH that records how it was called.
+    calls = tmp_path / "yarn-calls"
+    yarn = tmp_path / "bin" / "yarn"
+    yarn.parent.mkdir()
+    yarn.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    yarn.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(yarn.parent), os.environ["PATH"]]))
+    conn_id = spark_connection(monkeypatch, master, namespace="ingest", **{"deploy-mode": "cluster", **IDENTITY})
+    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    # spark-submit, still running, has said where the driver is (as it logs it in cluster mode).
+    hook._process_spark_submit_log(
+        iter(
+            [
+                "INFO Client: Submitted application application_1767225600000_0042",
+                "\t pod name: kinesis-to-snowflake-orders-5f2c9a-driver",
+            ]
+        )
+    )
+    hook._submit_sp = subprocess.Popen(["sleep", "60"])
+    operator = SparkKinesisIngestOperator(
+        task_id="ingest", stream_name="s", application_name="a", database="D", schema="S", table="T"
+    )
+    operator._spark_hook = hook
+
+    operator.on_kill()
+
+    assert hook._submit_sp.wait(timeout=10) != 0  # spark-submit was killed
+    if master == "yarn":
+        assert calls.read_text().split() == ["application", "-kill", "application_1767225600000_0042"]
+    else:
+        assert kube == [("ingest", "kinesis-to-snowflake-orders-5f2c9a-driver")]

@@ -13,9 +13,16 @@ import pytest
 
 from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap
-from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, SnowflakeSink, StaleBatchError
+from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    ROWS_DIR,
+    CommitResult,
+    OutcomeKey,
+    SnowflakeSink,
+    StaleBatchError,
+)
 from airflow_kinesis_snowflake.core.load.transform import build_batch
 from airflow_kinesis_snowflake.core.model import (
+    BatchResult,
     Checkpoint,
     Destination,
     GenerationReason,
@@ -279,3 +286,81 @@ def test_ledger_generations_are_listed_newest_mark_first(sink: SnowflakeSink, tm
         )  # fmt: skip
     assert sink.ledger_generations(app) == ["new", "old"]
     assert sink.ledger_generations(unique("none")) == []
+
+
+def outcome(batch_id: str, stage_dir: str, committed: bool, rows: int = 0) -> BatchResult:
+    return BatchResult(batch_id, stage_dir, committed, rows, 0, (), datetime.now(UTC), {"evolution": False})
+
+
+def test_a_batch_records_its_outcome_in_the_transaction_that_commits_it(
+    emulators: Emulators, sink: SnowflakeSink, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = OutcomeKey("app-outcome", "g", "b1", "attempt-1")
+    stage_rows(sink, tmp_path, "app/b1/a1", [1, 2, 3])
+    recorded: list[BatchResult] = []
+
+    def record(loaded: CommitResult) -> tuple[OutcomeKey, BatchResult]:
+        recorded.append(outcome("b1", "app/b1/a1", True, loaded.rows_loaded))
+        return key, recorded[-1]
+
+    sink.commit_batch(
+        application_name="app-outcome", generation_id="g", batch_id="b1", stage_dir="app/b1/a1",
+        starts={"shard-1": None}, ends={"shard-1": Checkpoint("3")}, rows=3, failures=0, columns=(), outcome=record,
+    )  # fmt: skip
+
+    assert sink.read_outcome(key) == recorded[0] and recorded[0].rows_loaded == 3
+    # The next batch's COMMIT fails: its outcome goes with its rows and its ledger marks.
+    execute = sink._execute
+
+    def commit_fails(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        if sql == "COMMIT":
+            raise RuntimeError("COMMIT failed")
+        return execute(sql, params)
+
+    monkeypatch.setattr(sink, "_execute", commit_fails)
+    stage_rows(sink, tmp_path, "app/b2/a1", [4, 5])
+    second = OutcomeKey("app-outcome", "g", "b2", "attempt-1")
+    with pytest.raises(RuntimeError, match="COMMIT failed"):
+        sink.commit_batch(
+            application_name="app-outcome", generation_id="g", batch_id="b2", stage_dir="app/b2/a1",
+            starts={"shard-1": Checkpoint("3")}, ends={"shard-1": Checkpoint("5")}, rows=2, failures=0, columns=(),
+            outcome=lambda loaded: (second, outcome("b2", "app/b2/a1", True, loaded.rows_loaded)),
+        )  # fmt: skip
+    monkeypatch.undo()
+    # And when recording the outcome fails, the batch does not commit either.
+
+    def outcome_fails(loaded: CommitResult) -> tuple[OutcomeKey, BatchResult]:
+        raise RuntimeError("the outcome could not be recorded")
+
+    with pytest.raises(RuntimeError, match="the outcome could not be recorded"):
+        sink.commit_batch(
+            application_name="app-outcome", generation_id="g", batch_id="b2", stage_dir="app/b2/a1",
+            starts={"shard-1": Checkpoint("3")}, ends={"shard-1": Checkpoint("5")}, rows=2, failures=0, columns=(),
+            outcome=outcome_fails,
+        )  # fmt: skip
+
+    assert sink.read_outcome(second) is None
+    assert sink.read_ledger("app-outcome", "g") == {"shard-1": Checkpoint("3")}
+    assert query(emulators, f"SELECT ID FROM {sink.table} ORDER BY ID") == [(1,), (2,), (3,)]
+
+
+def test_a_retried_batch_reads_the_outcome_of_its_own_attempt(sink: SnowflakeSink) -> None:
+    # Two submissions of batch b1: the first committed nothing, the retry committed.
+    first, retry = OutcomeKey("app-retry", "g", "b1", "attempt-1"), OutcomeKey("app-retry", "g", "b1", "attempt-2")
+    sink.record_outcome(first, outcome("b1", "app/b1/s1", False))
+    sink.record_outcome(retry, outcome("b1", "app/b1/s2", True, rows=7))
+    # One submission whose driver ran twice (YARN started the application master again after the
+    # first had committed): the run that committed is the outcome, not the later one.
+    rerun = OutcomeKey("app-retry", "g", "b1", "attempt-3")
+    sink.record_outcome(rerun, outcome("b1", "app/b1/s3", True, rows=4))
+    sink.record_outcome(rerun, outcome("b1", "app/b1/s4", False))
+
+    read = [sink.read_outcome(k) for k in (first, retry, rerun)]
+
+    assert [(r.stage_dir, r.committed, r.rows_loaded) for r in read if r is not None] == [
+        ("app/b1/s1", False, 0),
+        ("app/b1/s2", True, 7),
+        ("app/b1/s3", True, 4),
+    ]
+    assert sink.read_outcome(OutcomeKey("app-retry", "g", "b1", "attempt-4")) is None
+    assert sink.read_outcome(OutcomeKey("app-retry", "other-generation", "b1", "attempt-2")) is None

@@ -138,7 +138,8 @@ def test_support_objects_come_from_the_sink_ddl() -> None:
     ddl = [d.sql for d in support_objects_ddl(Destination("ANALYTICS", "RAW", "ORDERS"))]
 
     assert [s.sql for s in plan.statements if s.sql in ddl] == ddl
-    # ledger, parse failures, stage, generations, and the generations columns added to existing tables
+    # ledger, parse failures, stage, generations, the generations columns added to existing tables,
+    # and the batch outcomes the Airflow worker reads back
     assert [d.kind for d in support_objects_ddl(Destination("ANALYTICS", "RAW", "ORDERS"))] == [
         "ledger",
         "parse failures",
@@ -146,6 +147,7 @@ def test_support_objects_come_from_the_sink_ddl() -> None:
         "generations",
         "generations columns",
         "generations columns",
+        "batch outcomes",
     ]
 
 
