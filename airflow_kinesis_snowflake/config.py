@@ -465,7 +465,9 @@ _CREDENTIAL_ENV = re.compile(
     r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN|PRIVATE_KEY|CREDENTIAL|^AWS_ACCESS_KEY_ID$|^SNOWFLAKE_)", re.IGNORECASE
 )
 # Spark and Hadoop settings that hold a secret themselves (spark.authenticate.secret,
-# spark.ssl.keyStorePassword, spark.hadoop.fs.s3a.secret.key ...); *.file settings name a file instead.
+# spark.ssl.keyStorePassword, spark.hadoop.fs.s3a.secret.key ...); *.file settings name a file
+# instead, and Kubernetes secret references name a Kubernetes secret.
+_SECRET_REFERENCE = re.compile(r"^spark\.kubernetes\.(driver|executor)\.(secretKeyRef|secrets)\.")
 _CREDENTIAL_SETTING = re.compile(
     r"(password|passphrase|secret\.key|access\.key|session\.token|\.secret$|\.token$)", re.IGNORECASE
 )
@@ -547,7 +549,7 @@ def _spark_conf_problem(key: Any, value: Any) -> str | None:
                 "shows on the spark-submit command line, in the Spark UI and in event logs (value not shown); "
                 "remove it: the job gets its credentials from the Airflow connections (docs/connections.md)"
             )
-    if _CREDENTIAL_SETTING.search(key) and not key.lower().endswith("file"):
+    if _CREDENTIAL_SETTING.search(key) and not key.lower().endswith("file") and not _SECRET_REFERENCE.match(key):
         return (
             f"key {key!r} holds a secret in a Spark setting, which shows on the spark-submit command line, in the "
             "Spark UI and in event logs (value not shown); remove it and set it in the cluster's "
