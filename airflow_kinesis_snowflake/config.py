@@ -454,7 +454,9 @@ _SIZE_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 # Spark refuses a driver or an executor with less memory than 1.5 times its reserved 300 MiB
 # (UnifiedMemoryManager): the JVM would start and fail at once.
 SPARK_MEMORY_MIN_MIB = 450
-SPARK_SIZE_RULE = f"must be a size with a unit as Spark writes it, e.g. '512m' or '2g', at least {SPARK_MEMORY_MIN_MIB}m"
+SPARK_SIZE_RULE = (
+    f"must be a size with a unit as Spark writes it, e.g. '512m' or '2g', at least {SPARK_MEMORY_MIN_MIB}m"
+)
 SPARK_COUNT_MAX = 100_000
 SPARK_DEPLOY_MODES = ("client", "cluster")
 _SPARK_KEY = re.compile(r"^spark\.[A-Za-z0-9_.\-\[\]]+$")
@@ -490,7 +492,7 @@ def _spark_memory(value: str | None) -> str | None:
 
 
 def _spark_count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, str) and value.isdigit()):
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
         raise ValueError(f"must be a whole number from 1 to {SPARK_COUNT_MAX}")
     number = int(value)
     if not 1 <= number <= SPARK_COUNT_MAX:

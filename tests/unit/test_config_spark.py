@@ -99,7 +99,9 @@ def test_a_credential_in_a_driver_or_executor_environment_setting_is_refused(tmp
     assert "s3cr3t-value" not in message  # the error names the key, never the secret
 
 
-@pytest.mark.parametrize("key", ["spark.authenticate.secret", "spark.hadoop.fs.s3a.secret.key", "spark.ssl.keyPassword"])
+@pytest.mark.parametrize(
+    "key", ["spark.authenticate.secret", "spark.hadoop.fs.s3a.secret.key", "spark.ssl.keyPassword"]
+)
 def test_a_secret_held_by_a_spark_setting_is_refused(tmp_path: Path, key: str) -> None:
     message = _load_error(tmp_path, _spark({"conf": {key: "s3cr3t-value"}}))
     assert repr(key) in message and "spark-defaults.conf" in message

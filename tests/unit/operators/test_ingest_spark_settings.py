@@ -89,7 +89,9 @@ def test_the_sections_deploy_mode_overrides_the_connections(
 ) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_DEFAULT",
-        json.dumps({"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077, "extra": {"deploy-mode": "cluster"}}),
+        json.dumps(
+            {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077, "extra": {"deploy-mode": "cluster"}}
+        ),
     )
     assert _ingest_task(tmp_path, None).build_spark_hook().deploy_mode == "cluster"
     assert _ingest_task(tmp_path, {"deploy_mode": "client"}).build_spark_hook().deploy_mode == "client"
