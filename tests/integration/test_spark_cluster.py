@@ -8,21 +8,23 @@ file's ``spark:`` section, load side by side on the worker's two cores.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from airflow_kinesis_snowflake.hooks.spark import package_core
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.emulators.spark_cluster import SparkCluster
-from tests.integration.test_ingest_dag import write_connector
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +73,42 @@ def _connector(cluster: SparkCluster, stream: str, app: str, table: str) -> dict
     }
 
 
+DAG_FILE = """
+from pathlib import Path
+from airflow_kinesis_snowflake.dags import build_connector_file_dags
+globals().update(build_connector_file_dags(Path(__file__).parent / "connectors" / "{name}"))
+"""
+
+
+def _connector_dag_file(dags_dir: Path, connector: dict[str, Any]) -> Path:
+    """A DAG folder of its own with the connector file and its DAG file, as a deployment lays them out.
+
+    Two DAG runs at once serialise their DAG files into the one metadata database: with a folder
+    each, they write different DAGs (one folder would give both the same clean-up DAG to insert).
+    """
+    name = f"{connector['connector_id']}.yaml"
+    (dags_dir / "connectors").mkdir(parents=True)
+    (dags_dir / "connectors" / name).write_text(yaml.safe_dump(connector))
+    dag_file = dags_dir / f"kinesis_snowflake_{connector['connector_id']}.py"
+    dag_file.write_text(DAG_FILE.format(name=name))
+    return dag_file
+
+
+def _wait_for_dag_row(env: dict[str, str], dag_id: str, timeout: float = 120) -> None:
+    """Until a DAG run's ``dag.test()`` has written its DAG to the metadata database."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        db = sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db", timeout=5)
+        try:
+            if db.execute("SELECT 1 FROM dag WHERE dag_id = ?", (dag_id,)).fetchone():
+                return
+        except sqlite3.OperationalError:
+            pass  # locked by the writer: look again
+        finally:
+            db.close()
+        time.sleep(0.2)
+
+
 class _MasterWatch:
     """Snapshots of the master's active applications, taken every 0.2 s while DAG runs go on."""
 
@@ -107,8 +145,7 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0), NAME VARCHAR")
         put_json(kinesis, stream, [{"id": i, "name": f"{name}-{i}"} for i in range(records)])
         connector = _connector(spark_standalone, stream, app, table)
-        # A DAG folder each: the two runs serialise only their own connector's DAGs into the one database.
-        dag_file = write_connector(tmp_path / name, connector)
+        dag_file = _connector_dag_file(tmp_path / name, connector)
         runs[app] = (dag_file, f"kinesis_snowflake_{connector['connector_id']}_ingest", table, records)
 
     env = {
@@ -117,10 +154,11 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}": json.dumps(spark_standalone.spark_connection()),
     }
     with _MasterWatch(spark_standalone) as watch, ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {
-            app: pool.submit(run_dag, dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
-            for app, (dag_file, dag_id, _, _) in runs.items()
-        }
+        futures = {}
+        for app, (dag_file, dag_id, _, _) in runs.items():
+            futures[app] = pool.submit(run_dag, dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
+            # The next run starts once this one's DAGs are in the database: no two runs insert one row at once.
+            _wait_for_dag_row(env, dag_id)
         procs = {app: future.result() for app, future in futures.items()}
     for app, proc in procs.items():
         assert proc.returncode == 0, f"{app}: {(proc.stdout + proc.stderr)[-4000:]}"
