@@ -175,9 +175,7 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         assert dupes == (0,)
 
     # Both ran as applications of the cluster, with the connector file's executor memory ...
-    completed = {
-        app: [a for a in spark_standalone.master_state()["completedapps"] if a["name"].endswith(app)] for app in runs
-    }
+    completed = {app: [a for a in spark_standalone.master_state()["completedapps"] if app in a["name"]] for app in runs}
     for app, apps in completed.items():
         assert [(a["state"], a["memoryperexecutor"]) for a in apps] == [("FINISHED", 512)], app
     app_ids = {app: apps[0]["id"] for app, apps in completed.items()}
@@ -191,9 +189,7 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
     assert "pyspark.worker" in runs_log  # the executors' Python workers
 
     # Side by side: at one moment both applications held executors, one core each; never more.
-    ours = [
-        {a["name"]: a for a in snapshot if any(a["name"].endswith(app) for app in runs)} for snapshot in watch.snapshots
-    ]
+    ours = [{a["name"]: a for a in snapshot if any(app in a["name"] for app in runs)} for snapshot in watch.snapshots]
     assert max(a["cores"] for snapshot in ours for a in snapshot.values()) == 1
     together = [s for s in ours if len(s) == 2 and all(a["state"] == "RUNNING" and a["cores"] == 1 for a in s.values())]
     assert together, f"the two applications never ran at once: {ours}"
