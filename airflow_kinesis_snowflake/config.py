@@ -447,8 +447,205 @@ class ConnectionsConfig(_Strict):
         return value
 
 
+# Spark settings (the ``spark:`` section). Sizes as Spark reads them (JavaUtils.byteStringAs), with
+# a unit: a bare number is MiB for memory settings, which a reader would take for bytes.
+_SPARK_SIZE = re.compile(r"^([1-9][0-9]{0,8})(k|kb|m|mb|g|gb|t|tb)$", re.IGNORECASE)
+_SIZE_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+# Spark refuses a driver or an executor with less memory than 1.5 times its reserved 300 MiB
+# (UnifiedMemoryManager): the JVM would start and fail at once.
+SPARK_MEMORY_MIN_MIB = 450
+SPARK_SIZE_RULE = (
+    f"must be a size with a unit as Spark writes it, e.g. '512m' or '2g', at least {SPARK_MEMORY_MIN_MIB}m"
+)
+SPARK_COUNT_MAX = 100_000
+SPARK_DEPLOY_MODES = ("client", "cluster")
+_SPARK_KEY = re.compile(r"^spark\.[A-Za-z0-9_.\-\[\]]+$")
+# Spark settings that become environment variables of the driver or of the executors: they show on
+# the spark-submit command line, in the Spark UI and in event logs.
+SPARK_ENV_PREFIXES = ("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.", "spark.executorEnv.")
+_CREDENTIAL_ENV = re.compile(
+    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN|PRIVATE_KEY|CREDENTIAL|^AWS_ACCESS_KEY_ID$|^SNOWFLAKE_)", re.IGNORECASE
+)
+# Spark and Hadoop settings that hold a secret themselves (spark.authenticate.secret,
+# spark.ssl.keyStorePassword, spark.hadoop.fs.s3a.secret.key ...); *.file settings name a file
+# instead, and Kubernetes secret references name a Kubernetes secret.
+_SECRET_REFERENCE = re.compile(r"^spark\.kubernetes\.(driver|executor)\.(secretKeyRef|secrets)\.")
+_CREDENTIAL_SETTING = re.compile(
+    r"(password|passphrase|secret\.key|access\.key|session\.token|\.secret$|\.token$)", re.IGNORECASE
+)
+
+
+def spark_memory_mib(value: str) -> float:
+    """The MiB of a Spark size with a unit (``512m``, ``2g``); :class:`ValueError` with the rule if it is none."""
+    match = _SPARK_SIZE.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(SPARK_SIZE_RULE)
+    return int(match.group(1)) * _SIZE_MIB[match.group(2)[0].lower()]
+
+
+def _spark_memory(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if spark_memory_mib(value) < SPARK_MEMORY_MIN_MIB:
+        raise ValueError(f"{SPARK_SIZE_RULE}: Spark refuses less")
+    return value.strip().lower()
+
+
+def _spark_count(value: Any) -> int:
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+        raise ValueError(f"must be a whole number from 1 to {SPARK_COUNT_MAX}")
+    number = int(value)
+    if not 1 <= number <= SPARK_COUNT_MAX:
+        raise ValueError(f"must be a whole number from 1 to {SPARK_COUNT_MAX}")
+    return number
+
+
+def _spark_deploy_mode(value: Any) -> str:
+    mode = str(value).strip().lower()
+    if mode not in SPARK_DEPLOY_MODES:
+        raise ValueError(f"must be {' or '.join(SPARK_DEPLOY_MODES)}")
+    return mode
+
+
+def _spark_python(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n\r\0"):
+        raise ValueError("must be the path (or command name) of a Python interpreter")
+    return value.strip()
+
+
+def _spark_queue(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
+        raise ValueError("must be the name of a YARN queue, e.g. 'default' or 'root.ingest'")
+    return value.strip()
+
+
+def _spark_conf_value(value: Any) -> str:
+    """A ``--conf`` value as Spark reads it: YAML's true/false as Spark writes booleans."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# Typed fields of the spark section, the Spark setting each stands for, and its check.
+_SPARK_TYPED: dict[str, tuple[str, Any]] = {
+    "deploy_mode": ("spark.submit.deployMode", _spark_deploy_mode),
+    "executor_memory": ("spark.executor.memory", _spark_memory),
+    "driver_memory": ("spark.driver.memory", _spark_memory),
+    "executor_cores": ("spark.executor.cores", _spark_count),
+    "total_executor_cores": ("spark.cores.max", _spark_count),
+    "num_executors": ("spark.executor.instances", _spark_count),
+    "pyspark_python": ("spark.pyspark.python", _spark_python),
+    "pyspark_driver_python": ("spark.pyspark.driver.python", _spark_python),
+    "queue": ("spark.yarn.queue", _spark_queue),
+}
+
+
+def _spark_conf_problem(key: Any, value: Any) -> str | None:
+    """What is wrong with one ``conf`` entry, naming it; None when nothing is."""
+    if not isinstance(key, str) or not _SPARK_KEY.match(key):
+        return f"key {key!r} is not a Spark setting: keys start with 'spark.' (letters, digits, '_', '.', '-')"
+    for prefix in SPARK_ENV_PREFIXES:
+        if key.startswith(prefix) and _CREDENTIAL_ENV.search(key[len(prefix) :]):
+            return (
+                f"key {key!r} would put a credential into an environment variable through a Spark setting, which "
+                "shows on the spark-submit command line, in the Spark UI and in event logs (value not shown); "
+                "remove it: the job gets its credentials from the Airflow connections (docs/connections.md)"
+            )
+    if _CREDENTIAL_SETTING.search(key) and not key.lower().endswith("file") and not _SECRET_REFERENCE.match(key):
+        return (
+            f"key {key!r} holds a secret in a Spark setting, which shows on the spark-submit command line, in the "
+            "Spark UI and in event logs (value not shown); remove it and set it in the cluster's "
+            "spark-defaults.conf, or use the setting's *.file form where Spark has one"
+        )
+    if value is None or isinstance(value, (dict, list)):
+        return f"key {key!r}: the value must be a string, number or true/false (got {value!r})"
+    if any(c in str(value) for c in "\n\r\0"):
+        return f"key {key!r}: the value must be one line (got {value!r})"
+    typed = next((name for name, (setting, _) in _SPARK_TYPED.items() if setting == key), None)
+    if typed is not None:
+        try:
+            _SPARK_TYPED[typed][1](value)
+        except ValueError as err:
+            return f"key {key!r} {err} (got {value!r}); it is spark.{typed} of this section"
+    return None
+
+
+class SparkConfig(_Strict):
+    """spark-submit settings of the ingest job; the master is the Spark connection's (``connections.spark``).
+
+    The names are spark-submit's (and the Spark provider's ``SparkSubmitHook``'s).
+
+    :param deploy_mode: ``client`` (the driver runs on the Airflow worker) or ``cluster``; left out,
+        the Spark connection's ``deploy-mode`` extra decides.
+    :param conf: more ``--conf`` settings, ``spark.*`` keys to strings, numbers or true/false.
+        Never credentials: Spark settings show on the command line, in the Spark UI and in event
+        logs. A setting that one of the fields below stands for is written as that field.
+    :param executor_memory: ``--executor-memory`` (``spark.executor.memory``), e.g. ``2g``.
+    :param driver_memory: ``--driver-memory`` (``spark.driver.memory``).
+    :param executor_cores: ``--executor-cores`` (``spark.executor.cores``).
+    :param total_executor_cores: ``--total-executor-cores`` (``spark.cores.max``): the cores the
+        job takes on a standalone cluster, all free ones when left out. Set it when connectors
+        share a cluster, so that their jobs run side by side.
+    :param num_executors: ``--num-executors`` (``spark.executor.instances``), YARN and Kubernetes.
+    :param pyspark_python: the executors' Python (``spark.pyspark.python``); in client mode also
+        the driver's, unless ``pyspark_driver_python`` is set.
+    :param pyspark_driver_python: the driver's Python (``spark.pyspark.driver.python``).
+    :param queue: the YARN queue (``--queue``, ``spark.yarn.queue``).
+    """
+
+    deploy_mode: str | None = None
+    conf: dict[str, Any] = Field(default_factory=dict)
+    executor_memory: str | None = None
+    driver_memory: str | None = None
+    executor_cores: int | None = None
+    total_executor_cores: int | None = None
+    num_executors: int | None = None
+    pyspark_python: str | None = None
+    pyspark_driver_python: str | None = None
+    queue: str | None = None
+
+    @field_validator(*_SPARK_TYPED, mode="before")
+    @classmethod
+    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        assert info.field_name is not None
+        return _SPARK_TYPED[info.field_name][1](value)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _conf(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError("must be a mapping of spark.* settings to values")
+        problems = [problem for key, item in value.items() if (problem := _spark_conf_problem(key, item))]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return {key: _spark_conf_value(item) for key, item in value.items()}
+
+    @model_validator(mode="after")
+    def _one_place_per_setting(self) -> SparkConfig:
+        for name, (setting, _) in _SPARK_TYPED.items():
+            if getattr(self, name) is not None and setting in self.conf:
+                raise ValueError(
+                    f"spark.conf[{setting!r}] ({self.conf[setting]!r}) duplicates spark.{name} "
+                    f"({getattr(self, name)!r}): keep spark.{name} and remove {setting} from spark.conf"
+                )
+        return self
+
+    def spark_conf(self) -> dict[str, str]:
+        """``conf`` with the Pythons as the Spark settings they stand for: the hook's ``conf``."""
+        pythons = {
+            _SPARK_TYPED[name][0]: value
+            for name in ("pyspark_python", "pyspark_driver_python")
+            if (value := getattr(self, name)) is not None
+        }
+        return {**self.conf, **pythons}
+
+
 class ConnectorConfig(_Strict):
-    """Everything one connector needs: source stream, destination table, batching, connections."""
+    """Everything one connector needs: source stream, destination table, batching, connections, Spark."""
 
     connector_id: str
     source: SourceConfig
@@ -456,6 +653,7 @@ class ConnectorConfig(_Strict):
     batch: BatchConfig = BatchConfig()
     connections: ConnectionsConfig = ConnectionsConfig()
     snowflake: SnowflakeConfig | None = None
+    spark: SparkConfig = SparkConfig()
 
     @field_validator("connector_id")
     @classmethod

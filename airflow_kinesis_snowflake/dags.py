@@ -176,7 +176,7 @@ def build_provision_dag(config: ConnectorConfig) -> DAG:
 
 def build_ingest_dag(config: ConnectorConfig) -> DAG:
     """create_lease_table >> ingest, on the connector's schedule, one run at a time."""
-    src, dst, conns = config.source, config.destination, config.connections
+    src, dst, conns, spark = config.source, config.destination, config.connections, config.spark
     with DAG(
         dag_id=ingest_dag_id(config),
         description=f"Kinesis stream {src.stream_name} -> Snowflake {config.table_fqn}",
@@ -207,6 +207,14 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             region_name=src.region,
             snowflake_conn_id=conns.snowflake,
             spark_conn_id=conns.spark,
+            spark_conf=spark.spark_conf() or None,
+            deploy_mode=spark.deploy_mode,
+            executor_memory=spark.executor_memory,
+            driver_memory=spark.driver_memory,
+            executor_cores=spark.executor_cores,
+            total_executor_cores=spark.total_executor_cores,
+            num_executors=spark.num_executors,
+            yarn_queue=spark.queue,
             # The table's Asset (snowflake://<account>/<db>/<schema>/<table>) gets an event per batch
             # that loaded rows; the account is known once the Snowflake connection is read.
             outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],

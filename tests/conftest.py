@@ -21,6 +21,7 @@ from tests.emulators import Emulators, local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
 from tests.emulators.dag_runner import SERVER_ENV, dag_runner  # noqa: E402
 from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
+from tests.emulators.spark_cluster import SparkCluster, spark_cluster  # noqa: E402
 from tests.emulators.spark_env import spark_env  # noqa: E402
 
 
@@ -42,6 +43,13 @@ def iam_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
 def moto_without_simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
     """A moto server as the stock image runs it: no SimulatePrincipalPolicy, no IAM enforcement."""
     with stock_moto(tmp_path_factory.mktemp("moto-stock")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone master and one worker (2 cores, 1g) on loopback, started for the tests that use it."""
+    with spark_cluster(tmp_path_factory.mktemp("spark-cluster")) as running:
         yield running
 
 

@@ -50,6 +50,10 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``); its extras
         ``driver_identity`` and ``snowflake_connection_ref`` choose how the job gets its credentials.
     :param spark_conf: extra ``--conf`` settings for spark-submit (never credentials: they show).
+    :param deploy_mode: ``client`` or ``cluster``; None: the Spark connection's ``deploy-mode`` extra.
+    :param executor_memory: and ``driver_memory``, ``executor_cores``, ``total_executor_cores``
+        (``spark.cores.max``), ``num_executors``, ``yarn_queue``: the ``SparkSubmitHook`` arguments
+        of the same names (spark-submit's ``--executor-memory`` ...); None leaves them to Spark.
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables are not altered.
     :param pipe_definition: PIPE: the pipe's ``COPY INTO <database>.<schema>.<table> FROM (SELECT
@@ -96,6 +100,13 @@ class SparkKinesisIngestOperator(BaseOperator):
         snowflake_conn_id: str = "snowflake_default",
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
+        deploy_mode: str | None = None,
+        executor_memory: str | None = None,
+        driver_memory: str | None = None,
+        executor_cores: int | None = None,
+        total_executor_cores: int | None = None,
+        num_executors: int | None = None,
+        yarn_queue: str | None = None,
         application: str | None = None,
         destination_type: str = DestinationType.TABLE,
         pipe_definition: str | None = None,
@@ -125,6 +136,13 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.snowflake_conn_id = snowflake_conn_id
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
+        self.deploy_mode = deploy_mode
+        self.executor_memory = executor_memory
+        self.driver_memory = driver_memory
+        self.executor_cores = executor_cores
+        self.total_executor_cores = total_executor_cores
+        self.num_executors = num_executors
+        self.yarn_queue = yarn_queue
         self.application = application
         self.destination_type = destination_type
         self.pipe_definition = pipe_definition
@@ -136,7 +154,7 @@ class SparkKinesisIngestOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         # A Spark connection the job cannot run with (cluster deploy mode) fails before any lease is taken.
-        spark = self._spark_hook = KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf)
+        spark = self._spark_hook = self.build_spark_hook()
         spark.check_credential_delivery()
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
@@ -165,6 +183,20 @@ class SparkKinesisIngestOperator(BaseOperator):
             except Exception:  # the batch is committed: reporting it must not fail the task
                 self.log.warning("Could not report batch %s", outcome.result.batch_id, exc_info=True)
         return outcome.summary()
+
+    def build_spark_hook(self) -> KinesisJobSubmitHook:
+        """The spark-submit hook of the Spark connection, with this operator's Spark settings."""
+        return KinesisJobSubmitHook(
+            conn_id=self.spark_conn_id,
+            conf=self.spark_conf,
+            deploy_mode=self.deploy_mode,
+            executor_memory=self.executor_memory,
+            driver_memory=self.driver_memory,
+            executor_cores=self.executor_cores,
+            total_executor_cores=self.total_executor_cores,
+            num_executors=self.num_executors,
+            yarn_queue=self.yarn_queue,
+        )
 
     def _report(
         self, context: Context, outcome: BatchOutcome, destination: Destination, snowflake: KinesisSnowflakeHook
