@@ -13,12 +13,16 @@ Resharding, as on AWS:
 Faults (see faults.py), from the file named by ``MOTO_FAULTS_FILE``: ``{"operation": "GetRecords",
 "stream": "s", "error": "ExpiredIteratorException", "skip": 1, "times": 2}`` fails calls of that
 Kinesis operation on that stream with that AWS error code; a DynamoDB UpdateItem fault can kill
-the calling process, as a worker dying in the middle of a checkpoint.
+the calling process, as a worker dying in the middle of a checkpoint. ``{"operation": "GetRecords",
+"stream": "s", "hold_while": PATH}`` holds each GetRecords call on that stream while the file PATH
+exists (ten minutes at most): a reader kept at work until the test lets it go.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 from moto.core.exceptions import JsonRESTError
@@ -100,6 +104,17 @@ def _maybe_fail(operation: str, stream_name: str) -> None:
         raise JsonRESTError(fault["error"], f"injected {fault['error']} for {operation} on {stream_name}")
 
 
+def _hold(operation: str, stream_name: str) -> None:
+    gates = [
+        Path(f["hold_while"])
+        for f in _faults()
+        if f["operation"] == operation and f.get("stream") == stream_name and "hold_while" in f
+    ]
+    deadline = time.monotonic() + 600
+    while any(gate.exists() for gate in gates) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _moto_shard_end(stream_name: str) -> bool:
     """A fault ``{"operation": "GetRecords", "stream": s, "shard_end": "moto"}`` keeps moto's own
     behaviour at a closed shard's end (an iterator forever, no children) for that stream."""
@@ -156,6 +171,7 @@ def _stream_of_iterator(response: KinesisResponse) -> tuple[str, str, str]:
 
 def _get_records(self: KinesisResponse) -> ActionResult:
     stream_name, shard_id, _ = _stream_of_iterator(self)
+    _hold("GetRecords", stream_name)
     _maybe_fail("GetRecords", stream_name)
     limit = self._get_param("Limit")
     backend: KinesisBackend = self.kinesis_backend

@@ -110,20 +110,38 @@ def _wait_for_dag_row(env: dict[str, str], dag_id: str, timeout: float = 120) ->
 
 
 class _MasterWatch:
-    """Snapshots of the master's active applications, taken every 0.2 s while DAG runs go on."""
+    """Snapshots of the master's active applications, taken every 0.2 s while DAG runs go on.
 
-    def __init__(self, cluster: SparkCluster) -> None:
+    The readers of both connectors are held in GetRecords (the moto server's ``hold_while`` fault)
+    while ``gate`` exists: each application keeps its executor busy until the watch has seen both
+    applications running at once, then it removes the gate. Whether they ever run side by side
+    depends only on the cores the master gives them, not on how fast the machine is. Should they
+    never run together (one application holding every core), the gate goes after ``give_up``
+    seconds so that the runs end, and the test fails on what the snapshots show.
+    """
+
+    def __init__(self, cluster: SparkCluster, apps: list[str], gate: Path, give_up: float = 300) -> None:
         self.cluster = cluster
-        self.snapshots: list[list[dict[str, Any]]] = []
+        self.apps = apps
+        self.gate = gate
+        self.give_up = give_up
+        self.snapshots: list[dict[str, dict[str, Any]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _watch(self) -> None:
+        deadline = time.monotonic() + self.give_up
         while not self._stop.wait(0.2):
+            if time.monotonic() > deadline:
+                self.gate.unlink(missing_ok=True)
             try:
-                self.snapshots.append(self.cluster.master_state()["activeapps"])
+                active = self.cluster.master_state()["activeapps"]
             except (requests.RequestException, ValueError, KeyError):  # a slow answer is one snapshot fewer
                 continue
+            ours = {a["name"]: a for a in active if any(app in a["name"] for app in self.apps)}
+            self.snapshots.append(ours)
+            if len(ours) == len(self.apps) and all(a["state"] == "RUNNING" and a["cores"] >= 1 for a in ours.values()):
+                self.gate.unlink(missing_ok=True)
 
     def __enter__(self) -> _MasterWatch:
         self._thread.start()
@@ -132,14 +150,17 @@ class _MasterWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.gate.unlink(missing_ok=True)
 
 
 def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
     emulators: Emulators, dag_env: dict[str, str], spark_standalone: SparkCluster, tmp_path: Path
 ) -> None:
     runs: dict[str, tuple[Path, str, str, int]] = {}  # application -> (DAG file, ingest DAG id, table, records)
+    streams = []
     for name, records, shards in (("left", 240, 2), ("right", 180, 1)):
         stream, app = unique(f"cluster-{name}"), unique(f"cluster-{name}-app")
+        streams.append(stream)
         table = f"CLUSTER_{name.upper()}_" + app.split("-")[-1].upper()
         kinesis = create_stream(emulators, stream, shards=shards)
         create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0), NAME VARCHAR")
@@ -153,13 +174,22 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         **spark_standalone.job_env(),
         f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}": json.dumps(spark_standalone.spark_connection()),
     }
-    with _MasterWatch(spark_standalone) as watch, ThreadPoolExecutor(max_workers=2) as pool:
+    # Every GetRecords of both streams waits until the watch has seen both applications at work.
+    gate = tmp_path / "readers-held"
+    gate.touch()
+    emulators.inject_kinesis_faults(
+        [{"operation": "GetRecords", "stream": stream, "hold_while": str(gate)} for stream in streams]
+    )
+    with _MasterWatch(spark_standalone, list(runs), gate) as watch, ThreadPoolExecutor(max_workers=2) as pool:
         futures = {}
         for app, (dag_file, dag_id, _, _) in runs.items():
             futures[app] = pool.submit(run_dag, dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
             # The next run starts once this one's DAGs are in the database: no two runs insert one row at once.
             _wait_for_dag_row(env, dag_id)
-        procs = {app: future.result() for app, future in futures.items()}
+        try:
+            procs = {app: future.result() for app, future in futures.items()}
+        finally:
+            emulators.inject_kinesis_faults([])
     for app, proc in procs.items():
         assert proc.returncode == 0, f"{app}: {(proc.stdout + proc.stderr)[-4000:]}"
 
@@ -188,8 +218,14 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
     assert "kinesis_to_snowflake.py" in runs_log  # the drivers (client mode, spark.pyspark.python)
     assert "pyspark.worker" in runs_log  # the executors' Python workers
 
-    # Side by side: at one moment both applications held executors, one core each; never more.
-    ours = [{a["name"]: a for a in snapshot if any(app in a["name"] for app in runs)} for snapshot in watch.snapshots]
-    assert max(a["cores"] for snapshot in ours for a in snapshot.values()) == 1
-    together = [s for s in ours if len(s) == 2 and all(a["state"] == "RUNNING" and a["cores"] == 1 for a in s.values())]
-    assert together, f"the two applications never ran at once: {ours}"
+    # Side by side: at one moment both applications held executors, one core each; never more. Without
+    # spark.cores.max the first would take both cores, the second would wait for it (its readers held)
+    # and the watch would never see them together.
+    cores = [a["cores"] for snapshot in watch.snapshots for a in snapshot.values()]
+    assert cores and max(cores) == 1
+    together = [
+        snapshot
+        for snapshot in watch.snapshots
+        if len(snapshot) == 2 and all(a["state"] == "RUNNING" and a["cores"] == 1 for a in snapshot.values())
+    ]
+    assert together, f"the two applications never ran at once: {watch.snapshots}"
