@@ -19,6 +19,7 @@ from airflow.sdk.exceptions import AirflowException
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core.job import SNOWFLAKE_CONNECTION_REF_ARG, SNOWFLAKE_ENV
 from airflow_kinesis_snowflake.core.model import BatchResult
+from airflow_kinesis_snowflake.environment import check_spark_distribution
 from airflow_kinesis_snowflake.spark_jobs import kinesis_to_snowflake
 
 if TYPE_CHECKING:
@@ -182,8 +183,10 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :param name: the Spark application's name; the hook's own when None.
         :param py_files: ``--py-files`` of this submission; the hook's own when None.
         :raises AirflowException: in cluster deploy mode, or when spark-submit fails.
+        :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
         self.check_credential_delivery()
+        check_spark_distribution()  # before spark-submit: pyspark files of two Spark versions fail obscurely
         if self.driver_identity:
             assert self.snowflake_connection_ref is not None  # __init__ refuses driver_identity without it
             application_args = [*application_args, SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
@@ -235,7 +238,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+    def submit(self, application: str = "", **kwargs: Any) -> None:
         """Run spark-submit as ``SparkSubmitHook`` does; cluster deploy mode is refused."""
         self.check_credential_delivery()
-        return super().submit(application, **kwargs)
+        super().submit(application, **kwargs)
