@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit install clean check-java
+.PHONY: demo test lint typecheck unit install clean check-java lowest
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -14,6 +14,16 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet 'uv>=0.4'
 	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]' || $(PY) -m pip install --quiet -e '.[dev]'
+	@# One Spark distribution: the Apache Spark provider 6.x (installed here before it was bounded < 6) brought
+	@# pyspark-client, whose files overwrite pyspark's at another version. Remove it, then restore pyspark's files.
+	@if $(PY) -m pip show pyspark-client >/dev/null 2>&1; then \
+		version=$$($(PY) -c "import importlib.metadata as m; print(m.version('pyspark'))"); \
+		echo "Removing pyspark-client and reinstalling pyspark $$version"; \
+		$(PY) -m pip uninstall --quiet -y pyspark-client && \
+		{ $(VENV)/bin/uv pip install --quiet --python $(PY) --reinstall-package pyspark --no-deps "pyspark==$$version" || \
+		  $(PY) -m pip install --quiet --force-reinstall --no-deps "pyspark==$$version"; }; \
+	fi
+	$(PY) -m airflow_kinesis_snowflake.environment
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,6 +46,11 @@ unit: install
 
 test: install check-java lint typecheck
 	$(VENV)/bin/pytest -q -n auto --dist worksteal
+
+# Airflow and the three providers at the lowest versions pyproject.toml allows, in a fresh venv: the unit
+# tests and one ingest DAG test (scripts/lowest-versions.sh; several minutes, so not part of make test).
+lowest: install check-java
+	UV=$(CURDIR)/$(VENV)/bin/uv scripts/lowest-versions.sh
 
 clean:
 	rm -rf .demo .test-work .pytest_cache .mypy_cache .ruff_cache

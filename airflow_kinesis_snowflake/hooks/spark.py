@@ -37,6 +37,7 @@ from airflow_kinesis_snowflake.core.job import (
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
+from airflow_kinesis_snowflake.environment import check_spark_distribution
 from airflow_kinesis_snowflake.spark_jobs import kinesis_to_snowflake
 
 if TYPE_CHECKING:
@@ -261,9 +262,12 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :param snowflake: see :meth:`job_environment`.
         :param name: the Spark application's name; the hook's own when None.
         :param py_files: ``--py-files`` of this submission; the hook's own when None.
-        :raises AirflowException: in cluster deploy mode, or when spark-submit fails.
+        :raises AirflowException: when the deploy mode cannot work (:meth:`check_credential_delivery`), or when
+            spark-submit fails.
+        :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
         self.check_credential_delivery()
+        check_spark_distribution()  # before spark-submit: pyspark files of two Spark versions fail obscurely
         if self.driver_identity:
             assert self.snowflake_connection_ref is not None  # __init__ refuses driver_identity without it
             application_args = [*application_args, SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
