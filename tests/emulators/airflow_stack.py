@@ -172,6 +172,11 @@ class AirflowStack:
         answer = self.api("GET", f"dags/{dag_id}/dagRuns", order_by="id", limit=100)
         return list(answer["dag_runs"])
 
+    def task_instances(self, dag_id: str, run_id: str = "~", **params: Any) -> list[dict[str, Any]]:
+        """The task instances of a run (of every run with ``~``), filtered by ``params`` (e.g. ``state=[...]``)."""
+        answer = self.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances", limit=100, **params)
+        return list(answer["task_instances"])
+
     def wait_for_dags(self, dag_ids: list[str], timeout: float = 300) -> None:
         """Wait until the dag-processor has stored every DAG of ``dag_ids``."""
 
@@ -199,7 +204,7 @@ class AirflowStack:
         assert run["state"] == "success", f"{dag_id}/{run_id} ended {run['state']}:\n{self.task_logs(dag_id, run_id)}"
 
     def wait(self, done: Callable[[], bool], timeout: float, what: Callable[[], str], interval: float = 2) -> None:
-        """Poll ``done`` until it holds; after ``timeout`` seconds fail with ``what()`` (a deadline, no timing check)."""
+        """Poll ``done`` until it holds; after ``timeout`` seconds fail with ``what()`` (a deadline, not a check)."""
         deadline = time.monotonic() + timeout
         while not done():
             for p in self.processes:
