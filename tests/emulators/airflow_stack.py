@@ -139,11 +139,11 @@ class AirflowStack:
         assert response.status_code == 201, f"POST /auth/token: {response.status_code} {response.text}"
         return str(response.json()["access_token"])
 
-    def api(self, method: str, path: str, body: Mapping[str, Any] | None = None, **params: Any) -> Any:
-        """``method`` ``/api/v2/<path>`` with the bearer token; the JSON answer (an error names the call)."""
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, **params: Any) -> Any:
+        """``method`` ``/api/v2/<path>`` with the bearer token; the response, whatever its status."""
         if self._token is None:
             self._token = self.token()
-        response = requests.request(
+        return requests.request(
             method,
             f"{self.api_url}/api/v2/{path}",
             json=body,
@@ -151,6 +151,10 @@ class AirflowStack:
             headers={"Authorization": f"Bearer {self._token}"},
             timeout=60,
         )
+
+    def api(self, method: str, path: str, body: Mapping[str, Any] | None = None, **params: Any) -> Any:
+        """``method`` ``/api/v2/<path>`` with the bearer token; the JSON answer (an error names the call)."""
+        response = self.request(method, path, body, **params)
         assert response.ok, f"{method} /api/v2/{path}: {response.status_code} {response.text}"
         return response.json()
 

@@ -54,9 +54,12 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         # New DAGs are paused (dags_are_paused_at_creation): a run triggered now would stay queued.
         assert all(stack.api("GET", f"dags/{dag_id}")["is_paused"] for dag_id in (provision, ingest, reset))
 
-        # Provisioning, triggered: the table the ingest loads into.
+        # Provisioning (the table the ingest loads into), triggered while paused: the run is queued,
+        # and starts once the DAG is unpaused.
+        provisioning = stack.trigger(provision)
+        assert stack.run(provision, provisioning)["state"] == "queued"
         stack.set_paused(provision, False)
-        stack.assert_succeeded(provision, stack.trigger(provision))
+        stack.assert_succeeded(provision, provisioning)
         assert ids() == Counter()
 
         # The schedule (every minute) runs the ingest DAG once it is unpaused; records arrive before
@@ -96,6 +99,11 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         generations_before = query(emulators, generations_sql)
         generation = read_marks(dynamodb, app).generation_id  # type: ignore[union-attr]
         conf: dict[str, Any] = {"mode": "delete_table", "initial_position": "TRIM_HORIZON"}
+
+        # A conf the reset's form refuses is refused by the API, and no run is created.
+        refused = stack.request("POST", f"dags/{reset}/dagRuns", {"logical_date": None, "conf": {"mode": "wipe"}})
+        assert refused.status_code == 400 and "wipe" in refused.text, refused.text
+        assert stack.runs(reset) == []
 
         # A dry run (the default) reports the plan and changes nothing: not DynamoDB, not Snowflake.
         dry_run = stack.trigger(reset, conf)
