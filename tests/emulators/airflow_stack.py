@@ -193,7 +193,7 @@ class AirflowStack:
     def import_errors(self) -> list[Any]:
         return list(self.api("GET", "importErrors")["import_errors"])
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 600) -> dict[str, Any]:
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 300) -> dict[str, Any]:
         """Wait until the run has ended; the run (its ``state`` is ``success`` or ``failed``)."""
         self.wait(
             lambda: self.run(dag_id, run_id)["state"] in TERMINAL_STATES,
@@ -202,7 +202,7 @@ class AirflowStack:
         )
         return self.run(dag_id, run_id)
 
-    def assert_succeeded(self, dag_id: str, run_id: str, timeout: float = 600) -> None:
+    def assert_succeeded(self, dag_id: str, run_id: str, timeout: float = 300) -> None:
         """Wait for the run; fail with its task logs unless it succeeded."""
         run = self.wait_for_run(dag_id, run_id, timeout)
         assert run["state"] == "success", f"{dag_id}/{run_id} ended {run['state']}:\n{self.task_logs(dag_id, run_id)}"
@@ -259,6 +259,7 @@ class AirflowStack:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_end_with_parent,
         )
         self.processes.append(_Process(name, process, log_path, log))
 
@@ -304,6 +305,14 @@ class AirflowStack:
                 if os.getpgid(proc.pid) in groups and proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(f"{_describe(proc)} (pid {proc.pid})")
         return found
+
+
+def _end_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies (a test run killed outright)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _describe(process: psutil.Process) -> str:

@@ -68,18 +68,18 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         # whose next task had not started stays running, that task unscheduled while the DAG is paused.
         put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(40)])
         stack.set_paused(ingest, False)
-        stack.wait(lambda: ids() == Counter(range(40)), 600, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}", 5)
+        stack.wait(lambda: ids() == Counter(range(40)), 420, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}", 5)
         put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(40, 70)])
 
         def loaded_by_two_runs() -> bool:
             succeeded = [r for r in ingest_runs() if r["state"] == "success"]
             return len(succeeded) >= 2 and set(ids()) == set(range(70))
 
-        stack.wait(loaded_by_two_runs, 600, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}", 5)
+        stack.wait(loaded_by_two_runs, 420, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}", 5)
         stack.set_paused(ingest, True)
         stack.wait(
             lambda: not stack.task_instances(ingest, state=list(ACTIVE_STATES)),
-            600,
+            300,
             lambda: f"tasks still active: {stack.task_instances(ingest, state=list(ACTIVE_STATES))}",
         )
 
