@@ -116,7 +116,8 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         # For real: the lease table is deleted and created again with a new generation, every shard
         # at TRIM_HORIZON without a checkpoint; the checkpoints it held are in the backup.
         stack.assert_succeeded(reset, stack.trigger(reset, {**conf, "dry_run": False, "confirm": app}))
-        assert read_marks(dynamodb, app).generation_id not in (None, generation)  # type: ignore[union-attr]
+        new_generation = read_marks(dynamodb, app).generation_id  # type: ignore[union-attr]
+        assert new_generation not in (None, generation)
         leases = LeaseTable(dynamodb, app).leases()
         assert set(leases) == set(shard_tips(kinesis, stream))
         assert {(lease.start.position, lease.checkpoint) for lease in leases.values()} == {
@@ -127,7 +128,9 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         assert {shard: c["sequence_number"] for shard, c in saved.items() if c} == shard_tips(kinesis, stream)
         # Snowflake: the table as it was; the new generation recorded next to the ledger.
         assert query(emulators, f"SELECT * FROM {fqn} ORDER BY ID") == rows_before
-        assert len(query(emulators, generations_sql)) > len(generations_before)
+        generations = query(emulators, generations_sql)
+        assert generations[: len(generations_before)] == generations_before
+        assert new_generation in {row[1] for row in generations[len(generations_before) :]}
 
     # Shut down: SIGTERM is enough for every process, and nothing the stack started is left.
     assert stack.stop() == []
