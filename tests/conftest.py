@@ -19,6 +19,7 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from tests.emulators import Emulators, local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
+from tests.emulators.airflow_stack import AirflowStack, airflow_stack  # noqa: E402
 from tests.emulators.dag_runner import SERVER_ENV, dag_runner  # noqa: E402
 from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
 from tests.emulators.spark_cluster import SparkCluster, spark_cluster  # noqa: E402
@@ -74,6 +75,36 @@ def dag_env(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory) -> I
     migrate(env)
     with dag_runner(env, home / "dag-runner.log") as address:
         yield {**env, SERVER_ENV: address}
+
+
+@pytest.fixture
+def real_airflow(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    """A real Airflow beside the emulators: api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite.
+
+    Its DAGs folder holds the project's DAG file and, as its connector file, connector ``orders``
+    reading a new two-shard stream from TRIM_HORIZON into a new table ANALYTICS.RAW.SCHED_<id>
+    (ID, NAME) every minute, with no retries. Its processes get the emulators' connections and the
+    tests' Spark settings (``local[2]``, class-data archives) as environment variables. See
+    tests/emulators/airflow_stack.py.
+    """
+    stream, app = unique("sched"), unique("sched-app")
+    create_stream(emulators, stream, shards=2)
+    connector = {
+        "connector_id": "orders",
+        "source": {
+            "stream_name": stream,
+            "region": "us-east-1",
+            "application_name": app,
+            "initial_position": "TRIM_HORIZON",
+            "iam_check": "off",
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": "SCHED_" + app.split("-")[-1].upper()},
+        "snowflake": {"columns": {"ID": "NUMBER(38,0)", "NAME": "VARCHAR"}},
+        "batch": {"schedule": "* * * * *", "retries": 0},
+    }
+    work_dir = tmp_path_factory.mktemp("real-airflow")
+    with airflow_stack(work_dir, connector, {**emulators.airflow_env(), **spark_env()}) as stack:
+        yield stack
 
 
 def unique(prefix: str) -> str:
