@@ -643,6 +643,12 @@ class SparkConfig(_Strict):
         }
         return {**self.conf, **pythons}
 
+    def submit_arguments(self) -> dict[str, Any]:
+        """The fields set, as the ``SparkSubmitHook`` arguments they are (``queue`` is ``yarn_queue``)."""
+        names = ("deploy_mode", "executor_memory", "driver_memory", "executor_cores", "total_executor_cores")
+        given = {name: value for name in (*names, "num_executors") if (value := getattr(self, name)) is not None}
+        return {**given, **({"yarn_queue": self.queue} if self.queue is not None else {})}
+
 
 class ConnectorConfig(_Strict):
     """Everything one connector needs: source stream, destination table, batching, connections, Spark."""

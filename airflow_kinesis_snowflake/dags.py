@@ -208,13 +208,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             snowflake_conn_id=conns.snowflake,
             spark_conn_id=conns.spark,
             spark_conf=spark.spark_conf() or None,
-            deploy_mode=spark.deploy_mode,
-            executor_memory=spark.executor_memory,
-            driver_memory=spark.driver_memory,
-            executor_cores=spark.executor_cores,
-            total_executor_cores=spark.total_executor_cores,
-            num_executors=spark.num_executors,
-            yarn_queue=spark.queue,
+            spark_submit=spark.submit_arguments(),
             # The table's Asset (snowflake://<account>/<db>/<schema>/<table>) gets an event per batch
             # that loaded rows; the account is known once the Snowflake connection is read.
             outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],

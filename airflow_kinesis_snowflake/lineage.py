@@ -97,6 +97,34 @@ def batch_asset_event(
     return table_asset(account, destination, region), extra
 
 
+def add_batch_asset_events(
+    outlet_events: Any,
+    aliases: list[Any],
+    account_and_region: tuple[str | None, str | None],
+    destination: Destination,
+    outcome: BatchOutcome,
+    stream_name: str,
+) -> None:
+    """Add the event of a batch that loaded rows to the destination table's Asset, through each alias.
+
+    :param outlet_events: the task context's ``outlet_events``.
+    :param aliases: the task's ``AssetAlias`` outlets.
+    :param account_and_region: the Snowflake connection's account and region; no event without an account.
+    """
+    assert outcome.result is not None
+    table = f"{destination.database}.{destination.schema}.{destination.table}"
+    account, region = account_and_region
+    if not account:
+        log.warning("The Snowflake connection names no account: no Asset event for %s", table)
+        return
+    asset, extra = batch_asset_event(
+        account, region, destination, outcome.result, stream_name, outcome.application_name
+    )
+    for alias in aliases:
+        outlet_events[alias].add(asset, extra=extra)
+    log.info("Asset event for %s: %s", asset.uri, extra)
+
+
 def table_name(database: str, schema: str, table: str) -> str:
     # The operator loads into the upper-cased names (Snowflake's unquoted identifiers).
     return f"{database.upper()}.{schema.upper()}.{table.upper()}"

@@ -58,6 +58,16 @@ STANDALONE_PYTHON_CLUSTER = (
 )
 # Settings that make spark-submit return before the application finished; the outcome is read then.
 DETACHING_CONF = ("spark.yarn.submit.waitAppCompletion", "spark.kubernetes.submission.waitAppCompletion")
+# The SparkSubmitHook arguments a connector's ``spark:`` section sets, besides ``conf``.
+SPARK_SUBMIT_ARGUMENTS = (
+    "deploy_mode",
+    "executor_memory",
+    "driver_memory",
+    "executor_cores",
+    "total_executor_cores",
+    "num_executors",
+    "yarn_queue",
+)
 # Spark connection extra naming the Secrets Manager secret that holds the Snowflake connection. Its
 # name must not contain a word Airflow's secret masker treats as sensitive ("secret", "token" ...):
 # the value, a secret's name, would be masked in every log line and message that names it.

@@ -16,17 +16,16 @@ from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SPARK_SUBMIT_ARGUMENTS, KinesisJobSubmitHook
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 
 
 class SparkKinesisIngestOperator(BaseOperator):
     """Load the next micro-batch of a Kinesis stream into a Snowflake table, exactly once.
 
-    Runs :func:`~airflow_kinesis_snowflake.core.batch.run_batch` (its module tells the protocol and
-    why a crash at any step loses nothing and loads nothing twice), loading with the Spark job through
-    :class:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook`, which keeps credentials off
-    the command line, Spark settings and logs, and refuses a deploy mode the job cannot run in (``docs/spark.md``).
+    Runs :func:`~airflow_kinesis_snowflake.core.batch.run_batch` (its module tells why a crash at any
+    step loses nothing and loads nothing twice) with the Spark job of :class:`~.KinesisJobSubmitHook`,
+    which keeps credentials off the command line, Spark settings and logs (``docs/spark.md``).
 
     :param stream_name: the Kinesis data stream.
     :param application_name: names the lease table; ingestions sharing it share progress. After a
@@ -42,25 +41,21 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param max_records_per_call: ``Limit`` of each GetRecords call (1..10000).
     :param max_records_per_shard: cap on records read from one shard in one batch.
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
-    :param lease_duration_seconds: failover time: a lease not renewed for this long (its worker
-        stopped) may be taken by another worker. Held leases are renewed every third of it.
+    :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
+        another worker; held leases are renewed every third of it.
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
     :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``); its extras
         ``driver_identity`` and ``snowflake_connection_ref`` choose how the job gets its credentials.
-    :param spark_conf: extra ``--conf`` settings for spark-submit (never credentials: they show).
-    :param deploy_mode: ``client`` or ``cluster``; None: the Spark connection's ``deploy-mode`` extra.
-    :param executor_memory: and ``driver_memory``, ``executor_cores``, ``total_executor_cores``
-        (``spark.cores.max``), ``num_executors``, ``yarn_queue``: the ``SparkSubmitHook`` arguments
-        of the same names (spark-submit's ``--executor-memory`` ...); None leaves them to Spark.
+    :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
+    :param spark_submit: more ``SparkSubmitHook`` arguments (``deploy_mode``, ``executor_memory``
+        ...: :data:`~.SPARK_SUBMIT_ARGUMENTS`); Spark's defaults and the connection's for the others.
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables are not altered.
-    :param pipe_definition: PIPE: the pipe's ``COPY INTO <database>.<schema>.<table> FROM (SELECT
-        ... FROM ...)``. Each batch runs it over its own staged records (JSON lines, ``$1`` is the
-        record with its ``KINESISMETADATA``) in the transaction that moves the ledger.
-    :param schema_evolution: add columns for new keys and drop NOT NULL where records lack a value;
-        None follows the table's ``ENABLE_SCHEMA_EVOLUTION``.
+    :param pipe_definition: PIPE: the pipe's ``COPY INTO <table> FROM (SELECT ... FROM ...)``, run by
+        each batch over its staged records (JSON lines, ``$1`` the record with its ``KINESISMETADATA``).
+    :param schema_evolution: add columns for new keys, drop NOT NULL; None: ``ENABLE_SCHEMA_EVOLUTION``.
     :param on_unknown_key: IGNORE or FAIL: what a key with no column that gets none does.
     :param connector_id: recorded in the lease table and named in refusals; the DAG id by default.
     """
@@ -100,13 +95,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         snowflake_conn_id: str = "snowflake_default",
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
-        deploy_mode: str | None = None,
-        executor_memory: str | None = None,
-        driver_memory: str | None = None,
-        executor_cores: int | None = None,
-        total_executor_cores: int | None = None,
-        num_executors: int | None = None,
-        yarn_queue: str | None = None,
+        spark_submit: dict[str, Any] | None = None,
         application: str | None = None,
         destination_type: str = DestinationType.TABLE,
         pipe_definition: str | None = None,
@@ -136,13 +125,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.snowflake_conn_id = snowflake_conn_id
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
-        self.deploy_mode = deploy_mode
-        self.executor_memory = executor_memory
-        self.driver_memory = driver_memory
-        self.executor_cores = executor_cores
-        self.total_executor_cores = total_executor_cores
-        self.num_executors = num_executors
-        self.yarn_queue = yarn_queue
+        if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
+            raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
+        self.spark_submit = dict(spark_submit or {})
         self.application = application
         self.destination_type = destination_type
         self.pipe_definition = pipe_definition
@@ -153,9 +138,8 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
-        # A Spark connection the job cannot run with (cluster deploy mode) fails before any lease is taken.
         spark = self._spark_hook = self.build_spark_hook()
-        spark.check_credential_delivery()
+        spark.check_credential_delivery()  # a deploy mode the job cannot run in fails before any lease is taken
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         # The batch settings are this operator's (rendered) arguments of the same names.
@@ -186,40 +170,24 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
         """The spark-submit hook of the Spark connection, with this operator's Spark settings."""
-        return KinesisJobSubmitHook(
-            conn_id=self.spark_conn_id,
-            conf=self.spark_conf,
-            deploy_mode=self.deploy_mode,
-            executor_memory=self.executor_memory,
-            driver_memory=self.driver_memory,
-            executor_cores=self.executor_cores,
-            total_executor_cores=self.total_executor_cores,
-            num_executors=self.num_executors,
-            yarn_queue=self.yarn_queue,
-        )
+        return KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf, **self.spark_submit)
 
     def _report(
         self, context: Context, outcome: BatchOutcome, destination: Destination, snowflake: KinesisSnowflakeHook
     ) -> None:
         """Metrics of the batch, and an event of the table's Asset when rows landed in it."""
-        from airflow_kinesis_snowflake.lineage import batch_asset_event  # not loaded before it is needed
+        from airflow_kinesis_snowflake.lineage import add_batch_asset_events  # not loaded before it is needed
 
-        result, application = outcome.result, outcome.application_name
-        assert result is not None
+        assert outcome.result is not None
         table = f"{destination.database}.{destination.schema}.{destination.table}"
-        figures = BatchFigures.from_result(result)
-        emit_batch_metrics(figures, application_name=application, stream_name=self.stream_name, table=table)
-        account, region = snowflake.account_and_region()
+        figures = BatchFigures.from_result(outcome.result)
+        emit_batch_metrics(
+            figures, application_name=outcome.application_name, stream_name=self.stream_name, table=table
+        )
         aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
-        if not aliases or not result.rows_loaded:
-            return
-        if not account:
-            self.log.warning("The Snowflake connection names no account: no Asset event for %s", table)
-            return
-        asset, extra = batch_asset_event(account, region, destination, result, self.stream_name, application)
-        for alias in aliases:
-            context["outlet_events"][alias].add(asset, extra=extra)
-        self.log.info("Asset event for %s: %s", asset.uri, extra)
+        if aliases and outcome.result.rows_loaded:
+            where = snowflake.account_and_region()
+            add_batch_asset_events(context["outlet_events"], aliases, where, destination, outcome, self.stream_name)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import ingest_lineage

@@ -112,3 +112,22 @@ def test_template_fields_are_exactly_the_run_time_values() -> None:
         "spark_conn_id",
         "spark_conf",
     )
+
+
+def test_an_unknown_spark_submit_argument_is_refused_naming_it_and_those_allowed() -> None:
+    with pytest.raises(ValueError, match=r"spark_submit: executor_mem not among deploy_mode, executor_memory"):
+        SparkKinesisIngestOperator(
+            task_id="ingest",
+            stream_name="s",
+            application_name="app",
+            database="d",
+            schema="s",
+            table="t",
+            spark_submit={"executor_mem": "2g"},
+        )
+
+
+def test_the_section_gives_the_hook_only_the_arguments_it_sets(tmp_path: Path) -> None:
+    task = _ingest_task(tmp_path, {"executor_memory": "2g", "queue": "ingest"})
+    assert task.spark_submit == {"executor_memory": "2g", "yarn_queue": "ingest"}
+    assert _ingest_task(tmp_path, None).spark_submit == {}
