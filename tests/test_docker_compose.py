@@ -278,6 +278,9 @@ def test_airflow_dockerfile_installs_the_project() -> None:
             *sources, _ = [a for a in rest.split() if not a.startswith("--")]
             copied.extend(s.rstrip("/") for s in sources)
     assert {"pyproject.toml", "README.md", "airflow_kinesis_snowflake"} <= set(copied)
+    # The files the package metadata names (the readme, the license) are in the image's build of it.
+    metadata_files = {pyproject()["readme"], *pyproject()["license-files"]}
+    assert metadata_files <= set(copied), f"the image builds the package without {metadata_files - set(copied)}"
     for source in copied:
         assert (REPO_ROOT / source).exists(), f"COPY source {source} is not in the build context"
 
