@@ -150,6 +150,8 @@ def _attend(conn: socket.socket, server_env: dict[str, str]) -> dict[str, Any]:
         os._exit(0)
     reason = incompatible(server_env, request)
     if reason is not None or len(fds) != 3:
+        # Told in the server's log: a declined run costs a cold start of Airflow in the run_dag process.
+        print(f"declined {request.get('argv')}: {reason or 'no standard streams'}", file=sys.stderr, flush=True)
         _send(conn, {"declined": reason or "no standard streams"})
         os._exit(0)
     pid = os.fork()
