@@ -459,19 +459,34 @@ SPARK_SIZE_RULE = (
 )
 SPARK_COUNT_MAX = 100_000
 SPARK_DEPLOY_MODES = ("client", "cluster")
+# The SparkSubmitHook arguments a connector's ``spark:`` section sets besides ``conf`` (``queue`` is ``yarn_queue``).
+SPARK_SUBMIT_ARGUMENTS = (
+    "deploy_mode",
+    "executor_memory",
+    "driver_memory",
+    "executor_cores",
+    "total_executor_cores",
+    "num_executors",
+    "yarn_queue",
+)
 _SPARK_KEY = re.compile(r"^spark\.[A-Za-z0-9_.\-\[\]]+$")
 # Spark settings that become environment variables of the driver or of the executors: they show on
 # the spark-submit command line, in the Spark UI and in event logs.
 SPARK_ENV_PREFIXES = ("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.", "spark.executorEnv.")
+# AWS_ENDPOINT_URL_* name endpoints (a Secrets Manager VPC endpoint), not secrets.
 _CREDENTIAL_ENV = re.compile(
-    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN|PRIVATE_KEY|CREDENTIAL|^AWS_ACCESS_KEY_ID$|^SNOWFLAKE_)", re.IGNORECASE
+    r"^(?!AWS_ENDPOINT_URL_).*(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN|PRIVATE_KEY|CREDENTIAL|^AWS_ACCESS_KEY_ID$"
+    r"|^SNOWFLAKE_)",
+    re.IGNORECASE,
 )
 # Spark and Hadoop settings that hold a secret themselves (spark.authenticate.secret,
 # spark.ssl.keyStorePassword, spark.hadoop.fs.s3a.secret.key ...); *.file settings name a file
 # instead, and Kubernetes secret references name a Kubernetes secret.
 _SECRET_REFERENCE = re.compile(r"^spark\.kubernetes\.(driver|executor)\.(secretKeyRef|secrets)\.")
 _CREDENTIAL_SETTING = re.compile(
-    r"(password|passphrase|secret\.key|access\.key|session\.token|\.secret$|\.token$)", re.IGNORECASE
+    r"(password|passphrase|secret\.key|access\.key|account\.key|private\.key|encryption\.key|session\.token"
+    r"|\.sas\.|\.secret$|token$)",
+    re.IGNORECASE,
 )
 
 
@@ -538,6 +553,20 @@ _SPARK_TYPED: dict[str, tuple[str, Any]] = {
     "pyspark_driver_python": ("spark.pyspark.driver.python", _spark_python),
     "queue": ("spark.yarn.queue", _spark_queue),
 }
+
+
+def spark_conf_problems(conf: dict[str, Any]) -> list[str]:
+    """What is wrong with the entries of a ``conf`` map (credentials, keys, values), one line each."""
+    return [problem for key, item in conf.items() if (problem := _spark_conf_problem(key, item))]
+
+
+def check_spark_conf(conf: dict[str, Any], where: str) -> None:
+    """Refuse a ``conf`` map with a problem (:func:`spark_conf_problems`); ``where`` starts the message.
+
+    :raises ValueError: naming each wrong entry (never a value that may be a secret).
+    """
+    if problems := spark_conf_problems(conf):
+        raise ValueError(f"{where}: {'; '.join(problems)}")
 
 
 def _spark_conf_problem(key: Any, value: Any) -> str | None:
@@ -619,7 +648,7 @@ class SparkConfig(_Strict):
             return {}
         if not isinstance(value, dict):
             raise ValueError("must be a mapping of spark.* settings to values")
-        problems = [problem for key, item in value.items() if (problem := _spark_conf_problem(key, item))]
+        problems = spark_conf_problems(value)
         if problems:
             raise ValueError("; ".join(problems))
         return {key: _spark_conf_value(item) for key, item in value.items()}
@@ -644,10 +673,9 @@ class SparkConfig(_Strict):
         return {**self.conf, **pythons}
 
     def submit_arguments(self) -> dict[str, Any]:
-        """The fields set, as the ``SparkSubmitHook`` arguments they are (``queue`` is ``yarn_queue``)."""
-        names = ("deploy_mode", "executor_memory", "driver_memory", "executor_cores", "total_executor_cores")
-        given = {name: value for name in (*names, "num_executors") if (value := getattr(self, name)) is not None}
-        return {**given, **({"yarn_queue": self.queue} if self.queue is not None else {})}
+        """The fields set, as the ``SparkSubmitHook`` arguments they are (:data:`SPARK_SUBMIT_ARGUMENTS`)."""
+        fields = {argument: ("queue" if argument == "yarn_queue" else argument) for argument in SPARK_SUBMIT_ARGUMENTS}
+        return {argument: value for argument, field in fields.items() if (value := getattr(self, field)) is not None}
 
 
 class ConnectorConfig(_Strict):

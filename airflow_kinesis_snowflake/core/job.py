@@ -406,7 +406,7 @@ def commit(
         sink = SnowflakeSink(conn, plan.destination, pipe_definition=plan.pipe_definition)
         if not ends:
             result = outcome(CommitResult(rows_loaded=0, failures_loaded=0), committed=False)
-            sink.record_outcome(key, result)
+            sink.record_outcome_alone(key, result)
             return result
         sink.commit_batch(
             application_name=plan.application_name,

@@ -58,16 +58,6 @@ STANDALONE_PYTHON_CLUSTER = (
 )
 # Settings that make spark-submit return before the application finished; the outcome is read then.
 DETACHING_CONF = ("spark.yarn.submit.waitAppCompletion", "spark.kubernetes.submission.waitAppCompletion")
-# The SparkSubmitHook arguments a connector's ``spark:`` section sets, besides ``conf``.
-SPARK_SUBMIT_ARGUMENTS = (
-    "deploy_mode",
-    "executor_memory",
-    "driver_memory",
-    "executor_cores",
-    "total_executor_cores",
-    "num_executors",
-    "yarn_queue",
-)
 # Spark connection extra naming the Secrets Manager secret that holds the Snowflake connection. Its
 # name must not contain a word Airflow's secret masker treats as sensitive ("secret", "token" ...):
 # the value, a secret's name, would be masked in every log line and message that names it.
@@ -159,7 +149,6 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             # --deploy-mode and, in cluster mode only, finds the YARN application or Kubernetes
             # driver pod in spark-submit's output, to check its exit code and to kill it (on_kill).
             self._connection["deploy_mode"] = CLUSTER
-            self._is_yarn_cluster_mode = self._is_yarn
             self._should_track_driver_status = self._resolve_should_track_driver_status()
         self._plan_argument: str | None = None
         self._plan_label = ""
@@ -181,6 +170,17 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         """``client`` or ``cluster``: the connection's ``deploy-mode``, else ``spark.submit.deployMode``."""
         mode = self._connection["deploy_mode"] or self._conf.get("spark.submit.deployMode") or CLIENT
         return str(mode).strip().lower()
+
+    def check_submission(self) -> None:
+        """Everything that refuses a submission, before any side effect: the deploy mode and how
+        credentials reach the driver (:meth:`check_credential_delivery`), and one Spark version in
+        this environment (:func:`~airflow_kinesis_snowflake.environment.check_spark_distribution`).
+
+        :raises AirflowException: see :meth:`check_credential_delivery`.
+        :raises SparkDistributionError: when pyspark's files come from two Spark versions.
+        """
+        self.check_credential_delivery()
+        check_spark_distribution()
 
     def check_credential_delivery(self) -> None:
         """Refuse a submission the job cannot run with, saying what to use; before any side effect.
@@ -276,8 +276,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             spark-submit fails.
         :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
-        self.check_credential_delivery()
-        check_spark_distribution()  # before spark-submit: pyspark files of two Spark versions fail obscurely
+        self.check_submission()  # before spark-submit: pyspark files of two Spark versions fail obscurely
         if self.driver_identity:
             assert self.snowflake_connection_ref is not None  # __init__ refuses driver_identity without it
             application_args = [*application_args, SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]

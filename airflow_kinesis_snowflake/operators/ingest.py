@@ -11,12 +11,13 @@ from typing import Any
 from airflow.sdk import AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from airflow_kinesis_snowflake.config import SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import SPARK_SUBMIT_ARGUMENTS, KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 
 
@@ -46,11 +47,10 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
-    :param spark_conn_id: Spark connection (its host is the master, e.g. ``local[2]``); its extras
-        ``driver_identity`` and ``snowflake_connection_ref`` choose how the job gets its credentials.
+    :param spark_conn_id: Spark connection: the master, and how the job gets credentials (``docs/spark.md``).
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
     :param spark_submit: more ``SparkSubmitHook`` arguments (``deploy_mode``, ``executor_memory``
-        ...: :data:`~.SPARK_SUBMIT_ARGUMENTS`); Spark's defaults and the connection's for the others.
+        ...: :data:`~.config.SPARK_SUBMIT_ARGUMENTS`); Spark's defaults and the connection's for the others.
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables are not altered.
     :param pipe_definition: PIPE: the pipe's ``COPY INTO <table> FROM (SELECT ... FROM ...)``, run by
@@ -139,11 +139,10 @@ class SparkKinesisIngestOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         spark = self._spark_hook = self.build_spark_hook()
-        spark.check_credential_delivery()  # a deploy mode the job cannot run in fails before any lease is taken
+        spark.check_submission()  # a submission the job cannot run with fails before any lease is taken
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
-        # The batch settings are this operator's (rendered) arguments of the same names.
-        own = {f.name: getattr(self, f.name) for f in fields(BatchSettings) if f.name != "destination"}
+        own = {f.name: getattr(self, f.name) for f in fields(BatchSettings) if f.name != "destination"}  # rendered
         worker = f"{ti.dag_id}/{ti.run_id}/{ti.try_number}" if (ti := context.get("ti")) is not None else self.dag_id
         try:
             outcome = run_batch(
@@ -170,6 +169,7 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
         """The spark-submit hook of the Spark connection, with this operator's Spark settings."""
+        check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
         return KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf, **self.spark_submit)
 
     def _report(

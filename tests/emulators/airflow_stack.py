@@ -263,7 +263,7 @@ class AirflowStack:
         )
         self.processes.append(_Process(name, process, log_path, log))
 
-    def stop(self, timeout: float = 60) -> list[str]:
+    def stop(self, timeout: float = 300) -> list[str]:
         """SIGTERM every process, wait up to ``timeout`` seconds, kill what is left.
 
         :return: what did not end by itself on SIGTERM (and was killed); ``[]`` after a clean stop.

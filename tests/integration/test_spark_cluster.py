@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +94,12 @@ def _connector_dag_file(dags_dir: Path, connector: dict[str, Any]) -> Path:
     return dag_file
 
 
-def _wait_for_dag_row(env: dict[str, str], dag_id: str, timeout: float = 120) -> None:
-    """Until a DAG run's ``dag.test()`` has written its DAG to the metadata database."""
+def _wait_for_dag_row(env: dict[str, str], dag_id: str, run: Future[Any], timeout: float = 600) -> None:
+    """Until a DAG run's ``dag.test()`` has written its DAG to the metadata database, or the run ended."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while not run.done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the DAG {dag_id} never reached the metadata database")
         db = sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db", timeout=5)
         try:
             if db.execute("SELECT 1 FROM dag WHERE dag_id = ?", (dag_id,)).fetchone():
@@ -116,8 +118,8 @@ class _MasterWatch:
     while ``gate`` exists: each application keeps its executor busy until the watch has seen both
     applications running at once, then it removes the gate. Whether they ever run side by side
     depends only on the cores the master gives them, not on how fast the machine is. Should they
-    never run together (one application holding every core), the gate goes after ``give_up``
-    seconds so that the runs end, and the test fails on what the snapshots show.
+    never run together (one application holding every core), the gate goes ``give_up`` seconds after
+    the first application appeared, so that the runs end, and the test fails on what the snapshots show.
     """
 
     def __init__(self, cluster: SparkCluster, apps: list[str], gate: Path, give_up: float = 300) -> None:
@@ -130,9 +132,9 @@ class _MasterWatch:
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _watch(self) -> None:
-        deadline = time.monotonic() + self.give_up
+        deadline: float | None = None  # counted from the first application seen, not from cold starts
         while not self._stop.wait(0.2):
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 self.gate.unlink(missing_ok=True)
             try:
                 active = self.cluster.master_state()["activeapps"]
@@ -140,6 +142,8 @@ class _MasterWatch:
                 continue
             ours = {a["name"]: a for a in active if any(app in a["name"] for app in self.apps)}
             self.snapshots.append(ours)
+            if ours and deadline is None:
+                deadline = time.monotonic() + self.give_up
             if len(ours) == len(self.apps) and all(a["state"] == "RUNNING" and a["cores"] >= 1 for a in ours.values()):
                 self.gate.unlink(missing_ok=True)
 
@@ -185,7 +189,7 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         for app, (dag_file, dag_id, _, _) in runs.items():
             futures[app] = pool.submit(run_dag, dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
             # The next run starts once this one's DAGs are in the database: no two runs insert one row at once.
-            _wait_for_dag_row(env, dag_id)
+            _wait_for_dag_row(env, dag_id, futures[app])
         try:
             procs = {app: future.result() for app, future in futures.items()}
         finally:

@@ -100,7 +100,18 @@ def test_a_credential_in_a_driver_or_executor_environment_setting_is_refused(tmp
 
 
 @pytest.mark.parametrize(
-    "key", ["spark.authenticate.secret", "spark.hadoop.fs.s3a.secret.key", "spark.ssl.keyPassword"]
+    "key",
+    [
+        "spark.authenticate.secret",
+        "spark.hadoop.fs.s3a.secret.key",
+        "spark.ssl.keyPassword",
+        "spark.kubernetes.authenticate.submission.oauthToken",
+        "spark.kubernetes.authenticate.driver.oauthToken",
+        "spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net",
+        "spark.hadoop.fs.azure.sas.container.acct.blob.core.windows.net",
+        "spark.hadoop.fs.gs.auth.service.account.private.key",
+        "spark.hadoop.fs.s3a.encryption.key",
+    ],
 )
 def test_a_secret_held_by_a_spark_setting_is_refused(tmp_path: Path, key: str) -> None:
     message = _load_error(tmp_path, _spark({"conf": {key: "s3cr3t-value"}}))
@@ -113,6 +124,9 @@ def test_settings_that_name_but_do_not_hold_a_secret_are_kept(tmp_path: Path) ->
         "spark.executorEnv.AWS_REGION": "eu-west-1",
         "spark.hadoop.fs.s3a.aws.credentials.provider": "com.amazonaws.auth.InstanceProfileCredentialsProvider",
         "spark.authenticate.secret.file": "/etc/spark/secret",
+        "spark.kubernetes.authenticate.driver.oauthTokenFile": "/var/run/secrets/token",
+        # Endpoints, not secrets: a driver on the cluster reaches Secrets Manager through a VPC endpoint.
+        "spark.yarn.appMasterEnv.AWS_ENDPOINT_URL_SECRETS_MANAGER": "https://vpce-1.secretsmanager.example",
         "spark.kubernetes.driver.secretKeyRef.SNOWFLAKE_PASSWORD": "snowflake:password",
     }
     assert load_connector_config(_write(tmp_path, _spark({"conf": conf}))).spark.spark_conf() == conf

@@ -535,6 +535,18 @@ class SnowflakeSink:
             ),
         )
 
+    def record_outcome_alone(self, key: OutcomeKey, result: BatchResult) -> None:
+        """Record the outcome of a run that committed nothing, in a transaction of its own: it is
+        kept whatever the connection's ``autocommit`` (a connection with autocommit off would roll
+        it back when it closes)."""
+        self._execute("BEGIN")
+        try:
+            self.record_outcome(key, result)
+            self._execute("COMMIT")
+        except BaseException:
+            self._execute("ROLLBACK")
+            raise
+
     def read_outcome(self, key: OutcomeKey) -> BatchResult | None:
         """The outcome the run ``key`` recorded; None when it recorded none.
 

@@ -131,3 +131,11 @@ def test_the_section_gives_the_hook_only_the_arguments_it_sets(tmp_path: Path) -
     task = _ingest_task(tmp_path, {"executor_memory": "2g", "queue": "ingest"})
     assert task.spark_submit == {"executor_memory": "2g", "yarn_queue": "ingest"}
     assert _ingest_task(tmp_path, None).spark_submit == {}
+
+
+def test_spark_conf_given_to_the_operator_is_checked_as_the_connector_files_is(tmp_path: Path) -> None:
+    task = _ingest_task(tmp_path, None)
+    task.spark_conf = {"spark.kubernetes.authenticate.driver.oauthToken": "s3cr3t-value"}
+    with pytest.raises(ValueError, match=r"spark_conf of task 'ingest': key 'spark\.kubernetes") as raised:
+        task.build_spark_hook()
+    assert "s3cr3t-value" not in str(raised.value)

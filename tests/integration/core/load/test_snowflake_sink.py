@@ -364,3 +364,17 @@ def test_a_retried_batch_reads_the_outcome_of_its_own_attempt(sink: SnowflakeSin
     ]
     assert sink.read_outcome(OutcomeKey("app-retry", "g", "b1", "attempt-4")) is None
     assert sink.read_outcome(OutcomeKey("app-retry", "other-generation", "b1", "attempt-2")) is None
+
+
+def test_the_outcome_of_a_batch_that_committed_nothing_is_kept_with_autocommit_off(
+    emulators: Emulators, sink: SnowflakeSink
+) -> None:
+    key = OutcomeKey("app-empty", "g", "b1", "attempt-1")
+    conn = emulators.snowflake_connect(autocommit=False)
+    try:
+        SnowflakeSink(conn, sink.destination).record_outcome_alone(key, outcome("b1", "app/b1/a1", False))
+    finally:
+        conn.close()  # a connection with autocommit off rolls back what it did not commit
+
+    recorded = sink.read_outcome(key)  # read through another connection
+    assert recorded is not None and (recorded.stage_dir, recorded.committed) == ("app/b1/a1", False)
