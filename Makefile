@@ -3,6 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Parallel test workers (pytest-xdist): one per core by default.
+PYTEST_WORKERS ?= auto
 
 .PHONY: demo test lint typecheck unit install clean check-java lowest
 
@@ -45,7 +47,7 @@ unit: install
 	$(VENV)/bin/pytest tests/unit -q
 
 test: install check-java lint typecheck
-	$(VENV)/bin/pytest -q -n auto --dist worksteal
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # Airflow and the three providers at the lowest versions pyproject.toml allows, in a fresh venv: the unit
 # tests and one ingest DAG test (scripts/lowest-versions.sh; several minutes, so not part of make test).

@@ -42,7 +42,9 @@ def _spark_home() -> Path:
 def _key() -> str:
     """What an archive is only valid for: this Java, these Spark jars, these options."""
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr
-    jars = sorted(p.name for p in (_spark_home() / "jars").glob("*.jar"))
+    # A jar rewritten in place (pyspark reinstalled) invalidates an archive as a new one does: the JVM
+    # checks each jar's size and time and would otherwise ignore the archive.
+    jars = sorted(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in (_spark_home() / "jars").glob("*.jar"))
     text = "\n".join([java, *jars, *JVM_OPTIONS, str(sorted(SPARK_SETTINGS.items())), str(REPO_ROOT)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
