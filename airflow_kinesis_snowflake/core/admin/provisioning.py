@@ -587,8 +587,8 @@ def build_plan(spec: ProvisioningSpec) -> ProvisioningPlan:
                 "role records and reads its application's generations",
             ),
             Statement(
-                f"GRANT SELECT, INSERT ON TABLE {objects.outcomes} TO ROLE {role}",
-                "role records its batches' outcomes, which the Airflow worker reads back",
+                f"GRANT SELECT, INSERT, DELETE ON TABLE {objects.outcomes} TO ROLE {role}",
+                "role records its batches' outcomes, which the Airflow worker reads back, and deletes old ones",
             ),
         ]
 

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ from airflow_kinesis_snowflake.core.model import (
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
 GENERATIONS_TABLE = "KINESIS_INGEST_GENERATIONS"
 OUTCOMES_TABLE = "KINESIS_INGEST_BATCH_OUTCOMES"
+# An outcome is read once, right after its submission; older rows of the application are deleted as
+# new ones are recorded, so that the table holds about this many days of batches.
+OUTCOME_RETENTION_DAYS = 30
 STAGE_NAME = "KINESIS_INGEST_STAGE"
 PARSE_FAILURES_SUFFIX = "_PARSE_FAILURES"
 ROWS_DIR = "rows"
@@ -519,8 +522,12 @@ class SnowflakeSink:
 
     # -- batch outcomes -------------------------------------------------------------------------
 
-    def record_outcome(self, key: OutcomeKey, result: BatchResult) -> None:
-        """Append the outcome of one run of a batch (inside the caller's transaction, if any)."""
+    def record_outcome(self, key: OutcomeKey, result: BatchResult, now: datetime | None = None) -> None:
+        """Append the outcome of one run of a batch (inside the caller's transaction, if any), and
+        delete the application's outcomes older than :data:`OUTCOME_RETENTION_DAYS`.
+
+        :param now: the time the retention counts back from; the current time when None.
+        """
         self._execute(
             f"INSERT INTO {self.outcomes} (APPLICATION_NAME, GENERATION_ID, BATCH_ID, ATTEMPT_ID, STAGE_DIR, "
             "COMMITTED, RESULT) VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -533,6 +540,11 @@ class SnowflakeSink:
                 result.committed,
                 json.dumps(result.to_dict(), sort_keys=True),
             ),
+        )
+        cutoff = (now or datetime.now(UTC)) - timedelta(days=OUTCOME_RETENTION_DAYS)
+        self._execute(
+            f"DELETE FROM {self.outcomes} WHERE APPLICATION_NAME = %s AND RECORDED_AT < %s",
+            (key.application_name, cutoff.isoformat()),
         )
 
     def record_outcome_alone(self, key: OutcomeKey, result: BatchResult) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    OUTCOME_RETENTION_DAYS,
     ROWS_DIR,
     CommitResult,
     OutcomeKey,
@@ -378,3 +379,32 @@ def test_the_outcome_of_a_batch_that_committed_nothing_is_kept_with_autocommit_o
 
     recorded = sink.read_outcome(key)  # read through another connection
     assert recorded is not None and (recorded.stage_dir, recorded.committed) == ("app/b1/a1", False)
+
+
+def test_recording_an_outcome_deletes_the_applications_outcomes_past_the_retention(
+    emulators: Emulators, sink: SnowflakeSink
+) -> None:
+    kept, pruned = unique("app-kept"), unique("app-pruned")
+    old = (datetime.now(UTC) - timedelta(days=OUTCOME_RETENTION_DAYS + 1)).isoformat()
+    recent = (datetime.now(UTC) - timedelta(days=OUTCOME_RETENTION_DAYS - 1)).isoformat()
+    for application, batch, recorded_at in (
+        (kept, "old", old),
+        (pruned, "old", old),
+        (pruned, "recent", recent),
+    ):
+        query(
+            emulators,
+            f"INSERT INTO {sink.outcomes} (APPLICATION_NAME, GENERATION_ID, BATCH_ID, ATTEMPT_ID, STAGE_DIR, "
+            f"COMMITTED, RESULT, RECORDED_AT) VALUES ('{application}', 'g', '{batch}', 'a', 's', TRUE, '{{}}', "
+            f"'{recorded_at}')",
+        )
+
+    sink.record_outcome_alone(OutcomeKey(pruned, "g", "new", "a"), outcome("new", "app/new/a", False))
+
+    rows = query(
+        emulators,
+        f"SELECT APPLICATION_NAME, BATCH_ID FROM {sink.outcomes} WHERE APPLICATION_NAME IN ('{kept}', '{pruned}') "
+        "ORDER BY 1, 2",
+    )
+    # The old outcome of the application that recorded one is gone; another application's is not.
+    assert rows == [(kept, "old"), (pruned, "new"), (pruned, "recent")]

@@ -67,5 +67,5 @@ GRANT READ, WRITE ON STAGE "ANALYTICS"."RAW"."KINESIS_INGEST_STAGE" TO ROLE "KIN
 -- 23. role records and reads its application's generations
 GRANT SELECT, INSERT ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_GENERATIONS" TO ROLE "KINESIS_ORDERS_ROLE";
 
--- 24. role records its batches' outcomes, which the Airflow worker reads back
-GRANT SELECT, INSERT ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_BATCH_OUTCOMES" TO ROLE "KINESIS_ORDERS_ROLE";
+-- 24. role records its batches' outcomes, which the Airflow worker reads back, and deletes old ones
+GRANT SELECT, INSERT, DELETE ON TABLE "ANALYTICS"."RAW"."KINESIS_INGEST_BATCH_OUTCOMES" TO ROLE "KINESIS_ORDERS_ROLE";
