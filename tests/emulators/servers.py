@@ -164,18 +164,21 @@ class Emulators:
             aws_secret_access_key=AWS_KEY,
         )
 
+    def snowflake_params(self) -> dict[str, Any]:
+        """snowflake.connector.connect() arguments that reach the fakesnow server."""
+        return {
+            "user": "fake",
+            "password": "snow",
+            "account": "fakesnow",
+            "host": "127.0.0.1",
+            "port": self.fakesnow_port,
+            "protocol": "http",
+        }
+
     def snowflake_connect(self, **kwargs: Any) -> Any:
         import snowflake.connector
 
-        return snowflake.connector.connect(
-            user="fake",
-            password="snow",
-            account="fakesnow",
-            host="127.0.0.1",
-            port=self.fakesnow_port,
-            protocol="http",
-            **kwargs,
-        )
+        return snowflake.connector.connect(**{**self.snowflake_params(), **kwargs})
 
 
 class _Server:

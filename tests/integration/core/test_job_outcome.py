@@ -33,14 +33,7 @@ TRIM = StartPosition(InitialPosition.TRIM_HORIZON)
 def credentials(emulators: Emulators) -> JobCredentials:
     return JobCredentials(
         aws={},
-        snowflake={
-            "user": "fake",
-            "password": "snow",
-            "account": "fakesnow",
-            "host": "127.0.0.1",
-            "port": emulators.fakesnow_port,
-            "protocol": "http",
-        },
+        snowflake=emulators.snowflake_params(),
     )
 
 

@@ -82,14 +82,7 @@ class Connector:
                 "AWS_SECRET_ACCESS_KEY": AWS_KEY,
                 "AWS_ENDPOINT_URL_KINESIS": emulators.aws_endpoint,
             },
-            snowflake={
-                "user": "fake",
-                "password": "snow",
-                "account": "fakesnow",
-                "host": "127.0.0.1",
-                "port": emulators.fakesnow_port,
-                "protocol": "http",
-            },
+            snowflake=emulators.snowflake_params(),
         )
         self.plans: list[BatchPlan] = []
 
