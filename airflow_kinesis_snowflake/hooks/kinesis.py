@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.config import Config
 
+from airflow_kinesis_snowflake.core.freshness import Freshness, check_new_records
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.metadata import stream_created_at
@@ -48,14 +50,7 @@ class KinesisStreamHook(AwsBaseHook):
 
     def register_consumer(self, stream_name: str, consumer_name: str, *, timeout_seconds: float = 300) -> str:
         """Register an enhanced fan-out consumer unless it exists; wait until ACTIVE; return its ARN."""
-        stream_arn = self.stream_arn(stream_name)
-        try:
-            consumer = self.conn.describe_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)[
-                "ConsumerDescription"
-            ]
-        except self.conn.exceptions.ResourceNotFoundException:
-            consumer = self.conn.register_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)["Consumer"]
-            self.log.info("Registered fan-out consumer %s on %s", consumer_name, stream_name)
+        consumer = self.ensure_consumer(stream_name, consumer_name)
         deadline = time.monotonic() + timeout_seconds
         while consumer["ConsumerStatus"] != "ACTIVE":
             if consumer["ConsumerStatus"] == "DELETING" or time.monotonic() > deadline:
@@ -63,9 +58,43 @@ class KinesisStreamHook(AwsBaseHook):
                     f"fan-out consumer {consumer_name} on {stream_name} is {consumer['ConsumerStatus']}, not ACTIVE"
                 )
             time.sleep(2)
-            consumer = self.conn.describe_stream_consumer(ConsumerARN=consumer["ConsumerARN"])["ConsumerDescription"]
+            consumer = self.consumer_status(consumer["ConsumerARN"])
         arn: str = consumer["ConsumerARN"]
         return arn
+
+    def ensure_consumer(self, stream_name: str, consumer_name: str) -> dict[str, Any]:
+        """Register an enhanced fan-out consumer unless it exists; its description, ACTIVE or not yet."""
+        stream_arn = self.stream_arn(stream_name)
+        try:
+            consumer: dict[str, Any] = self.conn.describe_stream_consumer(
+                StreamARN=stream_arn, ConsumerName=consumer_name
+            )["ConsumerDescription"]
+        except self.conn.exceptions.ResourceNotFoundException:
+            consumer = self.conn.register_stream_consumer(StreamARN=stream_arn, ConsumerName=consumer_name)["Consumer"]
+            self.log.info("Registered fan-out consumer %s on %s", consumer_name, stream_name)
+        return consumer
+
+    def consumer_status(self, consumer_arn: str) -> dict[str, Any]:
+        """The ``ConsumerDescription`` of a fan-out consumer by its ARN (DescribeStreamConsumer)."""
+        description: dict[str, Any] = self.conn.describe_stream_consumer(ConsumerARN=consumer_arn)[
+            "ConsumerDescription"
+        ]
+        return description
+
+    def check_new_records(
+        self, stream_name: str, application_name: str, *, dynamodb: Any, arrived_before: datetime | None = None
+    ) -> Freshness:
+        """Whether any shard has records beyond its checkpoint (:func:`~.core.freshness.check_new_records`).
+
+        :param dynamodb: a boto3 DynamoDB client for the lease table (:class:`LeaseTableHook`'s ``conn``).
+        """
+        return check_new_records(
+            dynamodb,
+            self.conn,
+            stream_name=stream_name,
+            application_name=application_name,
+            arrived_before=arrived_before,
+        )
 
     def describe_consumer(self, stream_name: str, consumer_name: str) -> dict[str, Any] | None:
         """The ``ConsumerDescription`` of a fan-out consumer (DescribeStreamConsumer); None if not registered."""

@@ -9,6 +9,13 @@ from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable
 
 
+def held_by_others(leases: Iterable[Lease], owner: str | None, now: float) -> list[Lease]:
+    """The leases another worker than ``owner`` holds at ``now``: what :func:`hold_leases` waits for."""
+    return sorted(
+        (lease for lease in leases if lease.is_held(now) and lease.lease_owner != owner), key=lambda x: x.shard_id
+    )
+
+
 def hold_leases(
     table: LeaseTable,
     owner: str,
