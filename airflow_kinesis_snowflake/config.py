@@ -76,10 +76,14 @@ _CONNECTION_ID = re.compile(rf"^[\w#!()\-.:/\\]{{1,{CONNECTION_ID_MAX}}}$")
 # anything else is a cron expression or one of Airflow's cron presets.
 SCHEDULE_TIMETABLES = ("@once", "@continuous")
 CRON_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+# The provider's own schedule: an Asset whose watcher's trigger fires when records are new.
+ON_NEW_RECORDS = "on_new_records"
 SCHEDULE_RULE = (
     "use a cron expression such as '*/5 * * * *' (minute hour day-of-month month day-of-week), one of "
-    f"{', '.join(CRON_PRESETS + SCHEDULE_TIMETABLES)}, or null for manual runs only"
+    f"{', '.join(CRON_PRESETS + SCHEDULE_TIMETABLES)}, {ON_NEW_RECORDS} (a run when records arrive), "
+    "or null for manual runs only"
 )
+NEW_RECORDS_POLL_MAX_SECONDS = 3600
 
 # Bounds of the retry delay: Airflow's own default cap on a task's retry delay
 # ([core] max_task_retry_delay) is a day; beyond Python's timedelta the DAG cannot even be built.
@@ -416,9 +420,16 @@ class BatchConfig(_Strict):
         preset (``@hourly``...), ``@once``, ``@continuous``, or null (manual runs only).
     :param retry_delay_seconds: between task retries, at most a day (Airflow's default
         ``[core] max_task_retry_delay``).
+    :param wait_for_records: the ingest DAG first checks, for the cost of one ``GetRecords`` per
+        shard, that records arrived beyond the checkpoints before the run started; a run with
+        nothing new ends skipped without starting Spark.
+    :param new_records_poll_seconds: with ``schedule: on_new_records``, how often the triggerer
+        checks the shards for new records.
     """
 
     schedule: str | None = "*/5 * * * *"
+    wait_for_records: bool = True
+    new_records_poll_seconds: int = Field(default=30, ge=1, le=NEW_RECORDS_POLL_MAX_SECONDS)
     max_records_per_shard: int = Field(default=100_000, ge=1, le=10_000_000)
     max_shards_per_batch: int | None = Field(default=None, ge=1, le=100_000)
     # Failover time: a worker that stopped renewing its leases loses them to others after this long.
@@ -429,7 +440,7 @@ class BatchConfig(_Strict):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str | None) -> str | None:
-        return validate_schedule(value)
+        return value if value == ON_NEW_RECORDS else validate_schedule(value)
 
 
 class ConnectionsConfig(_Strict):

@@ -36,11 +36,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, AssetAlias, Param
+from airflow.sdk import DAG, Asset, AssetAlias, AssetWatcher, Param
 from airflow.task.trigger_rule import TriggerRule
 
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_PATTERN,
+    ON_NEW_RECORDS,
     ConnectorConfig,
     ConnectorConfigError,
     ConsumerType,
@@ -65,6 +66,8 @@ from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperato
 from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
 from airflow_kinesis_snowflake.operators.snowflake import ProvisionSnowflakeObjectsOperator
 from airflow_kinesis_snowflake.operators.snowflake_verify import VerifySnowflakeObjectsOperator
+from airflow_kinesis_snowflake.sensors.kinesis import KinesisNewRecordsSensor
+from airflow_kinesis_snowflake.triggers.kinesis import KinesisNewRecordsTrigger
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 CLEANUP_DAG_ID = "kinesis_snowflake_cleanup"
@@ -101,6 +104,26 @@ def _dag_args(config: ConnectorConfig) -> dict[str, Any]:
 def table_asset_alias(connector_id: str) -> str:
     """Name of the AssetAlias the ingest task adds its table's Asset events to."""
     return f"kinesis_snowflake_{connector_id}_table"
+
+
+def new_records_asset_name(connector_id: str) -> str:
+    """Name of the Asset whose watcher starts the ingest DAG when records arrive (``schedule: on_new_records``)."""
+    return f"kinesis_snowflake_{connector_id}_new_records"
+
+
+def _ingest_schedule(config: ConnectorConfig) -> Any:
+    """The ingest DAG's schedule: the connector's, or an Asset watched by the provider's new-records trigger."""
+    if config.batch.schedule != ON_NEW_RECORDS:
+        return config.batch.schedule
+    name = new_records_asset_name(config.connector_id)
+    trigger = KinesisNewRecordsTrigger(
+        stream_name=config.source.stream_name,
+        application_name=config.source.application_name,
+        aws_conn_id=config.connections.aws,
+        region_name=config.source.region,
+        poke_interval=config.batch.new_records_poll_seconds,
+    )
+    return [Asset(name=name, watchers=[AssetWatcher(name=name, trigger=trigger)])]
 
 
 def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
@@ -175,12 +198,17 @@ def build_provision_dag(config: ConnectorConfig) -> DAG:
 
 
 def build_ingest_dag(config: ConnectorConfig) -> DAG:
-    """create_lease_table >> ingest, on the connector's schedule, one run at a time."""
+    """[wait_for_records] >> create_lease_table >> ingest, on the connector's schedule, one run at a time.
+
+    With ``batch.wait_for_records`` a run whose shards hold nothing beyond their checkpoints that
+    arrived before it started ends skipped, and starts no Spark. With ``schedule: on_new_records``
+    the DAG is scheduled by an Asset whose watcher runs the provider's new-records trigger.
+    """
     src, dst, conns, spark = config.source, config.destination, config.connections, config.spark
     with DAG(
         dag_id=ingest_dag_id(config),
         description=f"Kinesis stream {src.stream_name} -> Snowflake {config.table_fqn}",
-        schedule=config.batch.schedule,
+        schedule=_ingest_schedule(config),
         max_active_runs=1,
         **_dag_args(config),
     ) as dag:
@@ -213,7 +241,24 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             # that loaded rows; the account is known once the Snowflake connection is read.
             outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],
         )
-        _create_lease_table(config) >> ingest
+        steps: list[Any] = [_create_lease_table(config), ingest]
+        if config.batch.wait_for_records:
+            steps.insert(
+                0,
+                KinesisNewRecordsSensor(
+                    task_id="wait_for_records",
+                    stream_name=src.stream_name,
+                    application_name=src.application_name,
+                    only_before_run_start=True,  # the batch's cut-off: one check, no wait
+                    aws_conn_id=conns.aws,
+                    region_name=src.region,
+                    soft_fail=True,
+                    timeout=0,
+                    deferrable=False,
+                ),
+            )
+        for upstream, downstream in itertools.pairwise(steps):
+            upstream >> downstream
     return dag
 
 

@@ -48,6 +48,20 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "sensors": [],
+        "sensors": [
+            {
+                "integration-name": "Amazon Kinesis to Snowflake",
+                "python-modules": ["airflow_kinesis_snowflake.sensors.kinesis"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Amazon Kinesis to Snowflake",
+                "python-modules": [
+                    "airflow_kinesis_snowflake.triggers.kinesis",
+                    "airflow_kinesis_snowflake.triggers.lease_table",
+                ],
+            }
+        ],
         "connection-types": [],
     }

@@ -39,7 +39,8 @@ def test_dags_folder_has_no_import_errors() -> None:
     }
     dag = bag.dags["kinesis_snowflake_orders_ingest"]
     assert dag.max_active_runs == 1
-    assert set(dag.task_dict) == {"create_lease_table", "ingest"}
+    assert set(dag.task_dict) == {"wait_for_records", "create_lease_table", "ingest"}
+    assert dag.task_dict["create_lease_table"].upstream_task_ids == {"wait_for_records"}
     assert dag.task_dict["ingest"].upstream_task_ids == {"create_lease_table"}
     ingest = dag.task_dict["ingest"]
     assert isinstance(ingest, SparkKinesisIngestOperator)

@@ -7,8 +7,9 @@ reads it: the configured application name is followed through ``superseded_by`` 
 table (:func:`~.state.marks.resolve_application`).
 
 Whenever the check cannot tell, it answers that records *may* be new, so the batch runs and
-decides itself: a lease table that does not exist yet (first run) or has no lease, a broken
-``superseded_by`` chain, a checkpoint Kinesis no longer accepts. A shard that ended (closed and
+decides (or fails with the cause) itself: a lease table that does not exist yet (first run) or has
+no lease, a broken ``superseded_by`` chain, any failed call (a checkpoint Kinesis no longer
+accepts, a denied action). A shard that ended (closed and
 read to its end) whose lease is not yet at SHARD_END counts as new too: only a batch marks it, and
 only then are its children read.
 
@@ -32,9 +33,9 @@ from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable
 from airflow_kinesis_snowflake.core.state.marks import resolve_application
 
-# Errors of one shard's check after which only a batch can tell (a trimmed or unknown checkpoint,
-# a shard gone); throttling is retried by the client's retry configuration before it gets here.
-_UNCERTAIN_ERRORS = ("InvalidArgumentException", "ResourceNotFoundException", "ExpiredIteratorException")
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", "")) or type(err).__name__
 
 
 class KinesisReads(Protocol):
@@ -68,7 +69,7 @@ class ShardLook:
     """
 
     shard_id: str
-    records: tuple[Mapping[str, Any], ...] = ()
+    records: tuple[dict[str, Any], ...] = ()
     ended: bool = False
     error: str | None = None
 
@@ -82,6 +83,7 @@ class Freshness:
     :param application_name: the active application name the leases were read from.
     :param shard_id: the shard that answered, when one did.
     :param shards_checked: how many shards were read.
+    :param detail: the error code when a read failed (reason ``uncertain``).
     :param positions: every lease's checkpoint when the leases were read (shard id, position), so
         a watcher can tell whether a batch ran since it last answered.
     """
@@ -91,11 +93,13 @@ class Freshness:
     application_name: str
     shard_id: str | None = None
     shards_checked: int = 0
+    detail: str | None = None
     positions: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         where = f" (shard {self.shard_id})" if self.shard_id else ""
-        return f"{self.application_name}: {self.reason.value}{where}, {self.shards_checked} shard(s) read"
+        detail = f" [{self.detail}]" if self.detail else ""
+        return f"{self.application_name}: {self.reason.value}{where}{detail}, {self.shards_checked} shard(s) read"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +108,7 @@ class Freshness:
             "application_name": self.application_name,
             "shard_id": self.shard_id,
             "shards_checked": self.shards_checked,
+            "detail": self.detail,
         }
 
 
@@ -143,7 +148,7 @@ def iterator_request(stream_name: str, lease: Lease) -> dict[str, Any]:
     return args
 
 
-def _beyond(records: Iterable[Mapping[str, Any]], lease: Lease, shard_id: str) -> datetime | None:
+def _beyond(records: Iterable[dict[str, Any]], lease: Lease, shard_id: str) -> datetime | None:
     """Arrival of the first user record beyond the lease's checkpoint among ``records``; None: none is."""
     checkpoint: Checkpoint | None = lease.checkpoint
     for record in deaggregate(shard_id, records):
@@ -167,7 +172,7 @@ def decide(
     for look in looks:
         checked += 1
         if look.error is not None:
-            return Freshness(True, Reason.UNCERTAIN, application_name, look.shard_id, checked)
+            return Freshness(True, Reason.UNCERTAIN, application_name, look.shard_id, checked, look.error)
         arrival = _beyond(look.records, leases[look.shard_id], look.shard_id)
         if arrival is not None:
             if arrived_before is None or arrival <= arrived_before:
@@ -188,10 +193,7 @@ def look_at_shard(kinesis: KinesisReads, stream_name: str, lease: Lease) -> Shar
         limit = 2 if request["ShardIteratorType"] == "AT_SEQUENCE_NUMBER" else 1
         page = kinesis.get_records(ShardIterator=iterator, Limit=limit)
     except ClientError as err:
-        code = str(err.response.get("Error", {}).get("Code", ""))
-        if code in _UNCERTAIN_ERRORS:
-            return ShardLook(lease.shard_id, error=code)
-        raise
+        return ShardLook(lease.shard_id, error=_code(err))
     records = tuple(page.get("Records", ()))
     return ShardLook(lease.shard_id, records, ended=not records and page.get("NextShardIterator") is None)
 
@@ -216,15 +218,16 @@ def check_new_records(
         arrived_before = arrived_before.replace(tzinfo=UTC)
     try:
         resolution = resolve_application(dynamodb, application_name)
-    except MaintenanceError:
-        return Freshness(True, Reason.UNCERTAIN, application_name)
-    active = resolution.active
-    if resolution.metadata is None:
-        return Freshness(True, Reason.NO_LEASE_TABLE, active)
-    try:
-        leases = LeaseTable(dynamodb, active).leases()
+        active = resolution.active
+        if resolution.metadata is None:
+            return Freshness(True, Reason.NO_LEASE_TABLE, active)
+        leases = LeaseTable(dynamodb, application_name := active).leases()
     except TableMissing:
-        return Freshness(True, Reason.NO_LEASE_TABLE, active)
+        return Freshness(True, Reason.NO_LEASE_TABLE, application_name)
+    except MaintenanceError as err:
+        return Freshness(True, Reason.UNCERTAIN, application_name, detail=str(err))
+    except ClientError as err:  # denied, throttled: the batch reads the same table and reports it
+        return Freshness(True, Reason.UNCERTAIN, application_name, detail=_code(err))
     if not leases:
         return Freshness(True, Reason.NO_LEASES, active)
     looks = (look_at_shard(kinesis, stream_name, lease) for lease in unfinished(leases))

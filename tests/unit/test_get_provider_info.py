@@ -9,6 +9,9 @@ from pathlib import Path
 
 import airflow
 import jsonschema
+import pytest
+
+import airflow_kinesis_snowflake
 
 from airflow_kinesis_snowflake.get_provider_info import get_provider_info
 
@@ -23,9 +26,19 @@ def test_provider_info_validates_against_airflow_schema() -> None:
     jsonschema.validate(get_provider_info(), schema)
 
 
+def _listed(kind: str) -> list[str]:
+    return [module for entry in get_provider_info()[kind] for module in entry["python-modules"]]
+
+
 def test_every_listed_module_imports() -> None:
-    info = get_provider_info()
-    for kind in ("hooks", "operators", "sensors"):
-        for entry in info[kind]:
-            for module in entry["python-modules"]:
-                importlib.import_module(module)
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        for module in _listed(kind):
+            importlib.import_module(module)
+
+
+@pytest.mark.parametrize("kind", ["hooks", "operators", "sensors", "triggers"])
+def test_every_module_of_the_package_room_is_listed(kind: str) -> None:
+    room = Path(airflow_kinesis_snowflake.__file__).parent / kind
+    modules = {f"airflow_kinesis_snowflake.{kind}.{p.stem}" for p in room.glob("*.py") if p.stem != "__init__"}
+    assert modules, f"no module in {room}"
+    assert modules == set(_listed(kind))
