@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
@@ -12,12 +14,15 @@ from airflow_kinesis_snowflake.backups import BackupStore
 from airflow_kinesis_snowflake.config import validate_application_name
 from airflow_kinesis_snowflake.core.admin.impact import DEFAULT_MAX_RECORDS
 from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
-from airflow_kinesis_snowflake.core.admin.reset import parse_reset_request, reset_connector
+from airflow_kinesis_snowflake.core.admin.reset import ResetRequest, parse_reset_request, reset_connector
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
 from airflow_kinesis_snowflake.core.model import InitialPosition
-from airflow_kinesis_snowflake.core.state.marks import ResetMode
+from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
+from airflow_kinesis_snowflake.core.state.holding import held_by_others
+from airflow_kinesis_snowflake.core.state.marks import ResetMode, resolve_application
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+from airflow_kinesis_snowflake.triggers.lease_table import LeasesReleasedTrigger
 
 
 class ResetConnectorStateOperator(BaseOperator):
@@ -62,6 +67,11 @@ class ResetConnectorStateOperator(BaseOperator):
     :param snowflake_conn_id: the Snowflake connection.
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
+    :param deferrable: when running batches hold leases, wait for them in the triggerer before the
+        reset starts (default: ``[operators] default_deferrable``); the reset then marks the
+        connector and holds the leases as above, waiting in the worker only for a batch that
+        started meanwhile.
+    :param waiter_delay: seconds between reads of the leases while deferred.
     """
 
     template_fields: Sequence[str] = (
@@ -104,9 +114,13 @@ class ResetConnectorStateOperator(BaseOperator):
         snowflake_conn_id: str = "snowflake_default",
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        waiter_delay: float = 5,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.deferrable = deferrable
+        self.waiter_delay = waiter_delay
         self.database = database
         self.schema = schema
         self.table = table
@@ -129,23 +143,64 @@ class ResetConnectorStateOperator(BaseOperator):
         self.region_name = region_name
 
     def execute(self, context: Context) -> dict[str, Any]:
-        try:
-            request = parse_reset_request(
-                connector_id=self.connector_id,
-                application_name=self.application_name,
-                stream_name=self.stream_name,
-                destination=self.destination,
-                mode=self.mode,
-                new_application_name=self.new_application_name,
-                initial_position=self.initial_position,
-                initial_timestamp=self.initial_timestamp,
-                preview_only=self.preview_only,
-                confirm=self.confirm,
-                lease_wait_timeout_seconds=self.lease_wait_timeout_seconds,
-                consumer_type=self.consumer_type,
-                estimate_max_records=self.estimate_max_records,
-                check_application_name=validate_application_name,
+        request = self._request()
+        if self.deferrable and not request.preview_only:
+            dynamodb = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+            try:
+                active = resolve_application(dynamodb.conn, request.application_name).active
+            except MaintenanceError as err:
+                raise AirflowException(f"cannot reset connector {request.connector_id}: {err}") from err
+            table = dynamodb.table(active)
+            if table.exists() and held_by_others(table.leases().values(), None, time.time()):
+                self.log.info("Running batches hold leases of %s: waiting for them in the triggerer", active)
+                self.defer(
+                    trigger=LeasesReleasedTrigger(
+                        table_name=active,
+                        aws_conn_id=self.aws_conn_id,
+                        region_name=self.region_name,
+                        poke_interval=self.waiter_delay,
+                        timeout=request.lease_wait_timeout_seconds,
+                    ),
+                    method_name="execute_complete",
+                )
+        return self._reset(context, request)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            holders = ", ".join(f"{shard} by {owner}" for shard, owner in event.get("holders", []))
+            raise AirflowException(
+                f"leases of {event.get('table_name')!r} still held after {self.lease_wait_timeout_seconds}s: "
+                f"{holders}. A batch is running; wait for it to finish (or for its leases to expire) and "
+                "trigger again; nothing was changed"
             )
+        return self._reset(context, self._request())
+
+    def _request(self) -> ResetRequest:
+        try:
+            return self._parse()
+        except AdminError as err:
+            raise AirflowException(str(err)) from err
+
+    def _parse(self) -> ResetRequest:
+        return parse_reset_request(
+            connector_id=self.connector_id,
+            application_name=self.application_name,
+            stream_name=self.stream_name,
+            destination=self.destination,
+            mode=self.mode,
+            new_application_name=self.new_application_name,
+            initial_position=self.initial_position,
+            initial_timestamp=self.initial_timestamp,
+            preview_only=self.preview_only,
+            confirm=self.confirm,
+            lease_wait_timeout_seconds=self.lease_wait_timeout_seconds,
+            consumer_type=self.consumer_type,
+            estimate_max_records=self.estimate_max_records,
+            check_application_name=validate_application_name,
+        )
+
+    def _reset(self, context: Context, request: ResetRequest) -> dict[str, Any]:
+        try:
             outcome = reset_connector(
                 request,
                 dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
