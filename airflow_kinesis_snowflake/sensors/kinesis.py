@@ -83,21 +83,17 @@ class KinesisNewRecordsSensor(BaseSensorOperator):
         self.log.info("%s: %s", "New records" if answer.new else "Nothing new", answer.describe())
         if not answer.new and self.only_before_run_start:
             # Records that arrive from now on arrived after the run's start: no wait can change the answer.
-            raise AirflowSensorTimeout(
+            message = (
                 f"no record of {self.stream_name} beyond the checkpoints of {answer.application_name} arrived "
                 "before this run started; the next run loads what arrives from now on"
             )
+            raise AirflowSkipException(message) if self.soft_fail else AirflowSensorTimeout(message)
         return PokeReturnValue(answer.new, answer.to_dict())
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        try:
-            first = self.poke(context)
-        except AirflowSensorTimeout as err:
-            if self.soft_fail:
-                raise AirflowSkipException(str(err)) from err
-            raise
+        first = self.poke(context)
         if first.is_done:
             return first.xcom_value
         self.defer(
