@@ -78,6 +78,20 @@ def asset_events(env: dict[str, str], uri: str) -> list[dict[str, Any]]:
     return [json.loads(r[0]) for r in rows]
 
 
+def last_run_states(env: dict[str, str], dag_id: str) -> dict[str, str]:
+    """The state of each task of the DAG's latest run, read from the Airflow metadata database."""
+    db = sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db")
+    try:
+        rows = db.execute(
+            "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = "
+            "(SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1)",
+            (dag_id, dag_id),
+        ).fetchall()
+    finally:
+        db.close()
+    return dict(rows)
+
+
 def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: dict[str, str], tmp_path: Path) -> None:
     stream, app = unique("orders"), unique("orders-app")
     table = "ORDERS_" + app.split("-")[-1].upper()
@@ -180,6 +194,21 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
         f"KINESISMETADATA:subSequenceNumber::int FROM {fqn} WHERE ID = 5",
     )
     assert meta == [(stream, "pk-5", 0)]
+
+    # A third run with nothing new: the sensor ends it skipped, and no Spark job runs.
+    outcomes = "SELECT COUNT(*) FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES"
+    recorded = query(emulators, outcomes)
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run3.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert last_run_states(dag_env, dag_id) == {
+        "wait_for_records": "skipped",
+        "create_lease_table": "skipped",
+        "ingest": "skipped",
+    }
+    assert query(emulators, outcomes) == recorded  # no batch ran, so none recorded an outcome
+    assert "spark-submit" in (tmp_path / "run2.log").read_text()
+    assert "spark-submit" not in (tmp_path / "run3.log").read_text()
+    assert len(query(emulators, f"SELECT 1 FROM {fqn}")) == 420
 
 
 def test_checkpoint_lost_after_the_snowflake_commit_is_recovered_without_reloading(
