@@ -80,7 +80,9 @@ def test_inside_an_aggregate_only_a_later_user_record_is_new() -> None:
     # AT_SEQUENCE_NUMBER returns the checkpointed record itself first: it is not new, the next one is.
     leases = {"s0": lease("s0", "100", sub=3)}
     assert not decide(leases, [ShardLook("s0", (record("100"),))], application_name="a", arrived_before=None).new
-    assert decide(leases, [ShardLook("s0", (record("100"), record("101")))], application_name="a", arrived_before=None).new
+    assert decide(
+        leases, [ShardLook("s0", (record("100"), record("101")))], application_name="a", arrived_before=None
+    ).new
 
 
 def test_no_checkpoint_any_record_is_new() -> None:

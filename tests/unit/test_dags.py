@@ -1,0 +1,56 @@
+"""The ingest DAG's schedule and its wait for new records, as the connector file sets them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
+from airflow_kinesis_snowflake.dags import build_ingest_dag, new_records_asset_name
+from airflow_kinesis_snowflake.sensors.kinesis import KinesisNewRecordsSensor
+from airflow_kinesis_snowflake.triggers.kinesis import KinesisNewRecordsTrigger
+
+CONNECTOR = {
+    "connector_id": "orders",
+    "source": {"stream_name": "orders", "region": "eu-west-1", "application_name": "orders-app"},
+    "destination": {"database": "ANALYTICS", "schema": "RAW", "table": "ORDERS"},
+}
+
+
+def write(tmp_path: Path, batch: dict[str, object]) -> Path:
+    path = tmp_path / "orders.yaml"
+    path.write_text(yaml.safe_dump({**CONNECTOR, "batch": batch}))
+    return path
+
+
+def test_on_new_records_schedules_by_an_asset_watched_by_the_providers_trigger(tmp_path: Path) -> None:
+    config = load_connector_config(write(tmp_path, {"schedule": "on_new_records", "new_records_poll_seconds": 15}))
+    dag = build_ingest_dag(config)
+    (asset,) = dag.timetable.asset_condition.objects  # type: ignore[attr-defined]
+    assert asset.name == new_records_asset_name("orders")
+    (watcher,) = asset.watchers
+    trigger = watcher.trigger
+    assert isinstance(trigger, KinesisNewRecordsTrigger)
+    assert (trigger.stream_name, trigger.application_name, trigger.region_name) == ("orders", "orders-app", "eu-west-1")
+    assert (trigger.poke_interval, trigger.timeout) == (15, None)
+
+
+def test_the_sensor_comes_first_and_checks_once_at_the_runs_start(tmp_path: Path) -> None:
+    dag = build_ingest_dag(load_connector_config(write(tmp_path, {"schedule": "*/5 * * * *"})))
+    sensor = dag.task_dict["wait_for_records"]
+    assert isinstance(sensor, KinesisNewRecordsSensor)
+    assert (sensor.soft_fail, sensor.timeout, sensor.only_before_run_start) == (True, 0, True)
+    assert dag.task_dict["create_lease_table"].upstream_task_ids == {"wait_for_records"}
+
+    without = build_ingest_dag(load_connector_config(write(tmp_path, {"wait_for_records": False})))
+    assert set(without.task_dict) == {"create_lease_table", "ingest"}
+
+
+def test_a_poll_interval_out_of_bounds_names_file_field_and_value(tmp_path: Path) -> None:
+    path = write(tmp_path, {"schedule": "on_new_records", "new_records_poll_seconds": 0})
+    with pytest.raises(ConnectorConfigError) as err:
+        load_connector_config(path)
+    assert str(path) in str(err.value)
+    assert "batch.new_records_poll_seconds" in str(err.value) and "(got 0)" in str(err.value)
