@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from airflow.sdk import Asset
+from airflow.sdk.definitions.asset import AssetAll
 
 from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
 from airflow_kinesis_snowflake.dags import build_ingest_dag, new_records_asset_name
@@ -28,7 +30,10 @@ def write(tmp_path: Path, batch: dict[str, object]) -> Path:
 def test_on_new_records_schedules_by_an_asset_watched_by_the_providers_trigger(tmp_path: Path) -> None:
     config = load_connector_config(write(tmp_path, {"schedule": "on_new_records", "new_records_poll_seconds": 15}))
     dag = build_ingest_dag(config)
-    (asset,) = dag.timetable.asset_condition.objects  # type: ignore[attr-defined]
+    condition = dag.timetable.asset_condition
+    assert isinstance(condition, AssetAll)
+    (asset,) = condition.objects
+    assert isinstance(asset, Asset)
     assert asset.name == new_records_asset_name("orders")
     (watcher,) = asset.watchers
     trigger = watcher.trigger

@@ -12,7 +12,6 @@ import jsonschema
 import pytest
 
 import airflow_kinesis_snowflake
-
 from airflow_kinesis_snowflake.get_provider_info import get_provider_info
 
 

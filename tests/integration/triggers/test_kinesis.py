@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 def first_event(trigger: BaseTrigger, within: float = 30) -> TriggerEvent:
     async def take() -> TriggerEvent:
-        events: AsyncIterator[TriggerEvent] = trigger.run()
+        events: AsyncGenerator[TriggerEvent] = trigger.run()  # type: ignore[assignment]
         try:
             return await anext(events)
         finally:
@@ -111,7 +111,7 @@ def test_as_a_watcher_it_fires_when_a_record_is_put(aws_connections: Emulators) 
             await asyncio.sleep(0.05)
 
     async def watch() -> TriggerEvent:
-        events = trigger.run()
+        events: AsyncGenerator[TriggerEvent] = trigger.run()  # type: ignore[assignment]
         pending = asyncio.ensure_future(anext(events))
         try:
             await checked(2)
