@@ -12,7 +12,10 @@ from botocore.config import Config
 
 from airflow_kinesis_snowflake.core.freshness import Freshness, check_new_records
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
+from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
+from airflow_kinesis_snowflake.core.state.holding import held_by_others
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.marks import resolve_application
 from airflow_kinesis_snowflake.core.state.metadata import stream_created_at
 
 # Back off on throttling (ProvisionedThroughputExceeded, LimitExceeded) instead of failing.
@@ -184,3 +187,16 @@ class LeaseTableHook(AwsBaseHook):
     def table(self, table_name: str) -> LeaseTable:
         """The lease table ``table_name``."""
         return LeaseTable(self.conn, table_name)
+
+    def active_table_held(self, application_name: str) -> str | None:
+        """The active lease table of ``application_name`` when running batches hold leases of it, else None.
+
+        None also when the ``superseded_by`` chain from ``application_name`` is broken: the reset,
+        which resolves it again, reports that with its fix.
+        """
+        try:
+            active = resolve_application(self.conn, application_name).active
+        except MaintenanceError:
+            return None
+        table = self.table(active)
+        return active if table.exists() and held_by_others(table.leases().values(), None, time.time()) else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,9 +16,7 @@ from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
 from airflow_kinesis_snowflake.core.admin.reset import ResetRequest, parse_reset_request, reset_connector
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner
 from airflow_kinesis_snowflake.core.model import InitialPosition
-from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
-from airflow_kinesis_snowflake.core.state.holding import held_by_others
-from airflow_kinesis_snowflake.core.state.marks import ResetMode, resolve_application
+from airflow_kinesis_snowflake.core.state.marks import ResetMode
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.triggers.lease_table import LeasesReleasedTrigger
@@ -34,13 +31,11 @@ class ResetConnectorStateOperator(BaseOperator):
     ``delete_table`` deletes the active lease table and creates it again, empty, with a new
     generation id. Either way every shard starts at ``initial_position``.
 
-    A dry run (the default) only reports, per shard, the current checkpoint, the new start and how
-    many records would be read again or skipped. Otherwise ``confirm`` must be the current (active)
-    application name, and the operator marks the connector as resetting (ingest runs skip), waits
-    for running batches to release their leases and holds them, writes every checkpoint to a
-    backup, reports, acts, and removes the mark (also on failure). The backup document is the
-    task's result, with where it was written; ``RestoreCheckpointsOperator`` puts it back. The
-    steps and what a crash between them leaves: :mod:`airflow_kinesis_snowflake.core.admin.reset`.
+    A dry run (the default) only reports, per shard, the checkpoint, the new start and how many
+    records would be read again or skipped. Otherwise ``confirm`` must be the active application
+    name; the reset waits for running batches, backs every checkpoint up (the task's result, which
+    ``RestoreCheckpointsOperator`` puts back), acts, and reports. Its steps and what a crash
+    between them leaves: :mod:`airflow_kinesis_snowflake.core.admin.reset`.
 
     :param connector_id: the connector, recorded in the backup.
     :param application_name: the connector's configured application name (connector file).
@@ -59,18 +54,15 @@ class ResetConnectorStateOperator(BaseOperator):
     :param lease_wait_timeout_seconds: how long to wait for running batches to release their leases.
     :param estimate_max_records: cap on the records counted per shard for the estimate (0: none).
     :param backup_dir: directory path or URL for the backup (default ``$AIRFLOW_HOME/kinesis_snowflake_backups``).
-    :param database: the connector's destination database; with ``schema`` it locates the
-        generations table, where the reset records, before acting, the new generation it creates
-        (so that ingest starts over only because of a reset, never because a table was lost).
+    :param database: the destination database; with ``schema`` it locates the generations table, where
+        the reset records its new generation before acting (ingest starts over only after a reset).
     :param schema: the destination schema.
     :param table: the destination table, recorded in the new lease table.
     :param snowflake_conn_id: the Snowflake connection.
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
-    :param deferrable: when running batches hold leases, wait for them in the triggerer before the
-        reset starts (default: ``[operators] default_deferrable``); the reset then marks the
-        connector and holds the leases as above, waiting in the worker only for a batch that
-        started meanwhile.
+    :param deferrable: wait in the triggerer for running batches' leases before the reset starts
+        (default: ``[operators] default_deferrable``); a batch started meanwhile is waited for as above.
     :param waiter_delay: seconds between reads of the leases while deferred.
     """
 
@@ -145,13 +137,9 @@ class ResetConnectorStateOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         request = self._request()
         if self.deferrable and not request.preview_only:
-            dynamodb = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-            try:
-                active = resolve_application(dynamodb.conn, request.application_name).active
-            except MaintenanceError as err:
-                raise AirflowException(f"cannot reset connector {request.connector_id}: {err}") from err
-            table = dynamodb.table(active)
-            if table.exists() and held_by_others(table.leases().values(), None, time.time()):
+            hook = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+            active = hook.active_table_held(request.application_name)
+            if active is not None:
                 self.log.info("Running batches hold leases of %s: waiting for them in the triggerer", active)
                 self.defer(
                     trigger=LeasesReleasedTrigger(
@@ -167,37 +155,29 @@ class ResetConnectorStateOperator(BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
-            holders = ", ".join(f"{shard} by {owner}" for shard, owner in event.get("holders", []))
-            raise AirflowException(
-                f"leases of {event.get('table_name')!r} still held after {self.lease_wait_timeout_seconds}s: "
-                f"{holders}. A batch is running; wait for it to finish (or for its leases to expire) and "
-                "trigger again; nothing was changed"
-            )
+            raise AirflowException(event["message"])
         return self._reset(context, self._request())
 
     def _request(self) -> ResetRequest:
         try:
-            return self._parse()
+            return parse_reset_request(
+                connector_id=self.connector_id,
+                application_name=self.application_name,
+                stream_name=self.stream_name,
+                destination=self.destination,
+                mode=self.mode,
+                new_application_name=self.new_application_name,
+                initial_position=self.initial_position,
+                initial_timestamp=self.initial_timestamp,
+                preview_only=self.preview_only,
+                confirm=self.confirm,
+                lease_wait_timeout_seconds=self.lease_wait_timeout_seconds,
+                consumer_type=self.consumer_type,
+                estimate_max_records=self.estimate_max_records,
+                check_application_name=validate_application_name,
+            )
         except AdminError as err:
             raise AirflowException(str(err)) from err
-
-    def _parse(self) -> ResetRequest:
-        return parse_reset_request(
-            connector_id=self.connector_id,
-            application_name=self.application_name,
-            stream_name=self.stream_name,
-            destination=self.destination,
-            mode=self.mode,
-            new_application_name=self.new_application_name,
-            initial_position=self.initial_position,
-            initial_timestamp=self.initial_timestamp,
-            preview_only=self.preview_only,
-            confirm=self.confirm,
-            lease_wait_timeout_seconds=self.lease_wait_timeout_seconds,
-            consumer_type=self.consumer_type,
-            estimate_max_records=self.estimate_max_records,
-            check_application_name=validate_application_name,
-        )
 
     def _reset(self, context: Context, request: ResetRequest) -> dict[str, Any]:
         try:

@@ -71,8 +71,18 @@ class LeasesReleasedTrigger(BaseTrigger):
                 yield TriggerEvent({"status": "success", "table_name": self.table_name})
                 return
             if time.monotonic() >= deadline:
+                held = ", ".join(f"{shard} by {owner}" for shard, owner in holders)
+                message = (
+                    f"leases of {self.table_name!r} still held after {self.timeout}s: {held}. A batch is running; "
+                    "wait for it to finish (or for its leases to expire) and trigger again; nothing was changed"
+                )
                 yield TriggerEvent(
-                    {"status": "timeout", "table_name": self.table_name, "holders": [list(h) for h in holders]}
+                    {
+                        "status": "timeout",
+                        "table_name": self.table_name,
+                        "holders": [list(h) for h in holders],
+                        "message": message,
+                    }
                 )
                 return
             self.log.info("Waiting for %d lease(s) of %s to be released", len(holders), self.table_name)

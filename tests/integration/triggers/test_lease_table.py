@@ -33,11 +33,13 @@ def test_waits_for_a_batch_to_release_its_lease(aws_connections: Emulators) -> N
         return built
 
     event = first_event(trigger(0.5))
+    message = event.payload.pop("message")
     assert event.payload == {
         "status": "timeout",
         "table_name": name,
         "holders": [["shardId-000000000001", "batch/running"]],
     }
+    assert "shardId-000000000001 by batch/running" in message and "nothing was changed" in message
 
     table.release(running)
     assert first_event(trigger(30)).payload == {"status": "success", "table_name": name}
