@@ -88,7 +88,8 @@ def test_a_retry_takes_over_the_leases_of_its_killed_first_try_and_loads_every_r
     now = datetime.now(UTC).timestamp()
     owners = {shard: LeaseOwner.parse(lease.lease_owner) for shard, lease in held.items()}
     assert len(held) == 2 and all(lease.is_held(now) for lease in held.values())
-    assert {(o.task_key, o.attempt) for o in owners.values() if o is not None} == {(key, 1)} and None not in owners.values()
+    assert None not in owners.values()
+    assert {(o.task_key, o.attempt) for o in owners.values() if o is not None} == {(key, 1)}
     assert query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(0,)]
 
     # Try 2 of the same task instance, right away: it takes them over and loads every record once.
