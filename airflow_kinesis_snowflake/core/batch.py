@@ -15,9 +15,9 @@ table a cache of it, so whatever step the process dies after, nothing is lost or
    its shard leases to the old generation's ledger marks, set the generation, point the other
    tables at it. Each write is conditional or idempotent, and the next run plans the same adoption
    from what is left, so dying halfway is repaired by the next run.
-5. **Lease**: sync shards into the table and take up to ``max_shards_per_batch`` eligible leases
-   with conditional writes. Dying while holding them: they expire after the lease duration and
-   another worker takes them; nothing was read.
+5. **Lease**: sync shards into the table (their leases read by key, never a scan) and take up to
+   ``max_shards_per_batch`` eligible leases with conditional writes. Dying while holding them: a
+   retry of the same task takes them over at once, anyone else once they expired; nothing was read.
 6. **Fast-forward**: a checkpoint behind the ledger's mark (an earlier run died between its
    Snowflake commit and its checkpoint) is moved to the mark, loading nothing.
 7. **Plan** the shard ranges, from the checkpoints, up to the cut-off and the caps. A retry of the
@@ -27,8 +27,9 @@ table a cache of it, so whatever step the process dies after, nothing is lost or
    rejected. Dying before its commit: nothing is loaded; after it: step 6 of the next run catches up.
 9. **Commit** the checkpoints to what was loaded (conditional on still holding the lease). A lease
    lost during the batch is not checkpointed: its new owner fast-forwards from the ledger.
-10. **Release** the leases and stop the heartbeat, also when a step failed; a release that fails
-    leaves a lease that expires.
+10. **Release** the leases and delete the worker's heartbeat item, also when a step failed; a
+    release that fails leaves a lease that expires, a delete that fails an item DynamoDB's time to
+    live removes.
 
 Logs go to this module's logger; Airflow's task log shows them.
 """
