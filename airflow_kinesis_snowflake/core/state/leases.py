@@ -18,6 +18,7 @@ try: a retry takes over the leases an earlier try of its own task still holds at
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -99,6 +100,22 @@ class LeaseOwner:
         return f"{self.task_key}/{_TRY_PREFIX}{self.attempt}/{self.nonce}"
 
     @classmethod
+    def of_try(cls, task_instance: Any, dag_id: str, task_id: str) -> LeaseOwner:
+        """The owner of one try of an Airflow task instance (read by attribute), with a new nonce.
+
+        What the task instance lacks falls back: ``dag_id``, ``task_id``, run ``adhoc``, map index
+        -1, try 1.
+        """
+        run_id, map_index, try_number = (getattr(task_instance, k, None) for k in ("run_id", "map_index", "try_number"))
+        key = task_key(
+            getattr(task_instance, "dag_id", None) or dag_id,
+            getattr(task_instance, "task_id", None) or task_id,
+            run_id or "adhoc",
+            map_index,
+        )
+        return cls(key, int(try_number or 1), uuid.uuid4().hex[:8])
+
+    @classmethod
     def parse(cls, text: str | None) -> LeaseOwner | None:
         """The owner ``text`` names; None for an owner written otherwise (a maintenance task, an
         older version of the provider, a KCL worker)."""
@@ -111,9 +128,9 @@ class LeaseOwner:
         return cls(parts[0], int(attempt), parts[2])
 
 
-def task_key(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+def task_key(dag_id: str, task_id: str, run_id: str, map_index: int | None = -1) -> str:
     """The key every try of one Airflow task instance shares."""
-    return f"{dag_id}/{task_id}/{run_id}/{map_index}"
+    return f"{dag_id}/{task_id}/{run_id}/{-1 if map_index is None else int(map_index)}"
 
 
 def takes_over(owner: str, holder: str | None) -> bool:

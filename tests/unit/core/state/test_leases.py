@@ -4,6 +4,7 @@ owns a lease and when a retry takes it over, which leases a batch reads, and its
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -151,3 +152,15 @@ def test_batch_gets_ask_again_for_unprocessed_keys_and_give_up_loudly() -> None:
     assert pauses == [0.05, 0.1]
     with pytest.raises(ReadIncomplete, match="unprocessed after 10 attempts"):
         DynamoTable(ThrottledClient(items, throttle=99), "t", "lease_key").batch_get(items, sleep=pauses.append)
+
+
+def test_a_try_of_a_task_instance_is_owned_by_its_task_key_and_try_number() -> None:
+    ti = SimpleNamespace(dag_id="d", task_id="ingest", run_id="scheduled__1", map_index=2, try_number=3)
+    owner = LeaseOwner.of_try(ti, "fallback", "task")
+    assert (owner.task_key, owner.attempt) == ("d/ingest/scheduled__1/2", 3)
+    assert LeaseOwner.of_try(ti, "fallback", "task").nonce != owner.nonce  # two processes never share an owner
+    # What the task instance lacks falls back; no task instance at all is a first, unmapped, ad hoc try.
+    bare = LeaseOwner.of_try(SimpleNamespace(dag_id="d", run_id="manual__1", try_number=2), "x", "ingest")
+    assert (bare.task_key, bare.attempt) == ("d/ingest/manual__1/-1", 2)
+    alone = LeaseOwner.of_try(None, "d", "ingest")
+    assert (alone.task_key, alone.attempt) == ("d/ingest/adhoc/-1", 1)
