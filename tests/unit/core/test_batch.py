@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.job import JobCredentials, commit, process_range
@@ -23,7 +24,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import TTL_ATTRIBUTE, LeaseTable
 from airflow_kinesis_snowflake.core.state.marks import set_reset_mark
 from airflow_kinesis_snowflake.core.state.metadata import ResetMark, stream_created_at
 from tests.conftest import create_stream, create_table, put_json, query, unique
@@ -289,3 +290,19 @@ def test_nothing_is_taken_or_run_when_no_shard_is_eligible(connector: Connector)
     assert outcome.summary() == {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
     assert table.leases() == before  # nothing taken, renewed or released
     assert connector.ids() == []
+
+
+def test_a_worker_item_that_cannot_be_deleted_is_logged_and_left_to_its_time_to_live(
+    connector: Connector, caplog: pytest.LogCaptureFixture
+) -> None:
+    def denied(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no DeleteItem"}}, "DeleteItem")
+
+    connector.dynamodb.meta.events.register("before-call.dynamodb.DeleteItem", denied)
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        outcome = connector.run()
+
+    assert outcome.summary()["rows_loaded"] == RECORDS and connector.ids() == list(range(RECORDS))
+    assert "Could not delete the heartbeat item" in caplog.text and "no DeleteItem" in caplog.text
+    (item,) = connector.workers()
+    assert float(item[TTL_ATTRIBUTE]["N"]) > float(item["expires_at"]["N"])
