@@ -289,7 +289,8 @@ class LeaseTable:
         identity: TableIdentity | None = None,
         generation_id: str | None = None,
     ) -> bool:
-        """Create the table (on-demand, tagged) and its metadata item; False when it already existed.
+        """Create the table (on-demand, tagged) and its metadata item, and turn its time to live on for
+        worker items (:data:`TTL_ATTRIBUTE`); False when it already existed.
 
         An existing table is accepted only when its metadata item says this provider made it.
 
@@ -305,8 +306,6 @@ class LeaseTable:
             # False: another worker created it between our check and our call, which is fine.
             created = self.items.create({CREATED_BY_TAG: CREATED_BY, APPLICATION_TAG: application_name})
             self.items.wait_until_exists(wait_seconds)
-        # Worker items of tries that died before deleting theirs go by themselves (also on older tables).
-        self.items.enable_time_to_live(TTL_ATTRIBUTE)
         metadata = self.metadata()
         if metadata is None:
             if not created and self.items.has_items():
@@ -326,6 +325,9 @@ class LeaseTable:
                 f"lease table {self.table_name!r} tracks stream {metadata.stream_name!r}, not "
                 f"{stream_name!r}; use another application_name for this stream"
             )
+        # Once the table is known to be ours: worker items of tries that died before deleting theirs
+        # go by themselves, also on a table an earlier version created.
+        self.items.enable_time_to_live(TTL_ATTRIBUTE)
         return created
 
     def metadata(self) -> TableMetadata | None:

@@ -237,3 +237,15 @@ def test_creating_an_existing_table_turns_its_time_to_live_on(emulators: Emulato
     ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
     assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", TTL_ATTRIBUTE)
     assert table.items.enable_time_to_live(TTL_ATTRIBUTE) is False  # already on: nothing to do
+
+
+def test_a_refused_table_gets_no_time_to_live(emulators: Emulators) -> None:
+    client = emulators.boto3_client("dynamodb")
+    name = unique("foreign")
+    table = LeaseTable(client, name)
+    table.items.create({})
+    table.items.wait_until_exists(30)
+    client.put_item(TableName=name, Item={"lease_key": {"S": "someone-elses"}})
+    with pytest.raises(LeaseTableError, match="not created by"):
+        table.create(stream_name="s", application_name=name)
+    assert client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]["TimeToLiveStatus"] == "DISABLED"
