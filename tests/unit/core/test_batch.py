@@ -306,3 +306,17 @@ def test_a_worker_item_that_cannot_be_deleted_is_logged_and_left_to_its_time_to_
     assert "Could not delete the heartbeat item" in caplog.text and "no DeleteItem" in caplog.text
     (item,) = connector.workers()
     assert float(item[TTL_ATTRIBUTE]["N"]) > float(item["expires_at"]["N"])
+
+
+def test_a_batch_reads_the_leases_by_key_and_never_scans_the_table(connector: Connector) -> None:
+    # History a batch must not pay for: worker items of earlier tries that died.
+    for n in range(30):
+        connector.lease_table.heartbeat(f"old/try-{n}", 60)
+    calls: list[str] = []
+    connector.dynamodb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+
+    assert connector.run().summary()["rows_loaded"] == RECORDS
+
+    assert "Scan" not in calls and calls.count("BatchGetItem") >= 1
+    assert calls.count("DeleteItem") == 1  # its own worker item; the others wait for their time to live
+    assert len(connector.workers()) == 30
