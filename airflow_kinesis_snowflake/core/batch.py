@@ -15,9 +15,9 @@ table a cache of it, so whatever step the process dies after, nothing is lost or
    its shard leases to the old generation's ledger marks, set the generation, point the other
    tables at it. Each write is conditional or idempotent, and the next run plans the same adoption
    from what is left, so dying halfway is repaired by the next run.
-5. **Lease**: sync shards into the table and take up to ``max_shards_per_batch`` eligible leases
-   with conditional writes. Dying while holding them: they expire after the lease duration and
-   another worker takes them; nothing was read.
+5. **Lease**: sync shards into the table (their leases read by key, never a scan) and take up to
+   ``max_shards_per_batch`` eligible leases with conditional writes. Dying while holding them: a
+   retry of the same task takes them over at once, anyone else once they expired; nothing was read.
 6. **Fast-forward**: a checkpoint behind the ledger's mark (an earlier run died between its
    Snowflake commit and its checkpoint) is moved to the mark, loading nothing.
 7. **Plan** the shard ranges, from the checkpoints, up to the cut-off and the caps. A retry of the
@@ -27,8 +27,9 @@ table a cache of it, so whatever step the process dies after, nothing is lost or
    rejected. Dying before its commit: nothing is loaded; after it: step 6 of the next run catches up.
 9. **Commit** the checkpoints to what was loaded (conditional on still holding the lease). A lease
    lost during the batch is not checkpointed: its new owner fast-forwards from the ledger.
-10. **Release** the leases and stop the heartbeat, also when a step failed; a release that fails
-    leaves a lease that expires.
+10. **Release** the leases and delete the worker's heartbeat item, also when a step failed; a
+    release that fails leaves a lease that expires, a delete that fails an item DynamoDB's time to
+    live removes.
 
 Logs go to this module's logger; Airflow's task log shows them.
 """
@@ -66,7 +67,7 @@ from airflow_kinesis_snowflake.core.state.generations import (
     plan_adoption,
 )
 from airflow_kinesis_snowflake.core.state.holding import hold_leases
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start, lease_keys, open_to
 from airflow_kinesis_snowflake.core.state.marks import (
     Resolution,
     clear_superseded,
@@ -230,7 +231,8 @@ def run_batch(
     :param stream: the Kinesis calls (:class:`Stream`).
     :param connect_snowflake: opens a Snowflake connection (closed here after planning).
     :param submit: loads a plan: rows and ledger in one Snowflake transaction; returns its result.
-    :param owner: the lease owner this run writes (unique per try).
+    :param owner: the lease owner this run writes, unique per try; a :class:`~.state.leases.LeaseOwner`
+        lets a retry take over what its earlier try still holds.
     :param run_started_at: when the run started: the cut-off (see :func:`cutoff_time`).
     :raises ResetInProgress: a reset or restore works on the connector; nothing was read.
     :raises BatchRefused: the batch cannot run; nothing was read.
@@ -241,6 +243,7 @@ def run_batch(
     # 1. Resolve, once: the names found here are passed down, never stored back on the caller.
     resolution = _resolve(dynamodb, configured)
     stream_arn, stream_created = stream.stream_identity(settings.stream_name)
+    shards = stream.list_shards(settings.stream_name)
     identity = TableIdentity(
         connector_id=settings.connector_id,
         destination=f"{destination.database}.{destination.schema}.{destination.table}",
@@ -264,7 +267,7 @@ def run_batch(
         columns = sink.describe_columns()  # fail early, before taking leases, if the table is missing
         if found is not None and active is not None:
             # The table's own first start: a first recorded run, or a stopped reset withdrawn.
-            start = earliest_start(LeaseTable(dynamodb, active).leases().values()) or start
+            start = earliest_start(LeaseTable(dynamodb, active).leases_of(lease_keys(shards)).values()) or start
         choice, adoption, caught_up = _decide_generation(
             sink, dynamodb, resolution, configured, active, found, identity, start
         )
@@ -287,7 +290,6 @@ def run_batch(
 
     # 5. Sync shards and take leases.
     cutoff = cutoff_time(run_started_at, now)
-    shards = stream.list_shards(settings.stream_name)
     leases = table.sync_shards(shards, choice.start or start)
     removed = table.remove_finished_parents(leases)
     if removed:
@@ -354,8 +356,8 @@ def run_batch(
             _release(table, lease)
         try:
             table.stop_heartbeat(owner)
-        except Exception:  # noqa: BLE001 - a stale heartbeat item is harmless
-            log.warning("Could not remove the heartbeat of %s", owner)
+        except Exception:  # a stale heartbeat item is harmless, and its time to live ends it
+            log.warning("Could not delete the heartbeat item of %s", owner, exc_info=True)
     return outcome
 
 
@@ -545,13 +547,17 @@ def take_leases(
     max_shards: int | None = None,
 ) -> list[Lease]:
     """Step 5: take up to ``max_shards`` eligible leases (conditional writes; a lease another worker
-    took first is skipped)."""
+    took first is skipped). Leases an earlier try of this task holds are taken over at once."""
     held: list[Lease] = []
-    for lease in eligible_leases(leases, time.time()):
+    now = time.time()
+    for lease in eligible_leases(open_to(leases, owner, now), now):
         if max_shards is not None and len(held) >= max_shards:
             break
         taken = table.take(lease, owner, duration_seconds)
         if taken is not None:
+            before = leases[lease.shard_id]
+            if before.is_held(now):
+                log.info("Shard %s: took over the lease of an earlier try, %s", lease.shard_id, before.lease_owner)
             held.append(taken)
     return held
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import fields
 from functools import partial
@@ -15,6 +14,7 @@ from airflow_kinesis_snowflake.config import SPARK_SUBMIT_ARGUMENTS, check_spark
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
+from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
@@ -143,7 +143,6 @@ class SparkKinesisIngestOperator(BaseOperator):
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         own = {f.name: getattr(self, f.name) for f in fields(BatchSettings) if f.name != "destination"}  # rendered
-        worker = f"{ti.dag_id}/{ti.run_id}/{ti.try_number}" if (ti := context.get("ti")) is not None else self.dag_id
         try:
             outcome = run_batch(
                 BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id}),
@@ -151,7 +150,8 @@ class SparkKinesisIngestOperator(BaseOperator):
                 stream=kinesis,
                 connect_snowflake=snowflake.get_conn,
                 submit=partial(spark.run_batch, kinesis=kinesis, snowflake=snowflake, application=self.application),
-                owner=f"{worker}/{uuid.uuid4().hex[:8]}",
+                # A retry takes over what an earlier try of this task instance still holds.
+                owner=str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id)),
                 # The run's start is shared by every try of this task, so a retry plans the same batch.
                 run_started_at=getattr(context.get("dag_run"), "start_date", None),
             )

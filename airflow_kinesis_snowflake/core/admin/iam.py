@@ -288,25 +288,40 @@ def required_permissions(
     requirements += [
         Requirement(
             sid="DynamoDBLeaseTable",
-            actions=("dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:TagResource"),
+            actions=(
+                "dynamodb:DescribeTable",
+                "dynamodb:CreateTable",
+                "dynamodb:TagResource",
+                "dynamodb:DescribeTimeToLive",
+                "dynamodb:UpdateTimeToLive",
+            ),
             resources=(lease_table,),
             purpose=(
                 f"Create the lease table {application_name!r} (on demand, tagged so that clean-up recognises it; "
-                "CreateTable with tags needs TagResource) and wait until it is ACTIVE."
+                "CreateTable with tags needs TagResource), wait until it is ACTIVE, and turn on its time to live "
+                "(worker items of tries that died)."
             ),
         ),
         Requirement(
             sid="DynamoDBLeaseTable",
-            actions=("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Scan"),
+            actions=(
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Scan",
+            ),
             resources=(lease_table,),
-            purpose="Read the table's metadata and leases; create, take, renew, checkpoint and release leases "
-            "with conditional writes; record worker heartbeats.",
+            purpose="Read the table's metadata and the listed shards' leases by key; create, take, renew, "
+            "checkpoint and release leases with conditional writes; record worker heartbeats. Scan only when a "
+            "lost table is adopted, or a table without a metadata item is checked before it is used.",
         ),
         Requirement(
             sid="DynamoDBLeaseTable",
             actions=("dynamodb:DeleteItem",),
             resources=(lease_table,),
-            purpose="Remove the lease of a parent shard that reached SHARD_END once its children started.",
+            purpose="Delete a try's heartbeat item when it ends (best effort), and the lease of a parent shard "
+            "that reached SHARD_END once its children started.",
         ),
     ]
     if include_migration_table:
@@ -374,6 +389,8 @@ def maintenance_permissions(*, stream_name: str, partition: str, region: str, ac
                 "dynamodb:DescribeTable",
                 "dynamodb:CreateTable",
                 "dynamodb:TagResource",
+                "dynamodb:DescribeTimeToLive",
+                "dynamodb:UpdateTimeToLive",
                 "dynamodb:GetItem",
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",

@@ -1,7 +1,8 @@
 """The one way to DynamoDB: every call on a lease table (or a migration's table) goes through here.
 
-:class:`DynamoTable` is one table keyed by a single string attribute: its items (get, put,
-update, delete, scan, batch writes) and the table itself (describe, create, wait, delete).
+:class:`DynamoTable` is one table keyed by a single string attribute: its items (get, batch
+gets, put, update, delete, scan, batch writes) and the table itself (describe, create, time to
+live, wait, delete).
 DynamoDB's errors that callers decide on come out as :class:`ConditionFailed`,
 :class:`TableMissing` and :class:`TableInUse`; they are :class:`~botocore.exceptions.ClientError`
 subclasses with the same response and message, so code that handles any client error still does.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,6 +28,8 @@ _USES_KEY_ALIAS = re.compile(r"#k\b")
 
 _BATCH_WRITE_LIMIT = 25
 _BATCH_WRITE_ATTEMPTS = 10
+_BATCH_GET_LIMIT = 100
+_BATCH_GET_ATTEMPTS = 10
 
 
 class ConditionFailed(ClientError):
@@ -39,6 +42,10 @@ class TableMissing(ClientError):
 
 class TableInUse(ClientError):
     """The table is being created or deleted, or already exists (``ResourceInUseException``)."""
+
+
+class ReadIncomplete(RuntimeError):
+    """DynamoDB left some keys of a batch read unprocessed however often they were asked for again."""
 
 
 def error_code(err: ClientError) -> str:
@@ -101,6 +108,40 @@ class DynamoTable:
                 TableName=self.table_name, Key=self.key(key), ConsistentRead=True
             ).get("Item")
         return item or None
+
+    def batch_get(self, keys: Iterable[str], *, sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+        """The items of ``keys`` that exist, strongly consistent: BatchGetItem, 100 keys a request.
+
+        Keys DynamoDB leaves unprocessed (throttling, the 16 MB response limit) are asked for
+        again with exponential backoff.
+
+        :raises ReadIncomplete: when some keys are still unprocessed after 10 attempts.
+        :raises TableMissing: when the table does not exist.
+        """
+        unique_keys = list(dict.fromkeys(keys))
+        items: list[dict[str, Any]] = []
+        for start in range(0, len(unique_keys), _BATCH_GET_LIMIT):
+            pending: dict[str, Any] = {
+                self.table_name: {
+                    "Keys": [self.key(k) for k in unique_keys[start : start + _BATCH_GET_LIMIT]],
+                    "ConsistentRead": True,
+                }
+            }
+            for attempt in range(_BATCH_GET_ATTEMPTS):
+                with _errors():
+                    response = self.client.batch_get_item(RequestItems=pending)
+                items.extend(response.get("Responses", {}).get(self.table_name, []))
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                sleep(min(2.0, 0.05 * 2**attempt))
+            if pending:
+                left = len(pending[self.table_name]["Keys"])
+                raise ReadIncomplete(
+                    f"DynamoDB left {left} keys of {self.table_name!r} unprocessed after {_BATCH_GET_ATTEMPTS} "
+                    "attempts (throttled); the next run reads them again"
+                )
+        return items
 
     def put(
         self,
@@ -226,6 +267,29 @@ class DynamoTable:
                 )
         except TableInUse:
             return False
+        return True
+
+    def enable_time_to_live(self, attribute: str) -> bool:
+        """Have DynamoDB delete items once the epoch seconds in ``attribute`` passed; False when it already does.
+
+        DescribeTimeToLive, then UpdateTimeToLive only when time to live is off. A table whose time
+        to live is on for another attribute is left as it is (DynamoDB allows one), and so is a
+        concurrent enabling (DynamoDB refuses the second one with a ``ValidationException``).
+        """
+        with _errors():
+            current = self.client.describe_time_to_live(TableName=self.table_name)["TimeToLiveDescription"]
+        if current.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+            return False
+        try:
+            with _errors():
+                self.client.update_time_to_live(
+                    TableName=self.table_name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute},
+                )
+        except ClientError as err:
+            if error_code(err) == "ValidationException" and "already enabled" in str(err).lower():
+                return False
+            raise
         return True
 
     def wait_until_exists(self, wait_seconds: float) -> None:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, takes_over
 
 
 def held_by_others(leases: Iterable[Lease], owner: str | None, now: float) -> list[Lease]:
@@ -30,7 +30,9 @@ def hold_leases(
 
     Leases are taken with the same conditional write as an ingestion's, so no batch can hold a
     shard or move a checkpoint while the reset works; they expire after ``hold_seconds`` if the
-    reset dies. Returns the held leases by shard id.
+    reset dies. A lease an earlier try of ``owner``'s task holds is taken at once
+    (:func:`~.leases.takes_over`). Returns the held leases by shard id. Reads the whole table
+    (a scan) on each pass: maintenance must see every lease, not only the listed shards'.
 
     :raises MaintenanceError: when some lease is still held by another worker after ``timeout_seconds``.
     """
@@ -44,7 +46,7 @@ def hold_leases(
             if lease.lease_owner == owner and lease.is_held(now):
                 held[shard_id] = lease
                 continue
-            if lease.is_held(now):
+            if lease.is_held(now) and not takes_over(owner, lease.lease_owner):
                 waiting.append(lease)
                 continue
             taken = table.take(lease, owner, hold_seconds, now=now)

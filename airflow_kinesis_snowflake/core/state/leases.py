@@ -1,14 +1,25 @@
 """The DynamoDB lease/checkpoint table, named after the application name.
 
 One item per shard holds its lease (owner, counter, expiry) and its checkpoint; one metadata item
-describes the table. Every ownership change and every checkpoint is a conditional write on the
-lease counter, so a worker that lost its lease cannot move a checkpoint.
+describes the table; a running try keeps a heartbeat item, deleted when it ends. Every ownership
+change and every checkpoint is a conditional write on the lease counter, so a worker that lost its
+lease cannot move a checkpoint.
+
+A batch reads the shard leases by key (:meth:`LeaseTable.leases_of`: the listed shards and the
+parents they name), so its cost does not grow with the items the table holds; the full scan
+(:meth:`LeaseTable.leases`) is for maintenance: reset, restore, clean-up, backups, migration and
+adopting a lost table.
+
+An owner (:class:`LeaseOwner`) names the task that runs the batch, stable over its tries, and the
+try: a retry takes over the leases an earlier try of its own task still holds at once
+(:func:`takes_over`), while another worker's leases are taken only once they expired.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +43,10 @@ from airflow_kinesis_snowflake.core.state.metadata import (
 )
 
 WORKER_PREFIX = "#worker#"
+# DynamoDB deletes an item once the epoch seconds in this attribute passed (the table's time to live).
+TTL_ATTRIBUTE = "delete_after"
+# A worker item outlives the heartbeat's expiry by this long, should its try die before deleting it.
+WORKER_ITEM_RETENTION_SECONDS = 86_400
 
 STATE_ACTIVE = "ACTIVE"
 STATE_SHARD_END = "SHARD_END"
@@ -60,6 +75,103 @@ class Lease:
 
     def is_held(self, now: float) -> bool:
         return self.lease_owner is not None and self.lease_expires_at > now
+
+
+_TRY_PREFIX = "try-"
+
+
+@dataclass(frozen=True)
+class LeaseOwner:
+    """Who holds a lease: a task, stable over its tries, and one try of it.
+
+    Written as ``<task key>/try-<attempt>/<nonce>``; the task key may itself hold ``/`` (a run id
+    may), so the text is read from the right.
+
+    :param task_key: the same for every try of one task (see :func:`task_key`).
+    :param attempt: the try, from 1; a later try has a higher one.
+    :param nonce: random, so two processes never write the same owner.
+    """
+
+    task_key: str
+    attempt: int
+    nonce: str
+
+    def __str__(self) -> str:
+        return f"{self.task_key}/{_TRY_PREFIX}{self.attempt}/{self.nonce}"
+
+    @classmethod
+    def of_try(cls, task_instance: Any, dag_id: str, task_id: str) -> LeaseOwner:
+        """The owner of one try of an Airflow task instance (read by attribute), with a new nonce.
+
+        What the task instance lacks falls back: ``dag_id``, ``task_id``, run ``adhoc``, map index
+        -1, try 1.
+        """
+        run_id, map_index, try_number = (getattr(task_instance, k, None) for k in ("run_id", "map_index", "try_number"))
+        key = task_key(
+            getattr(task_instance, "dag_id", None) or dag_id,
+            getattr(task_instance, "task_id", None) or task_id,
+            run_id or "adhoc",
+            map_index,
+        )
+        return cls(key, int(try_number or 1), uuid.uuid4().hex[:8])
+
+    @classmethod
+    def parse(cls, text: str | None) -> LeaseOwner | None:
+        """The owner ``text`` names; None for an owner written otherwise (a maintenance task, an
+        older version of the provider, a KCL worker)."""
+        parts = (text or "").rsplit("/", 2)
+        if len(parts) != 3 or not parts[0] or not parts[2] or not parts[1].startswith(_TRY_PREFIX):
+            return None
+        attempt = parts[1].removeprefix(_TRY_PREFIX)
+        if not attempt.isdigit():
+            return None
+        return cls(parts[0], int(attempt), parts[2])
+
+
+def task_key(dag_id: str, task_id: str, run_id: str, map_index: int | None = -1) -> str:
+    """The key every try of one Airflow task instance shares."""
+    return f"{dag_id}/{task_id}/{run_id}/{-1 if map_index is None else int(map_index)}"
+
+
+def takes_over(owner: str, holder: str | None) -> bool:
+    """True when ``owner`` may take a lease ``holder`` holds without waiting for it to expire.
+
+    Only a later try of the same task takes over: its earlier try is over (Airflow starts a retry
+    once a try failed or its worker was lost), so the leases it holds would only delay the retry.
+    Anyone else, and a try of the same task that is not later, waits for the lease to expire. The
+    take is still the conditional write on the lease counter, so a fenced try cannot checkpoint.
+    """
+    mine, theirs = LeaseOwner.parse(owner), LeaseOwner.parse(holder)
+    if mine is None or theirs is None:
+        return False
+    return mine.task_key == theirs.task_key and mine.attempt > theirs.attempt
+
+
+def open_to(leases: Mapping[str, Lease], owner: str, now: float) -> dict[str, Lease]:
+    """``leases`` as ``owner`` may take them: one held by an earlier try of its task shows as free.
+
+    The counter is kept, so taking the lease is conditional on nothing having changed since it
+    was read.
+    """
+    return {
+        shard_id: replace(lease, lease_owner=None, lease_expires_at=0.0)
+        if lease.is_held(now) and takes_over(owner, lease.lease_owner)
+        else lease
+        for shard_id, lease in leases.items()
+    }
+
+
+def lease_keys(shards: Iterable[Shard]) -> list[str]:
+    """The shard ids whose leases a batch reads: every listed shard and the parents it names.
+
+    A parent no longer listed (past the stream's retention) keeps counting through its lease
+    while it has one; without one it counts as finished.
+    """
+    keys: dict[str, None] = {}
+    for shard in shards:
+        keys[shard.shard_id] = None
+        keys.update(dict.fromkeys(shard.parent_shard_ids))
+    return list(keys)
 
 
 def _s(value: str) -> dict[str, str]:
@@ -177,7 +289,8 @@ class LeaseTable:
         identity: TableIdentity | None = None,
         generation_id: str | None = None,
     ) -> bool:
-        """Create the table (on-demand, tagged) and its metadata item; False when it already existed.
+        """Create the table (on-demand, tagged) and its metadata item, and turn its time to live on for
+        worker items (:data:`TTL_ATTRIBUTE`); False when it already existed.
 
         An existing table is accepted only when its metadata item says this provider made it.
 
@@ -212,6 +325,9 @@ class LeaseTable:
                 f"lease table {self.table_name!r} tracks stream {metadata.stream_name!r}, not "
                 f"{stream_name!r}; use another application_name for this stream"
             )
+        # Once the table is known to be ours: worker items of tries that died before deleting theirs
+        # go by themselves, also on a table an earlier version created.
+        self.items.enable_time_to_live(TTL_ATTRIBUTE)
         return created
 
     def metadata(self) -> TableMetadata | None:
@@ -236,9 +352,30 @@ class LeaseTable:
         return (i for i in self.items.scan() if i.get("item_type", {}).get("S") == item_type)
 
     def leases(self) -> dict[str, Lease]:
-        """Every shard lease, by shard id (strongly consistent)."""
+        """Every shard lease, by shard id (strongly consistent): a full scan, for maintenance only.
+
+        Its cost grows with every item the table holds; a batch reads :meth:`leases_of`.
+        """
         leases = (_lease_from_item(item) for item in self._scan("SHARD"))
         return {lease.shard_id: lease for lease in leases}
+
+    def leases_of(self, shard_ids: Iterable[str]) -> dict[str, Lease]:
+        """The shard leases of ``shard_ids`` and of the parents their leases name, by shard id.
+
+        Strongly consistent BatchGetItem by key: the cost follows the shards asked for, not what
+        else the table holds. Parents are followed through the lease items (a parent's lease names
+        its own parents), so a lineage past the stream's retention counts as it did when listed.
+        """
+        leases: dict[str, Lease] = {}
+        asked: set[str] = set()
+        todo = list(dict.fromkeys(shard_ids))
+        while todo:
+            asked.update(todo)
+            items = self.items.batch_get(todo)
+            found = [_lease_from_item(i) for i in items if i.get("item_type", {}).get("S") == "SHARD"]
+            leases.update((lease.shard_id, lease) for lease in found)
+            todo = list(dict.fromkeys(p for lease in found for p in lease.parent_shard_ids if p not in asked))
+        return leases
 
     def sync_shards(self, shards: Iterable[Shard], start: StartPosition) -> dict[str, Lease]:
         """Create a lease for every shard that has none; existing leases are left as they are.
@@ -248,7 +385,8 @@ class LeaseTable:
         reading it again would deliver its records twice.
         """
         shards = list(shards)
-        leases = self.leases()
+        keys = lease_keys(shards)
+        leases = self.leases_of(keys)
         done = _ancestors_of(shards, set(leases))
         new_children: dict[str, list[str]] = {}
         for shard in shards:
@@ -267,11 +405,11 @@ class LeaseTable:
                     new_children.setdefault(parent, []).append(shard.shard_id)
             else:
                 # Created concurrently by another worker: read theirs.
-                leases = self.leases()
+                leases = self.leases_of(keys)
         for parent, children in new_children.items():
             if parent in leases:
                 self._add_children(parent, children)
-        return self.leases() if new_children else leases
+        return self.leases_of(keys) if new_children else leases
 
     def _add_children(self, shard_id: str, children: list[str]) -> None:
         # Only on resharding; ADD on a string set is idempotent, so no condition is needed.
@@ -316,7 +454,12 @@ class LeaseTable:
         return True
 
     def take(self, lease: Lease, owner: str, duration_seconds: float, now: float | None = None) -> Lease | None:
-        """Take a lease that is free or expired; None when another worker got there first."""
+        """Take a lease as read in ``lease``: free, expired, or held by an earlier try of ``owner``'s task
+        (:func:`takes_over`); None when it changed since (another worker got there first).
+
+        Whether it may be taken is the caller's decision (:func:`open_to`, ``eligible_leases``); the
+        write is conditional on the counter read, which every change of the lease moves.
+        """
         now = time.time() if now is None else now
         expires = now + duration_seconds
         try:
@@ -398,30 +541,34 @@ class LeaseTable:
         return replace(lease, lease_expires_at=expires, lease_counter=lease.lease_counter + 1)
 
     def heartbeat(self, worker_id: str, failover_seconds: float, now: float | None = None) -> None:
-        """Record that ``worker_id`` is alive; others read it to see who holds what and since when."""
+        """Record that ``worker_id`` is alive; others read it to see who holds what and since when.
+
+        The item carries the table's time to live (:data:`TTL_ATTRIBUTE`): should the try die
+        before :meth:`stop_heartbeat`, DynamoDB deletes it a day after its heartbeat expired.
+        """
         now = time.time() if now is None else now
-        self.items.put(
-            {
-                KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}"),
-                "item_type": _s("WORKER"),
-                "worker_id": _s(worker_id),
-                "last_heartbeat": _n(now),
-                "expires_at": _n(now + failover_seconds),
-            }
-        )
+        self.items.put(worker_item(worker_id, failover_seconds, now))
 
     def workers(self) -> dict[str, float]:
-        """Last heartbeat (epoch seconds) of every worker that ever wrote one."""
+        """Last heartbeat (epoch seconds) of every worker item the table holds (a full scan: clean-up only)."""
         return {item["worker_id"]["S"]: float(item["last_heartbeat"]["N"]) for item in self._scan("WORKER")}
 
-    def stop_heartbeat(self, worker_id: str, now: float | None = None) -> None:
-        """Mark a worker's heartbeat as ended (kept, not deleted: the table shows who ran when)."""
-        now = time.time() if now is None else now
-        self.items.update(
-            f"{WORKER_PREFIX}{worker_id}",
-            "SET stopped_at = :now, expires_at = :now",
-            values={":now": _n(now)},
-        )
+    def stop_heartbeat(self, worker_id: str) -> None:
+        """Delete a worker's heartbeat item once its try ends, so the table does not grow with history."""
+        self.items.delete(f"{WORKER_PREFIX}{worker_id}")
+
+
+def worker_item(worker_id: str, failover_seconds: float, now: float) -> dict[str, Any]:
+    """The heartbeat item of ``worker_id`` written at ``now``, with its time to live."""
+    expires = now + failover_seconds
+    return {
+        KEY_ATTRIBUTE: _s(f"{WORKER_PREFIX}{worker_id}"),
+        "item_type": _s("WORKER"),
+        "worker_id": _s(worker_id),
+        "last_heartbeat": _n(now),
+        "expires_at": _n(expires),
+        TTL_ATTRIBUTE: _n(int(expires + WORKER_ITEM_RETENTION_SECONDS)),
+    }
 
 
 def last_activity(marks: TableMetadata, leases: Iterable[Lease], heartbeats: Iterable[float]) -> float:

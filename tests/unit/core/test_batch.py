@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.job import JobCredentials, commit, process_range
@@ -23,7 +24,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import TTL_ATTRIBUTE, LeaseTable
 from airflow_kinesis_snowflake.core.state.marks import set_reset_mark
 from airflow_kinesis_snowflake.core.state.metadata import ResetMark, stream_created_at
 from tests.conftest import create_stream, create_table, put_json, query, unique
@@ -137,11 +138,13 @@ class Connector:
                 tips[shard["ShardId"]] = Checkpoint(max((r["SequenceNumber"] for r in records), key=int))
         return tips
 
-    def heartbeat_stopped(self, owner_prefix: str = "tests/") -> bool:
+    def workers(self) -> list[dict[str, Any]]:
         items = self.dynamodb.scan(TableName=self.app, ConsistentRead=True)["Items"]
-        workers = [i for i in items if i.get("item_type", {}).get("S") == "WORKER"]
-        assert workers and all(i["worker_id"]["S"].startswith(owner_prefix) for i in workers)
-        return all("stopped_at" in i for i in workers)
+        return [i for i in items if i.get("item_type", {}).get("S") == "WORKER"]
+
+    def heartbeat_stopped(self) -> bool:
+        """The batch's worker item is deleted once it ended: the table does not grow with history."""
+        return self.workers() == []
 
 
 def recording(plans: list[BatchPlan]) -> Submit:
@@ -169,6 +172,7 @@ def test_checkpoints_move_only_after_the_commit(connector: Connector) -> None:
     def submit(plan: BatchPlan) -> BatchResult:
         # Leases are held while the job runs; nothing is checkpointed before it nor by its commit.
         seen["owners"] = set(connector.owners().values())
+        seen["workers"] = [i["worker_id"]["S"] for i in connector.workers()]
         seen["before"] = connector.checkpoints()
         result = connector.job(plan)
         seen["committed"] = connector.checkpoints()
@@ -179,6 +183,7 @@ def test_checkpoints_move_only_after_the_commit(connector: Connector) -> None:
 
     tips = connector.tips()
     assert len(seen["owners"]) == 1 and None not in seen["owners"]
+    assert seen["workers"] == list(seen["owners"])  # the running batch's heartbeat item
     assert seen["before"] == seen["committed"] == dict.fromkeys(tips)
     assert seen["ledger"] == tips  # the commit moved the ledger ...
     assert connector.checkpoints() == tips  # ... and only then the checkpoints followed it
@@ -285,3 +290,33 @@ def test_nothing_is_taken_or_run_when_no_shard_is_eligible(connector: Connector)
     assert outcome.summary() == {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
     assert table.leases() == before  # nothing taken, renewed or released
     assert connector.ids() == []
+
+
+def test_a_worker_item_that_cannot_be_deleted_is_logged_and_left_to_its_time_to_live(
+    connector: Connector, caplog: pytest.LogCaptureFixture
+) -> None:
+    def denied(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no DeleteItem"}}, "DeleteItem")
+
+    connector.dynamodb.meta.events.register("before-call.dynamodb.DeleteItem", denied)
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        outcome = connector.run()
+
+    assert outcome.summary()["rows_loaded"] == RECORDS and connector.ids() == list(range(RECORDS))
+    assert "Could not delete the heartbeat item" in caplog.text and "no DeleteItem" in caplog.text
+    (item,) = connector.workers()
+    assert float(item[TTL_ATTRIBUTE]["N"]) > float(item["expires_at"]["N"])
+
+
+def test_a_batch_reads_the_leases_by_key_and_never_scans_the_table(connector: Connector) -> None:
+    # History a batch must not pay for: worker items of earlier tries that died.
+    for n in range(30):
+        connector.lease_table.heartbeat(f"old/try-{n}", 60)
+    calls: list[str] = []
+    connector.dynamodb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+
+    assert connector.run().summary()["rows_loaded"] == RECORDS
+
+    assert "Scan" not in calls and calls.count("BatchGetItem") >= 1
+    assert calls.count("DeleteItem") == 1  # its own worker item; the others wait for their time to live
+    assert len(connector.workers()) == 30

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_kinesis_snowflake.core.batch import take_leases
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.planning import eligible_leases
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import LeaseLostError, LeaseTableError
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.holding import hold_leases
+from airflow_kinesis_snowflake.core.state.leases import (
+    TTL_ATTRIBUTE,
+    WORKER_ITEM_RETENTION_SECONDS,
+    LeaseOwner,
+    LeaseTable,
+    lease_keys,
+    task_key,
+)
 from airflow_kinesis_snowflake.core.state.metadata import CREATED_BY, CREATED_BY_TAG, TableIdentity
 from tests.conftest import unique
 from tests.emulators import Emulators
@@ -135,3 +145,107 @@ def test_identity_is_recorded_once_on_a_table_that_lacks_it_and_ingest_runs_are_
         "stream_created_at": {"S": "2026-01-01T00:00:00+00:00"},
         "last_ingest_at": {"N": "1700000000.5"},
     }
+
+
+# -- a retry takes over; the table's cost does not grow with history --------------------------------
+
+RUN = task_key("kinesis_snowflake_orders_ingest", "ingest", "scheduled__2026-01-01T00:05:00+00:00")
+
+
+def test_a_retry_takes_over_its_earlier_try_at_once_and_the_earlier_try_is_fenced(emulators: Emulators) -> None:
+    table = make_table(emulators)
+    shards = [Shard("shardId-1"), Shard("shardId-2")]
+    leases = table.sync_shards(shards, TRIM)
+    first_try, retry = str(LeaseOwner(RUN, 1, "aaaa")), str(LeaseOwner(RUN, 2, "bbbb"))
+    other = str(LeaseOwner(task_key("kinesis_snowflake_orders_ingest", "ingest", "manual__x"), 1, "cccc"))
+    mine = take_leases(table, {"shardId-1": leases["shardId-1"]}, first_try, 300)
+    theirs = take_leases(table, {"shardId-2": leases["shardId-2"]}, other, 300)
+    assert [lease.lease_owner for lease in mine + theirs] == [first_try, other]
+
+    # The retry takes what its first try holds at once; another run's lease waits for its expiry.
+    taken = take_leases(table, table.leases_of(["shardId-1", "shardId-2"]), retry, 300)
+    assert [(lease.shard_id, lease.lease_owner) for lease in taken] == [("shardId-1", retry)]
+    now = table.leases()
+    assert now["shardId-1"].lease_owner == retry and now["shardId-2"].lease_owner == other
+    # An earlier try never takes back from a later one.
+    assert take_leases(table, now, first_try, 300) == []
+
+    # The first try, still running somewhere, is fenced: no renewal, no checkpoint, no release.
+    (held,) = mine
+    with pytest.raises(LeaseLostError):
+        table.renew(held, 300)
+    with pytest.raises(LeaseLostError):
+        table.checkpoint(held, Checkpoint("5"))
+    table.release(held)
+    after = table.leases()["shardId-1"]
+    assert after.lease_owner == retry and after.checkpoint is None
+    (kept,) = taken
+    table.checkpoint(kept, Checkpoint("7"))
+    assert table.leases()["shardId-1"].checkpoint == Checkpoint("7")
+
+
+def test_maintenance_of_a_retried_task_takes_over_its_earlier_try(emulators: Emulators) -> None:
+    table = make_table(emulators)
+    table.sync_shards([Shard("shardId-1")], TRIM)
+    first_try, retry = LeaseOwner(RUN, 1, "aaaa"), LeaseOwner(RUN, 3, "bbbb")
+    assert table.take(table.leases()["shardId-1"], str(first_try), 300) is not None
+    held = hold_leases(table, str(retry), hold_seconds=60, timeout_seconds=0, sleep=lambda _: None)
+    assert held["shardId-1"].lease_owner == str(retry)
+
+
+def test_leases_are_read_by_key_through_parents_past_retention(emulators: Emulators) -> None:
+    table = make_table(emulators)
+    # A lineage: the grandparent and parent are past retention (no longer listed), their leases kept.
+    old = [Shard("shardId-0"), Shard("shardId-1", parent_shard_ids=("shardId-0",))]
+    table.sync_shards(old, TRIM)
+    listed = [Shard("shardId-2", parent_shard_ids=("shardId-1",))]
+    table.sync_shards([*old, *listed], TRIM)
+    table.heartbeat("worker", 60)
+    read = table.leases_of(lease_keys(listed))
+    assert sorted(read) == ["shardId-0", "shardId-1", "shardId-2"]
+    assert read == {k: v for k, v in table.leases().items() if k in read}
+    # The child waits for its parent as it did when the parent was listed.
+    assert [lease.shard_id for lease in eligible_leases(table.sync_shards(listed, TRIM), 0)] == ["shardId-0"]
+    # Unknown keys read as no lease; over 100 keys take several requests.
+    many = [Shard(f"shardId-{i:03d}") for i in range(150)]
+    assert len(table.sync_shards(many, TRIM)) == 150
+    assert len(table.leases_of([*lease_keys(many), "shardId-none"])) == 150
+
+
+def test_worker_items_carry_a_time_to_live_and_are_deleted_when_the_try_ends(emulators: Emulators) -> None:
+    table = make_table(emulators)
+    client = emulators.boto3_client("dynamodb")
+    ttl = client.describe_time_to_live(TableName=table.table_name)["TimeToLiveDescription"]
+    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", TTL_ATTRIBUTE)
+    table.heartbeat("try-1", 300, now=1_000.0)
+    item = client.get_item(TableName=table.table_name, Key={"lease_key": {"S": "#worker#try-1"}})["Item"]
+    assert int(item[TTL_ATTRIBUTE]["N"]) == 1_000 + 300 + WORKER_ITEM_RETENTION_SECONDS
+    assert table.workers() == {"try-1": 1_000.0}
+    table.stop_heartbeat("try-1")
+    assert table.workers() == {}
+
+
+def test_creating_an_existing_table_turns_its_time_to_live_on(emulators: Emulators) -> None:
+    client = emulators.boto3_client("dynamodb")
+    name = unique("old")
+    table = LeaseTable(client, name)
+    # A table made before worker items had a time to live.
+    table.items.create({CREATED_BY_TAG: CREATED_BY})
+    table.items.wait_until_exists(30)
+    assert client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]["TimeToLiveStatus"] == "DISABLED"
+    assert table.create(stream_name="s", application_name=name) is False
+    ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", TTL_ATTRIBUTE)
+    assert table.items.enable_time_to_live(TTL_ATTRIBUTE) is False  # already on: nothing to do
+
+
+def test_a_refused_table_gets_no_time_to_live(emulators: Emulators) -> None:
+    client = emulators.boto3_client("dynamodb")
+    name = unique("foreign")
+    table = LeaseTable(client, name)
+    table.items.create({})
+    table.items.wait_until_exists(30)
+    client.put_item(TableName=name, Item={"lease_key": {"S": "someone-elses"}})
+    with pytest.raises(LeaseTableError, match="not created by"):
+        table.create(stream_name="s", application_name=name)
+    assert client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]["TimeToLiveStatus"] == "DISABLED"
