@@ -85,11 +85,12 @@ class ShardLag:
     dead_letters: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        age = self.checkpoint_age_seconds
         return {
             "shard_id": self.shard_id,
             "millis_behind_latest": self.millis_behind_latest,
             "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
-            "checkpoint_age_seconds": None if self.checkpoint_age_seconds is None else round(self.checkpoint_age_seconds),
+            "checkpoint_age_seconds": None if age is None else round(age),
             "records": self.records,
             "dead_letters": self.dead_letters,
         }
