@@ -49,5 +49,11 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [],
+        "plugins": [
+            {
+                "name": "kinesis_snowflake_lag",
+                "plugin-class": "airflow_kinesis_snowflake.plugins.lag_page.KinesisSnowflakeLagPlugin",
+            }
+        ],
         "connection-types": [],
     }

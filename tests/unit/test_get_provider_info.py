@@ -29,3 +29,16 @@ def test_every_listed_module_imports() -> None:
         for entry in info[kind]:
             for module in entry["python-modules"]:
                 importlib.import_module(module)
+
+
+def test_the_lag_page_plugin_is_registered_in_the_provider_info_and_as_an_airflow_plugins_entry_point() -> None:
+    import tomllib
+
+    from airflow.plugins_manager import AirflowPlugin
+
+    (plugin,) = get_provider_info()["plugins"]
+    module, _, name = plugin["plugin-class"].rpartition(".")
+    assert issubclass(getattr(importlib.import_module(module), name), AirflowPlugin)
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    entry = project["project"]["entry-points"]["airflow.plugins"][plugin["name"]]
+    assert entry.replace(":", ".") == plugin["plugin-class"]
