@@ -15,6 +15,7 @@ connections (``docs/lag.md``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import warnings
@@ -124,19 +125,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def _status(args: argparse.Namespace) -> int:
     from airflow_kinesis_snowflake.core.lag import LagLevel
-    from airflow_kinesis_snowflake.status import connector_configs, connector_status
 
-    path = args.path
-    if path is None:
-        from airflow.configuration import conf
+    # Airflow's and the clients' log lines go to standard error (Airflow binds its log output when it
+    # is first imported, so the import is inside too): standard output is the report.
+    with contextlib.redirect_stdout(sys.stderr):
+        from airflow_kinesis_snowflake.status import connector_configs, connector_status
 
-        path = conf.get("core", "dags_folder")
-    try:
-        configs = connector_configs(path)
-    except (ConnectorConfigError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    statuses = [connector_status(config, batches=args.batches) for config in configs]
+        path = args.path
+        if path is None:
+            from airflow.configuration import conf
+
+            path = conf.get("core", "dags_folder")
+        try:
+            configs = connector_configs(path)
+        except (ConnectorConfigError, FileNotFoundError) as err:
+            print(f"error: {err}")
+            return 1
+        statuses = [connector_status(config, batches=args.batches) for config in configs]
     if args.json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2))
     else:

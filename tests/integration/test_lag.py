@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.__main__ import main
-from tests.conftest import LagBatch, query
+from tests.conftest import LagBatch
 from tests.emulators import Emulators
 from tests.emulators.servers import REPO_ROOT
 from tests.integration.test_ingest_dag import shard_tips
@@ -65,7 +65,7 @@ def test_status_prints_each_shards_checkpoint_lag_last_batch_rows_and_dead_lette
     lag_batch: LagBatch, emulators: Emulators, aws_connections: Emulators, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tips = shard_tips(emulators.boto3_client("kinesis"), lag_batch.stream_name)
-    (batch_id,) = {row[0] for row in query(emulators, f"SELECT KINESISMETADATA:batchId::string FROM {lag_batch.table}")}
+    batch_id = xcom_result(lag_batch)["batch_id"]
 
     # The command as a user runs it, on the DAGs folder, with Airflow's connections from the environment.
     proc = subprocess.run(
