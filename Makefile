@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Parallel test workers (pytest-xdist): one per core by default.
 PYTEST_WORKERS ?= auto
 
-.PHONY: demo test lint typecheck unit install clean check-java lowest
+.PHONY: demo test lint typecheck unit install clean check-java check-chromium lowest
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -33,6 +33,10 @@ install: $(STAMP)
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17+ is needed by spark-submit: install a JDK (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
 
+# The lag page's test loads the page in a real headless browser.
+check-chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { echo "Chromium is needed by the lag page's test (tests/integration/plugins): install it (e.g. apt-get install -y chromium)"; exit 1; }
+
 demo: install check-java
 	$(PY) demo/run_demo.py
 
@@ -46,7 +50,7 @@ typecheck: install
 unit: install
 	$(VENV)/bin/pytest tests/unit -q
 
-test: install check-java lint typecheck
+test: install check-java check-chromium lint typecheck
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # Airflow and the three providers at the lowest versions pyproject.toml allows, in a fresh venv: the unit

@@ -7,11 +7,15 @@ every connector file of a directory, and across files, printing each problem wit
 field. ``policy`` prints the least-privilege IAM policy for one connector file, for an AWS
 administrator to attach to the connector's user or role. ``dag-file`` writes the small DAG file
 that builds one connector file's DAGs, so that each connector is a DAG file of its own in Airflow.
+``status`` prints, per connector and shard, the checkpoint, the lag and the last batch's rows and
+dead letters, read from the lease table and Snowflake's batch outcomes table through Airflow's
+connections (``docs/lag.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import warnings
@@ -99,7 +103,51 @@ def _parser() -> argparse.ArgumentParser:
         "when there is a problem.",
     )
     validate.add_argument("directory", metavar="DIRECTORY", help="a directory of connector files, e.g. dags/connectors")
+    status = commands.add_parser(
+        "status",
+        help="print each connector's shards: checkpoint, lag, last batch",
+        description="For each connector of a DAGs folder (its connectors/ directory) or of one connector file, print "
+        "each shard's checkpoint and its age, its lag, its last batch, and that batch's rows and dead letters. They "
+        "are read from the lease table and Snowflake's batch outcomes table, through Airflow's connections (the "
+        "connector's connections: ids). Exit status 1 when a connector could not be read or a shard's lag is past "
+        "90% of the stream's retention.",
+    )
+    status.add_argument(
+        "path",
+        metavar="DAGS_FOLDER_OR_CONNECTOR_YAML",
+        nargs="?",
+        help="a DAGs folder or one connector file (default: Airflow's [core] dags_folder)",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    status.add_argument("--batches", type=int, default=20, help="recent batches read per connector (default 20)")
     return parser
+
+
+def _status(args: argparse.Namespace) -> int:
+    from airflow_kinesis_snowflake.core.lag import LagLevel
+
+    # Airflow's and the clients' log lines go to standard error (Airflow binds its log output when it
+    # is first imported, so the import is inside too): standard output is the report.
+    with contextlib.redirect_stdout(sys.stderr):
+        from airflow_kinesis_snowflake.status import connector_configs, connector_status
+
+        path = args.path
+        if path is None:
+            from airflow.configuration import conf
+
+            path = conf.get("core", "dags_folder")
+        try:
+            configs = connector_configs(path)
+        except (ConnectorConfigError, FileNotFoundError) as err:
+            print(f"error: {err}")
+            return 1
+        statuses = [connector_status(config, batches=args.batches) for config in configs]
+    if args.json:
+        print(json.dumps([s.to_dict() for s in statuses], indent=2))
+    else:
+        print("\n\n".join(s.text() for s in statuses))
+    failed = any(s.error is not None for s in statuses)
+    return 1 if failed or any(s.level(shard) is LagLevel.ERROR for s in statuses for shard in s.shards) else 0
 
 
 def _dag_file(args: argparse.Namespace) -> int:
@@ -317,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _init(args)
     if args.command == "validate":
         return _validate(args)
+    if args.command == "status":
+        return _status(args)
     return 2  # argparse rejects unknown commands before this
 
 

@@ -63,5 +63,11 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "plugins": [
+            {
+                "name": "kinesis_snowflake_lag",
+                "plugin-class": "airflow_kinesis_snowflake.plugins.lag_page.KinesisSnowflakeLagPlugin",
+            }
+        ],
         "connection-types": [],
     }

@@ -8,6 +8,12 @@ Counters, per batch: ``records`` (read from Kinesis), ``rows_loaded``, ``dead_le
 into the parse-failure table), ``bytes`` (of user-record payloads). Gauges: ``millis_behind_latest``
 (the largest of the shards read, as Kinesis reports it; KCL's metric of the same name) and
 ``shards`` (shard ranges in the batch).
+
+Per shard, gauges named ``kinesis_snowflake.<application>.shard.<shard id>.<figure>`` and tagged
+``shard`` too: ``millis_behind_latest`` (shards the batch read) and ``checkpoint_age_seconds``
+(every shard with a checkpoint: the time since it last moved). When a shard's lag passes half of the
+stream's retention, the counter ``lag_retention_warning`` counts such shards; past 90 % of it,
+``lag_retention_error`` (``core/lag.py``, ``docs/lag.md``): alert on the latter.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from airflow_kinesis_snowflake.core.lag import LagLevel, LagReport
 from airflow_kinesis_snowflake.core.model import BatchResult
 
 PREFIX = "kinesis_snowflake"
@@ -56,14 +63,41 @@ def metric_name(application_name: str, figure: str) -> str:
     return f"{PREFIX}.{application_name.replace('.', '__')}.{figure}"
 
 
+def shard_metric_name(application_name: str, shard_id: str, figure: str) -> str:
+    return metric_name(application_name, f"shard.{shard_id.replace('.', '__')}.{figure}")
+
+
+def _airflow_stats() -> _Stats:
+    from airflow.sdk.observability.stats import Stats
+
+    return Stats
+
+
+def emit_lag_metrics(
+    report: LagReport, *, application_name: str, stream_name: str, table: str, stats: _Stats | None = None
+) -> None:
+    """Per-shard gauges of lag and checkpoint age, and the counters of shards near the retention."""
+    stats = stats if stats is not None else _airflow_stats()
+    tags = {"application": application_name, "stream": stream_name, "table": table}
+    for shard in report.shards:
+        shard_tags = {**tags, "shard": shard.shard_id}
+        if shard.millis_behind_latest is not None:
+            name = shard_metric_name(application_name, shard.shard_id, "millis_behind_latest")
+            stats.gauge(name, shard.millis_behind_latest, tags=shard_tags)
+        if shard.checkpoint_age_seconds is not None:
+            name = shard_metric_name(application_name, shard.shard_id, "checkpoint_age_seconds")
+            stats.gauge(name, round(shard.checkpoint_age_seconds, 3), tags=shard_tags)
+    alerts = report.alerts
+    for level in (LagLevel.WARNING, LagLevel.ERROR):
+        if count := sum(1 for alert in alerts if alert.level is level):
+            stats.incr(metric_name(application_name, f"lag_retention_{level.value}"), count, tags=tags)
+
+
 def emit_batch_metrics(
     figures: BatchFigures, *, application_name: str, stream_name: str, table: str, stats: _Stats | None = None
 ) -> None:
     """Send the figures; ``stats`` defaults to Airflow's ``Stats``."""
-    if stats is None:
-        from airflow.sdk.observability.stats import Stats
-
-        stats = Stats
+    stats = stats if stats is not None else _airflow_stats()
     tags = {"application": application_name, "stream": stream_name, "table": table}
     for figure in ("records", "rows_loaded", "dead_letters", "bytes"):
         stats.incr(metric_name(application_name, figure), getattr(figures, figure), tags=tags)

@@ -7,6 +7,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,18 @@ os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from tests.emulators import Emulators, local_emulators  # noqa: E402
-from tests.emulators.airflow_env import airflow_home_env, migrate  # noqa: E402
-from tests.emulators.airflow_stack import AirflowStack, airflow_stack  # noqa: E402
+from tests.emulators.airflow_env import (  # noqa: E402
+    airflow_home_env,
+    migrate,
+    run_dag,
+)
+from tests.emulators.airflow_stack import (  # noqa: E402
+    PROJECT_DAG_FILE,
+    AirflowStack,
+    airflow_stack,
+    api_server,
+    write_dags_folder,
+)
 from tests.emulators.dag_runner import SERVER_ENV, dag_runner  # noqa: E402
 from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
 from tests.emulators.spark_cluster import SparkCluster, spark_cluster  # noqa: E402
@@ -104,6 +115,69 @@ def real_airflow(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory)
     }
     work_dir = tmp_path_factory.mktemp("real-airflow")
     with airflow_stack(work_dir, connector, {**emulators.airflow_env(), **spark_env()}) as stack:
+        yield stack
+
+
+@dataclass(frozen=True)
+class LagBatch:
+    """A DAGs folder whose connector ``orders`` loaded one real batch (see the ``lag_batch`` fixture)."""
+
+    dags_folder: Path
+    connector_file: Path
+    stream_name: str
+    application_name: str
+    table: str
+    dag_id: str
+    run_log: str
+    airflow_home: Path
+
+
+@pytest.fixture(scope="session")
+def lag_batch(emulators: Emulators, dag_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> LagBatch:
+    """One ingest DAG run (``dag.test()``, real spark-submit) of connector ``orders``, shared by the tests
+    that read what a batch leaves behind: ``status``, the lag page.
+
+    The connector reads a new two-shard stream from TRIM_HORIZON into a new table ANALYTICS.RAW.LAG_<id>
+    (ID, NAME); before the run, 20 JSON records and one record that is not JSON were put.
+    """
+    stream, app = unique("lag"), unique("lag-app")
+    table = "LAG_" + app.split("-")[-1].upper()
+    kinesis = create_stream(emulators, stream, shards=2)
+    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0), NAME VARCHAR")
+    connector = {
+        "connector_id": "orders",
+        "source": {"stream_name": stream, "region": "us-east-1", "application_name": app, "iam_check": "off"},
+        "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
+        "batch": {"schedule": None, "retries": 0},
+    }
+    dags_folder = tmp_path_factory.mktemp("lag-dags")
+    connector_file = write_dags_folder(dags_folder, connector)
+    put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(20)])
+    put_raw(kinesis, stream, [b"not json"])
+    dag_id = "kinesis_snowflake_orders_ingest"
+    proc = run_dag(dag_id, dag_env, dag_file=dags_folder / PROJECT_DAG_FILE.name)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return LagBatch(
+        dags_folder,
+        connector_file,
+        stream,
+        app,
+        f"ANALYTICS.RAW.{table}",
+        dag_id,
+        proc.stdout + proc.stderr,
+        Path(dag_env["AIRFLOW_HOME"]),
+    )
+
+
+@pytest.fixture(scope="session")
+def lag_page_server(
+    emulators: Emulators, lag_batch: LagBatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AirflowStack]:
+    """An Airflow api-server (no scheduler) on the DAGs folder of ``lag_batch``, with the emulators'
+    connections, started once for the tests of the lag page. Providers are discovered eagerly
+    (``lazy_discover_providers`` off), so the page's plugin is loaded from ``get_provider_info()``."""
+    extra = {**emulators.airflow_env(), "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False"}
+    with api_server(tmp_path_factory.mktemp("lag-page"), lag_batch.dags_folder, extra) as stack:
         yield stack
 
 

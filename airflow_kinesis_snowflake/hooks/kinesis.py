@@ -51,6 +51,12 @@ class KinesisStreamHook(AwsBaseHook):
         summary = self.conn.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
         return str(summary["StreamARN"]), stream_created_at(summary["StreamCreationTimestamp"])
 
+    def retention_hours(self, stream_name: str) -> int:
+        """The stream's retention period in hours (``RetentionPeriodHours`` of DescribeStreamSummary):
+        records older than this are deleted, read or not."""
+        summary = self.conn.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+        return int(summary["RetentionPeriodHours"])
+
     def register_consumer(self, stream_name: str, consumer_name: str, *, timeout_seconds: float = 300) -> str:
         """Register an enhanced fan-out consumer unless it exists; wait until ACTIVE; return its ARN."""
         consumer = self.ensure_consumer(stream_name, consumer_name)

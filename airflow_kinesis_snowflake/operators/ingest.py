@@ -19,6 +19,7 @@ from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTabl
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
+from airflow_kinesis_snowflake.status import report_lag
 
 
 class SparkKinesisIngestOperator(BaseOperator):
@@ -159,13 +160,20 @@ class SparkKinesisIngestOperator(BaseOperator):
             raise AirflowSkipException(str(err)) from err
         except BatchRefused as err:
             raise AirflowException(str(err)) from err
+        summary = outcome.summary()
         if outcome.result is not None:
             self._last_summary = outcome
             try:
                 self._report(context, outcome, destination, snowflake)
+                # Per-shard lag and checkpoint age: logged, in the result and as metrics (docs/lag.md).
+                leases = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+                table = f"{destination.database}.{destination.schema}.{destination.table}"
+                summary["lag"] = report_lag(
+                    outcome, kinesis=kinesis, leases=leases, stream_name=self.stream_name, table=table, log=self.log
+                )
             except Exception:  # the batch is committed: reporting it must not fail the task
                 self.log.warning("Could not report batch %s", outcome.result.batch_id, exc_info=True)
-        return outcome.summary()
+        return summary
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
         """The spark-submit hook of the Spark connection, with this operator's Spark settings."""

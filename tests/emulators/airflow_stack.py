@@ -374,3 +374,36 @@ def airflow_stack(work_dir: Path, connector: Mapping[str, Any], extra_env: Mappi
         yield stack
     finally:
         stack.stop()
+
+
+@contextmanager
+def api_server(work_dir: Path, dags_folder: Path, extra_env: Mapping[str, str]) -> Iterator[AirflowStack]:
+    """Only the api-server (the UI, the REST API and the plugins' apps) on ``dags_folder``, authenticated as
+    the stack is; stopped however the block ends. For tests of what the UI shows, which need no scheduler.
+
+    :param work_dir: holds ``home``, its ``AIRFLOW_HOME``.
+    :param extra_env: added to its environment (``AIRFLOW_CONN_*``, settings).
+    """
+    home = work_dir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    password = secrets.token_urlsafe(12)
+    (home / "passwords.json").write_text(json.dumps({USER: password}))
+    env = stack_env(home, dags_folder, port, extra_env)
+    migrate(env)
+    stack = AirflowStack(home, dags_folder, {}, f"http://127.0.0.1:{port}", password, env)
+
+    def database_healthy() -> bool:
+        try:
+            response = requests.get(f"{stack.api_url}/api/v2/monitor/health", timeout=5)
+            return response.ok and response.json().get("metadatabase", {}).get("status") == "healthy"
+        except (requests.RequestException, ValueError):
+            return False
+
+    try:
+        stack.start("api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1")
+        with stack.diagnosed():
+            stack.wait(database_healthy, 300, stack.log_tails, interval=1)
+        yield stack
+    finally:
+        stack.stop()

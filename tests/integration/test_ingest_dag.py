@@ -128,7 +128,8 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
     # The batch's figures reached the configured metrics backend, named after the application.
     metrics = statsd.metrics(f"airflow.kinesis_snowflake.{app}.")
     payload_bytes = sum(len(json.dumps(b).encode()) for b in first) + sum(map(len, bad))
-    assert {name.rsplit(".", 1)[1]: values for name, values in metrics.items()} == {
+    per_shard = {name: values for name, values in metrics.items() if ".shard." in name}
+    assert {name.rsplit(".", 1)[1]: values for name, values in metrics.items() if name not in per_shard} == {
         "records": [(304.0, "c")],
         "rows_loaded": [(300.0, "c")],
         "dead_letters": [(4.0, "c")],
@@ -136,6 +137,15 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
         "shards": [(2.0, "g")],
         "millis_behind_latest": [(0.0, "g")],
     }
+    # Per shard: the lag each read ended at, and the age of the checkpoint the batch just moved.
+    shard_ids = [s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]]
+    prefix = f"airflow.kinesis_snowflake.{app}.shard."
+    assert sorted(per_shard) == sorted(
+        f"{prefix}{shard_id}.{figure}"
+        for shard_id in shard_ids
+        for figure in ("millis_behind_latest", "checkpoint_age_seconds")
+    )
+    assert all(per_shard[f"{prefix}{shard_id}.millis_behind_latest"] == [(0.0, "g")] for shard_id in shard_ids)
     # And the table's Asset got an event carrying the batch.
     # The account named as the Snowflake provider's lineage does: "fakesnow" is a legacy locator.
     (event,) = asset_events(dag_env, "snowflake://fakesnow.us-west-1.aws/ANALYTICS/RAW/" + table)

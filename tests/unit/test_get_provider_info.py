@@ -41,3 +41,16 @@ def test_every_module_of_the_package_room_is_listed(kind: str) -> None:
     modules = {f"airflow_kinesis_snowflake.{kind}.{p.stem}" for p in room.glob("*.py") if p.stem != "__init__"}
     assert modules, f"no module in {room}"
     assert modules == set(_listed(kind))
+
+
+def test_the_lag_page_plugin_is_registered_in_the_provider_info_and_as_an_airflow_plugins_entry_point() -> None:
+    import tomllib
+
+    from airflow.plugins_manager import AirflowPlugin
+
+    (plugin,) = get_provider_info()["plugins"]
+    module, _, name = plugin["plugin-class"].rpartition(".")
+    assert issubclass(getattr(importlib.import_module(module), name), AirflowPlugin)
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    entry = project["project"]["entry-points"]["airflow.plugins"][plugin["name"]]
+    assert entry.replace(":", ".") == plugin["plugin-class"]

@@ -374,3 +374,10 @@ def test_validate_needs_a_directory_of_connector_files(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith(f"error: {target} ")
+
+
+def test_status_refuses_a_path_without_connector_files(tmp_path: Path) -> None:
+    proc = run("status", str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert f"error: {tmp_path}: no connector file (*.yaml, *.yml) in {tmp_path}" in proc.stderr

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kinesis_snowflake.core.model import BatchResult, ShardResult
-from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, metric_name
+from airflow_kinesis_snowflake.core.lag import LagReport, ShardLag
+from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, ShardResult
+from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, emit_lag_metrics, metric_name
 
 
 def _shard(shard_id: str, records: int, bytes_read: int = 0, millis_behind_latest: int | None = None) -> ShardResult:
@@ -77,3 +78,36 @@ def test_no_lag_gauge_when_no_shard_reported_one() -> None:
         stats=stats,
     )
     assert [s[1] for s in stats.sent if s[0] == "gauge"] == ["kinesis_snowflake.app.shards"]
+
+
+def test_each_shard_gets_its_lag_and_checkpoint_age_as_gauges_tagged_with_the_shard() -> None:
+    stats = Recorder()
+    report = LagReport(
+        (
+            ShardLag("shardId-0", 1500, Checkpoint("7"), 2.5, records=3, dead_letters=0),
+            ShardLag("shardId-1", None, Checkpoint("9"), 600.0),  # not read by this batch
+            ShardLag("shardId-2", None, None, None),  # never checkpointed
+        ),
+        retention_hours=24,
+    )
+    emit_lag_metrics(report, application_name="app", stream_name="orders", table="A.B.C", stats=stats)
+    tags = {"application": "app", "stream": "orders", "table": "A.B.C"}
+    s0, s1 = {**tags, "shard": "shardId-0"}, {**tags, "shard": "shardId-1"}
+    assert stats.sent == [
+        ("gauge", "kinesis_snowflake.app.shard.shardId-0.millis_behind_latest", 1500, s0),
+        ("gauge", "kinesis_snowflake.app.shard.shardId-0.checkpoint_age_seconds", 2.5, s0),
+        ("gauge", "kinesis_snowflake.app.shard.shardId-1.checkpoint_age_seconds", 600.0, s1),
+    ]
+
+
+def test_shards_near_the_retention_are_counted_under_a_warning_and_an_error_metric() -> None:
+    hour = 3_600_000
+    stats = Recorder()
+    lags = {"s0": 13 * hour, "s1": 22 * hour, "s2": 23 * hour, "s3": 1000}
+    shards = tuple(ShardLag(shard_id, lag, None, None) for shard_id, lag in lags.items())
+    emit_lag_metrics(LagReport(shards, 24), application_name="app", stream_name="orders", table="A.B.C", stats=stats)
+    counters = [(name, count) for kind, name, count, _ in stats.sent if kind == "incr"]
+    assert counters == [
+        ("kinesis_snowflake.app.lag_retention_warning", 1),
+        ("kinesis_snowflake.app.lag_retention_error", 2),
+    ]

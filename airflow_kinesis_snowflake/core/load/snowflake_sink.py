@@ -572,6 +572,21 @@ class SnowflakeSink:
         )
         return BatchResult.from_dict(json.loads(rows[0][0])) if rows else None
 
+    def recent_outcomes(self, application_name: str, limit: int = 20) -> list[BatchResult]:
+        """The application's latest ``limit`` batches, newest first: per batch id, the run that
+        committed, else the latest (what ``status`` and the lag page show)."""
+        rows = self._execute(
+            f"SELECT BATCH_ID, RESULT FROM {self.outcomes} WHERE APPLICATION_NAME = %s "
+            "ORDER BY RECORDED_AT DESC, COMMITTED DESC LIMIT %s",
+            (application_name, limit * 4),
+        )
+        chosen: dict[str, BatchResult] = {}
+        for batch_id, text in rows:
+            result = BatchResult.from_dict(json.loads(text))
+            if batch_id not in chosen or (result.committed and not chosen[batch_id].committed):
+                chosen[batch_id] = result
+        return list(chosen.values())[:limit]
+
     # -- staging and loading --------------------------------------------------------------------
 
     def put_file(self, local_path: str | Path, stage_dir: str) -> None:

@@ -20,6 +20,15 @@ def test_connection_test_and_shard_listing(aws_connections: Emulators) -> None:
     assert [s.shard_id for s in hook.list_shards(stream)] == [f"shardId-00000000000{i}" for i in range(3)]
 
 
+def test_the_retention_period_is_read_from_the_stream_summary(aws_connections: Emulators) -> None:
+    stream = unique("retention")
+    kinesis = create_stream(aws_connections, stream, 1)
+    hook = KinesisStreamHook(aws_conn_id="aws_default")
+    assert hook.retention_hours(stream) == 24  # Kinesis's default
+    kinesis.increase_stream_retention_period(StreamName=stream, RetentionPeriodHours=72)
+    assert hook.retention_hours(stream) == 72
+
+
 def test_job_environment_carries_credentials_region_and_endpoint(aws_connections: Emulators) -> None:
     env = KinesisStreamHook(aws_conn_id="aws_default").job_environment()
     assert env["AWS_ACCESS_KEY_ID"] == "testing" and env["AWS_SECRET_ACCESS_KEY"] == "testing"

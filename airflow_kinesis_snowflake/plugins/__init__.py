@@ -1,0 +1,1 @@
+"""Airflow plugins of the provider: the lag page (:mod:`.lag_page`)."""
