@@ -159,12 +159,12 @@ class SparkKinesisIngestOperator(BaseOperator):
             raise AirflowSkipException(str(err)) from err
         except BatchRefused as err:
             raise AirflowException(str(err)) from err
-        if outcome.result is not None:
-            self._last_summary = outcome
+        self._last_summary = outcome if outcome.result is not None else None
+        for batch in outcome.batches:  # several when a reshard made the run plan again
             try:
-                self._report(context, outcome, destination, snowflake)
+                self._report(context, batch, destination, snowflake)
             except Exception:  # the batch is committed: reporting it must not fail the task
-                self.log.warning("Could not report batch %s", outcome.result.batch_id, exc_info=True)
+                self.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
         return outcome.summary()
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
