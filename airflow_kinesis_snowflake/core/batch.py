@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -224,6 +224,28 @@ class BatchOutcome:
                 for shard_id, shard in self.shards.items()
             },
         }
+
+
+def outcome_of_results(application_name: str, results: Sequence[tuple[str, BatchResult]]) -> BatchOutcome:
+    """A run's outcome from the results its batches recorded (continuous mode: the driver ran them).
+
+    :param application_name: the outcome's name when there is no result.
+    :param results: each batch's application name and result, oldest first.
+    """
+    batches = [
+        BatchOutcome(
+            name,
+            result,
+            {
+                s.shard_id: ShardOutcome(s.records_read, s.dead_letters_staged, s.end or s.start, s.shard_end)
+                for s in result.shards
+            },
+        )
+        for name, result in results
+    ]
+    if not batches:
+        return BatchOutcome(application_name)
+    return replace(batches[-1], earlier=tuple(batches[:-1]))
 
 
 def pipe_definition_for(destination_type: str, pipe_definition: str | None, destination: Destination) -> str | None:

@@ -11,7 +11,7 @@ from typing import Any
 from airflow.sdk import AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_kinesis_snowflake.config import SPARK_SUBMIT_ARGUMENTS, check_spark_conf
+from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
@@ -44,6 +44,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
     :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
         another worker; held leases are renewed every third of it.
+    :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (the Spark driver runs micro-batches
+        back to back for ``max_runtime_minutes``, :mod:`~airflow_kinesis_snowflake.core.continuous`).
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
@@ -90,6 +92,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         max_records_per_shard: int = 100_000,
         max_shards_per_batch: int | None = None,
         lease_duration_seconds: int = 300,
+        mode: str = "scheduled",
+        max_runtime_minutes: float | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
@@ -105,34 +109,24 @@ class SparkKinesisIngestOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.connector_id = connector_id
-        self.stream_name = stream_name
-        self.application_name = application_name
-        self.database = database
-        self.schema = schema
-        self.table = table
-        self.initial_position = initial_position
-        self.initial_timestamp = initial_timestamp
+        self.stream_name, self.application_name, self.connector_id = stream_name, application_name, connector_id
+        self.database, self.schema, self.table = database, schema, table
+        self.initial_position, self.initial_timestamp = initial_position, initial_timestamp
         if consumer_type not in tuple(ConsumerType):
             raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(ConsumerType)}")
         self.consumer_type = consumer_type
-        self.max_records_per_call = max_records_per_call
-        self.max_records_per_shard = max_records_per_shard
-        self.max_shards_per_batch = max_shards_per_batch
-        self.lease_duration_seconds = lease_duration_seconds
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.snowflake_conn_id = snowflake_conn_id
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf
+        self.max_records_per_call, self.max_records_per_shard = max_records_per_call, max_records_per_shard
+        self.max_shards_per_batch, self.lease_duration_seconds = max_shards_per_batch, lease_duration_seconds
+        if (mode == "continuous") != bool(max_runtime_minutes) or mode not in BATCH_MODES:
+            raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
+        self.mode, self.max_runtime_minutes = mode, max_runtime_minutes
+        self.aws_conn_id, self.region_name, self.snowflake_conn_id = aws_conn_id, region_name, snowflake_conn_id
+        self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
         if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
             raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
         self.spark_submit = dict(spark_submit or {})
-        self.application = application
-        self.destination_type = destination_type
-        self.pipe_definition = pipe_definition
-        self.schema_evolution = schema_evolution
-        self.on_unknown_key = UnknownKeys(on_unknown_key)
+        self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
+        self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
         self._spark_hook: KinesisJobSubmitHook | None = None
         self._last_summary: BatchOutcome | None = None  # the batch loaded, for the lineage
 
@@ -144,17 +138,25 @@ class SparkKinesisIngestOperator(BaseOperator):
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         own = {f.name: getattr(self, f.name) for f in fields(BatchSettings) if f.name != "destination"}  # rendered
         worker = f"{ti.dag_id}/{ti.run_id}/{ti.try_number}" if (ti := context.get("ti")) is not None else self.dag_id
+        settings = BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id})
+        owner = f"{worker}/{uuid.uuid4().hex[:8]}"
+        clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
         try:
-            outcome = run_batch(
-                BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id}),
-                dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
-                stream=kinesis,
-                connect_snowflake=snowflake.get_conn,
-                submit=partial(spark.run_batch, kinesis=kinesis, snowflake=snowflake, application=self.application),
-                owner=f"{worker}/{uuid.uuid4().hex[:8]}",
-                # The run's start is shared by every try of this task, so a retry plans the same batch.
-                run_started_at=getattr(context.get("dag_run"), "start_date", None),
-            )
+            if self.max_runtime_minutes is not None:  # continuous: the Spark driver runs the protocol
+                outcome = spark.run_continuous(
+                    settings, owner=owner, max_runtime_minutes=self.max_runtime_minutes, **clients
+                )
+            else:
+                outcome = run_batch(
+                    settings,
+                    dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
+                    stream=kinesis,
+                    connect_snowflake=snowflake.get_conn,
+                    submit=partial(spark.run_batch, **clients),
+                    owner=owner,
+                    # The run's start is shared by every try of this task, so a retry plans the same batch.
+                    run_started_at=getattr(context.get("dag_run"), "start_date", None),
+                )
         except ResetInProgress as err:
             raise AirflowSkipException(str(err)) from err
         except BatchRefused as err:
@@ -180,10 +182,8 @@ class SparkKinesisIngestOperator(BaseOperator):
 
         assert outcome.result is not None
         table = f"{destination.database}.{destination.schema}.{destination.table}"
-        figures = BatchFigures.from_result(outcome.result)
-        emit_batch_metrics(
-            figures, application_name=outcome.application_name, stream_name=self.stream_name, table=table
-        )
+        figures, app = BatchFigures.from_result(outcome.result), outcome.application_name
+        emit_batch_metrics(figures, application_name=app, stream_name=self.stream_name, table=table)
         aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
         if aliases and outcome.result.rows_loaded:
             where = snowflake.account_and_region()

@@ -339,7 +339,12 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     # spark-submit inherits this process's environment (where the test defines its connections); the
     # hook adds the region and endpoints only (and the interpreter's bin to PATH, for spark-submit).
     added = {k: v for k, v in env.items() if os.environ.get(k) != v and k != "PATH"}
-    assert set(added) == {"AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS", "AWS_ENDPOINT_URL_SECRETS_MANAGER"}
+    assert set(added) == {
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL_KINESIS",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+    }
     assert not [c for c in credentials if c in json.dumps(added)], "a credential is in spark-submit's environment"
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert not [
