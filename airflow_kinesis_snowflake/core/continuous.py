@@ -58,7 +58,8 @@ class ContinuousRun:
 
     :param settings: the connector's batch settings, as a scheduled run gets them.
     :param region: the stream's region.
-    :param owner: the lease owner of the application; each micro-batch writes ``<owner>/<n>``.
+    :param owner: the lease owner of the application, the same for each micro-batch: the lease
+        table keeps one worker item per application, not one per micro-batch.
     :param max_runtime_seconds: no micro-batch starts after this long.
     :param idle_seconds: the sleep after a micro-batch that read nothing.
     """
@@ -174,7 +175,7 @@ def run_continuously(
                 stream=stream,
                 connect_snowflake=connect_snowflake,
                 submit=submit,
-                owner=f"{run.owner}/{len(outcomes) + 1}",
+                owner=run.owner,
                 run_started_at=datetime.now(UTC),
             )
         except ResetInProgress as err:

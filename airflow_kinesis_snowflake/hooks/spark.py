@@ -368,7 +368,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         ``--attempt`` id, read here once spark-submit returned.
 
         :param settings: the connector's batch settings.
-        :param owner: the lease owner of the application (``<owner>/<n>`` per micro-batch).
+        :param owner: the lease owner of the application (of every micro-batch).
         :param max_runtime_minutes: no micro-batch starts after this long.
         :returns: the micro-batches, as :func:`~airflow_kinesis_snowflake.core.batch.outcome_of_results` reads them.
         :raises AirflowException: when spark-submit fails; the micro-batches committed before stay

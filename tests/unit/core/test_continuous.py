@@ -127,6 +127,9 @@ def test_micro_batches_run_back_to_back_each_with_its_own_cut_off_and_batch(conn
     assert set(clock.slept) <= {1} and clock.now >= 10  # ... and no micro-batch after max_runtime
     assert connector.checkpoints() == connector.tips() == connector.ledger()
     assert set(connector.owners().values()) == {None}  # every lease released between micro-batches
+    workers = [i for i in connector.dynamodb.scan(TableName=connector.app)["Items"] if i["item_type"]["S"] == "WORKER"]
+    # One owner for the application: at most one worker item, not one per micro-batch.
+    assert {w["worker_id"]["S"] for w in workers} <= {"tests/continuous"}
 
 
 def test_a_reset_starting_ends_the_run_after_the_micro_batch_that_committed(connector: Connector) -> None:
