@@ -44,8 +44,8 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
     :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
         another worker; held leases are renewed every third of it.
-    :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (the Spark driver runs micro-batches
-        back to back for ``max_runtime_minutes``, :mod:`~airflow_kinesis_snowflake.core.continuous`).
+    :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (``core/continuous.py``, docs/modes.md).
+    :param max_runtime_minutes: continuous only: how long the Spark driver runs micro-batches back to back.
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
