@@ -12,7 +12,7 @@ from airflow_kinesis_snowflake.dags import build_ingest_dag
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.unit.test_config import _set, _with, _write
 
-TABLE = {"stream_name": "s", "application_name": "app", "database": "D", "schema": "S", "table": "T"}
+TABLE: dict[str, Any] = {"stream_name": "s", "application_name": "app", "database": "D", "schema": "S", "table": "T"}
 
 
 @pytest.mark.parametrize(
