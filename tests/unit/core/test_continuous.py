@@ -87,9 +87,7 @@ def connector(emulators: Emulators) -> Connector:
     return Connector(emulators)
 
 
-def run(
-    connector: Connector, clock: Clock, submit: Submit | None = None, max_runtime: float = 10
-) -> list[BatchOutcome]:
+def run(connector: Connector, clock: Clock, submit: Submit | None = None, max_runtime: float = 6) -> list[BatchOutcome]:
     spec = ContinuousRun(connector.settings, "us-east-1", "tests/continuous", max_runtime, idle_seconds=1)
     return run_continuously(
         spec,
@@ -124,7 +122,7 @@ def test_micro_batches_run_back_to_back_each_with_its_own_cut_off_and_batch(conn
     assert connector.ids() == list(range(RECORDS + len(later)))  # each record once
     # A short sleep after each idle micro-batch, but the last: max_runtime ended the run there.
     assert len(clock.slept) == len(outcomes) - 2 - 1
-    assert set(clock.slept) <= {1} and clock.now >= 10  # ... and no micro-batch after max_runtime
+    assert set(clock.slept) <= {1} and clock.now >= 6  # ... and no micro-batch after max_runtime
     assert connector.checkpoints() == connector.tips() == connector.ledger()
     assert set(connector.owners().values()) == {None}  # every lease released between micro-batches
     workers = [i for i in connector.dynamodb.scan(TableName=connector.app)["Items"] if i["item_type"]["S"] == "WORKER"]
