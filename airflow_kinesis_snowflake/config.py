@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -413,6 +413,12 @@ class SnowflakeConfig(_Strict):
         return self
 
 
+# ``batch.mode``: one batch per DAG run, or micro-batches back to back in one Spark application.
+BATCH_MODES = ("scheduled", "continuous")
+# A continuous Spark application runs at most a day (leases are renewed meanwhile).
+MAX_RUNTIME_MAX_MINUTES = 24 * 60
+
+
 class BatchConfig(_Strict):
     """How much one micro-batch reads, and when.
 
@@ -425,6 +431,11 @@ class BatchConfig(_Strict):
         nothing new ends skipped without starting Spark.
     :param new_records_poll_seconds: with ``schedule: on_new_records``, how often the triggerer
         checks the shards for new records.
+    :param mode: ``scheduled`` (each DAG run loads one batch, in a Spark application of its own) or
+        ``continuous`` (each DAG run's Spark application loads micro-batches back to back for
+        ``max_runtime_minutes``, then ends; ``docs/modes.md``).
+    :param max_runtime_minutes: continuous mode only (and required there): how long one Spark
+        application starts micro-batches.
     """
 
     schedule: str | None = "*/5 * * * *"
@@ -436,11 +447,28 @@ class BatchConfig(_Strict):
     lease_duration_seconds: int = Field(default=300, ge=5, le=LEASE_DURATION_MAX_SECONDS)
     retries: int = Field(default=2, ge=0, le=20)
     retry_delay_seconds: int = Field(default=30, ge=0, le=RETRY_DELAY_MAX_SECONDS)
+    mode: Literal["scheduled", "continuous"] = "scheduled"
+    max_runtime_minutes: float | None = Field(default=None, gt=0, le=MAX_RUNTIME_MAX_MINUTES)
 
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str | None) -> str | None:
         return value if value == ON_NEW_RECORDS else validate_schedule(value)
+
+    @model_validator(mode="after")
+    def _continuous(self) -> BatchConfig:
+        if self.mode == "continuous" and self.max_runtime_minutes is None:
+            raise ValueError(
+                "batch.mode continuous needs batch.max_runtime_minutes: how long one Spark application loads "
+                "micro-batches before it ends and the next DAG run takes over; set it to at most the schedule's "
+                "interval (e.g. 5 with */5 * * * *)"
+            )
+        if self.mode == "scheduled" and self.max_runtime_minutes is not None:
+            raise ValueError(
+                f"batch.max_runtime_minutes ({self.max_runtime_minutes}) is only used with batch.mode continuous; "
+                "remove it, or set batch.mode: continuous"
+            )
+        return self
 
 
 class ConnectionsConfig(_Strict):

@@ -226,6 +226,8 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             max_records_per_shard=config.batch.max_records_per_shard,
             max_shards_per_batch=config.batch.max_shards_per_batch,
             lease_duration_seconds=config.batch.lease_duration_seconds,
+            mode=config.batch.mode,
+            max_runtime_minutes=config.batch.max_runtime_minutes,
             destination_type=dst.type.value,
             pipe_definition=dst.pipe_definition,
             schema_evolution=dst.ingest_schema_evolution,

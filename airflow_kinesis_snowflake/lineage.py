@@ -112,7 +112,7 @@ def add_batch_asset_events(
     :param account_and_region: the Snowflake connection's account and region; no event without an account.
     """
     assert outcome.result is not None
-    table = f"{destination.database}.{destination.schema}.{destination.table}"
+    table = destination.qualified_name
     account, region = account_and_region
     if not account:
         log.warning("The Snowflake connection names no account: no Asset event for %s", table)

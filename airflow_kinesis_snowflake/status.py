@@ -25,6 +25,7 @@ from airflow_kinesis_snowflake.config import ConnectorConfig, connector_files, l
 from airflow_kinesis_snowflake.core.batch import BatchOutcome
 from airflow_kinesis_snowflake.core.lag import LagLevel, LagReport, format_millis, format_table, lag_level, shard_lags
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
+from airflow_kinesis_snowflake.core.state.leases import lease_keys
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.metrics import emit_lag_metrics
 
@@ -32,27 +33,30 @@ RECENT_BATCHES = 20
 
 
 def report_lag(
-    outcome: BatchOutcome,
-    *,
-    kinesis: KinesisStreamHook,
-    leases: LeaseTableHook,
-    stream_name: str,
-    table: str,
-    log: logging.Logger | Any,
-) -> dict[str, Any]:
+    outcome: BatchOutcome, kinesis: KinesisStreamHook, stream_name: str, table: str, log: logging.Logger | Any
+) -> dict[str, Any] | None:
     """Log, measure and return the lag of every shard after the batch ``outcome`` committed.
 
     A shard past 90 % of the retention is logged at ERROR with the fixes, and counted in the
     ``lag_retention_error`` metric; the task does not fail, since its batch is loaded (``docs/lag.md``).
+    The leases are read by key, for the shards the stream lists, so the cost does not grow with the
+    lease table's history. Never raises: the batch is committed, so a failure here is logged and
+    None returned.
     """
     assert outcome.result is not None
-    checkpoints = leases.table(outcome.application_name).leases()
-    report = LagReport(shard_lags(outcome.result, checkpoints, time.time()), kinesis.retention_hours(stream_name))
-    batch_id, retention = outcome.result.batch_id, report.retention_hours
-    log.info("Lag after batch %s (stream retention %s h):\n%s", batch_id, retention, report.table())
-    for alert in report.alerts:
-        (log.error if alert.level is LagLevel.ERROR else log.warning)("%s", alert.message)
-    emit_lag_metrics(report, application_name=outcome.application_name, stream_name=stream_name, table=table)
+    try:
+        leases = LeaseTableHook(aws_conn_id=kinesis.aws_conn_id, region_name=kinesis.region_name)
+        shards = kinesis.list_shards(stream_name)
+        checkpoints = leases.table(outcome.application_name).leases_of(lease_keys(shards))
+        report = LagReport(shard_lags(outcome.result, checkpoints, time.time()), kinesis.retention_hours(stream_name))
+        batch_id, retention = outcome.result.batch_id, report.retention_hours
+        log.info("Lag after batch %s (stream retention %s h):\n%s", batch_id, retention, report.table())
+        for alert in report.alerts:
+            (log.error if alert.level is LagLevel.ERROR else log.warning)("%s", alert.message)
+        emit_lag_metrics(report, application_name=outcome.application_name, stream_name=stream_name, table=table)
+    except Exception:
+        log.warning("Could not report the lag after batch %s", outcome.result.batch_id, exc_info=True)
+        return None
     return report.to_dict()
 
 
@@ -189,7 +193,7 @@ def connector_status(config: ConnectorConfig, *, batches: int = RECENT_BATCHES) 
         connector_id=config.connector_id,
         application_name=config.source.application_name,
         stream_name=config.source.stream_name,
-        table=f"{destination.database}.{destination.schema}.{destination.table}",
+        table=destination.qualified_name,
     )
     try:
         kinesis = KinesisStreamHook(aws_conn_id=config.connections.aws, region_name=config.source.region)

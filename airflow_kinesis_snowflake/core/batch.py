@@ -30,6 +30,14 @@ table a cache of it, so whatever step the process dies after, nothing is lost or
 10. **Release** the leases and delete the worker's heartbeat item, also when a step failed; a
     release that fails leaves a lease that expires, a delete that fails an item DynamoDB's time to
     live removes.
+11. **Again, after a reshard**: when a shard reached SHARD_END in the batch, its children may have
+    become eligible, so the run goes back to step 1 with the same cut-off and runs another
+    micro-batch (:func:`another_round`), skipping the shards it already read: its own plan, batch id
+    and ledger transaction. It stops when a batch read no shard to its end or took no lease, and
+    after ``max_rounds`` batches (logged; the next run reads on). One run so loads every record put
+    before its cut-off, through any number of generations of shards. Dying between two batches:
+    the earlier ones are committed and checkpointed; a retry plans from the checkpoints with the
+    same cut-off.
 
 Logs go to this module's logger; Airflow's task log shows them.
 """
@@ -38,9 +46,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -79,6 +87,9 @@ from airflow_kinesis_snowflake.core.state.metadata import TableIdentity, TableMa
 from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 
 log = logging.getLogger(__name__)
+
+# Step 11's bound: micro-batches in one run (each generation of shards after a reshard takes one).
+MAX_ROUNDS = 8
 
 
 class BatchRefused(RuntimeError):
@@ -162,16 +173,44 @@ class BatchOutcome:
     :param application_name: the application name it read with (after resolution and adoption).
     :param result: the load's result; None when no shard was eligible (nothing was run).
     :param shards: per shard the batch held to its end, what it read and where its checkpoint is.
+    :param earlier: the micro-batches the same run loaded before this one (step 11), oldest first.
     """
 
     application_name: str
     result: BatchResult | None = None
     shards: Mapping[str, ShardOutcome] = field(default_factory=dict)
+    earlier: tuple[BatchOutcome, ...] = ()
+
+    @property
+    def batches(self) -> tuple[BatchOutcome, ...]:
+        """Every micro-batch of the run that ran the job, oldest first, each without ``earlier``."""
+        own = replace(self, earlier=()) if self.earlier else self
+        return tuple(b for b in (*self.earlier, own) if b.result is not None)
 
     def summary(self) -> dict[str, Any]:
-        """The run as plain JSON: the ingest task's return value."""
-        if self.result is None:
+        """The run as plain JSON: the ingest task's return value.
+
+        With several micro-batches (step 11), ``batch_id`` is the last one's, ``batch_ids`` lists
+        them all, the figures are their sums and ``shards`` holds each shard as its last batch left it.
+        """
+        batches = self.batches
+        if not batches:
             return {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
+        if len(batches) == 1:
+            return batches[0]._own_summary()
+        shards: dict[str, Any] = {}
+        for batch in batches:
+            shards.update(batch._own_summary()["shards"])
+        return {
+            "batch_id": batches[-1]._own_summary()["batch_id"],
+            "batch_ids": [b._own_summary()["batch_id"] for b in batches],
+            "rows_loaded": sum(b.result.rows_loaded for b in batches if b.result is not None),
+            "dead_letters": sum(b.result.dead_letters_loaded for b in batches if b.result is not None),
+            "shards": shards,
+        }
+
+    def _own_summary(self) -> dict[str, Any]:
+        assert self.result is not None
         return {
             "batch_id": self.result.batch_id,
             "rows_loaded": self.result.rows_loaded,
@@ -186,6 +225,28 @@ class BatchOutcome:
                 for shard_id, shard in self.shards.items()
             },
         }
+
+
+def outcome_of_results(application_name: str, results: Sequence[tuple[str, BatchResult]]) -> BatchOutcome:
+    """A run's outcome from the results its batches recorded (continuous mode: the driver ran them).
+
+    :param application_name: the outcome's name when there is no result.
+    :param results: each batch's application name and result, oldest first.
+    """
+    batches = [
+        BatchOutcome(
+            name,
+            result,
+            {
+                s.shard_id: ShardOutcome(s.records_read, s.dead_letters_staged, s.end or s.start, s.shard_end)
+                for s in result.shards
+            },
+        )
+        for name, result in results
+    ]
+    if not batches:
+        return BatchOutcome(application_name)
+    return replace(batches[-1], earlier=tuple(batches[:-1]))
 
 
 def pipe_definition_for(destination_type: str, pipe_definition: str | None, destination: Destination) -> str | None:
@@ -215,6 +276,15 @@ def cutoff_time(run_started_at: datetime | None, now: datetime) -> datetime:
     return now
 
 
+def another_round(outcome: BatchOutcome) -> bool:
+    """Step 11: whether the run plans again after the micro-batch ``outcome``.
+
+    Only a shard read to its end (SHARD_END) makes children eligible that this run has not read;
+    a batch that ran no job, or read no shard to its end, leaves nothing new before the cut-off.
+    """
+    return outcome.result is not None and any(shard.shard_end for shard in outcome.shards.values())
+
+
 def run_batch(
     settings: BatchSettings,
     *,
@@ -224,19 +294,74 @@ def run_batch(
     submit: Callable[[BatchPlan], BatchResult],
     owner: str,
     run_started_at: datetime | None = None,
+    max_rounds: int = MAX_ROUNDS,
 ) -> BatchOutcome:
-    """Run one micro-batch (steps 1 to 10 of this module).
+    """Run one ingest run: a micro-batch (steps 1 to 10 of this module), and another one with the
+    same cut-off while a reshard made children eligible (step 11).
 
     :param dynamodb: a DynamoDB client (the lease tables).
     :param stream: the Kinesis calls (:class:`Stream`).
-    :param connect_snowflake: opens a Snowflake connection (closed here after planning).
+    :param connect_snowflake: opens a Snowflake connection (closed by each batch after planning).
     :param submit: loads a plan: rows and ledger in one Snowflake transaction; returns its result.
     :param owner: the lease owner this run writes, unique per try; a :class:`~.state.leases.LeaseOwner`
         lets a retry take over what its earlier try still holds.
-    :param run_started_at: when the run started: the cut-off (see :func:`cutoff_time`).
-    :raises ResetInProgress: a reset or restore works on the connector; nothing was read.
-    :raises BatchRefused: the batch cannot run; nothing was read.
+    :param run_started_at: when the run started: the cut-off of all its batches (see :func:`cutoff_time`).
+    :param max_rounds: at most this many micro-batches in the run.
+    :returns: the last micro-batch that ran the job, the run's earlier ones in its ``earlier``.
+    :raises ResetInProgress: a reset or restore works on the connector before the first batch; nothing was read.
+    :raises BatchRefused: the first batch cannot run; nothing was read.
     """
+    cutoff = cutoff_time(run_started_at, datetime.now(UTC))
+    done: list[BatchOutcome] = []
+    read: set[str] = set()
+    for number in range(1, max_rounds + 1):
+        try:
+            outcome = _run_round(
+                settings,
+                dynamodb=dynamodb,
+                stream=stream,
+                connect_snowflake=connect_snowflake,
+                submit=submit,
+                owner=owner,
+                cutoff=cutoff,
+                skip=frozenset(read),
+            )
+        except ResetInProgress:
+            if not done:
+                raise
+            log.info("A reset started after batch %d of the run: the run stops there", number - 1)
+            break
+        done.append(outcome)
+        if outcome.result is not None:
+            read.update(shard.shard_id for shard in outcome.result.shards)
+        if not another_round(outcome):
+            break
+        if number == max_rounds:
+            log.warning(
+                "Stopped after %d batches with children of finished shards left to read (max_rounds); "
+                "the next run reads on from their checkpoints",
+                max_rounds,
+            )
+        else:
+            log.info("A shard reached SHARD_END: planning again for its children, cut-off %s", cutoff.isoformat())
+    ran = [outcome for outcome in done if outcome.result is not None]
+    if not ran:
+        return done[0]
+    return replace(ran[-1], earlier=tuple(ran[:-1]))
+
+
+def _run_round(
+    settings: BatchSettings,
+    *,
+    dynamodb: Any,
+    stream: Stream,
+    connect_snowflake: Callable[[], Any],
+    submit: Callable[[BatchPlan], BatchResult],
+    owner: str,
+    cutoff: datetime,
+    skip: frozenset[str],
+) -> BatchOutcome:
+    """One micro-batch, steps 1 to 10; the shards in ``skip`` (read earlier in the run) are not taken."""
     destination = settings.destination
     pipe_definition = pipe_definition_for(settings.destination_type, settings.pipe_definition, destination)
     configured = settings.application_name
@@ -246,7 +371,7 @@ def run_batch(
     shards = stream.list_shards(settings.stream_name)
     identity = TableIdentity(
         connector_id=settings.connector_id,
-        destination=f"{destination.database}.{destination.schema}.{destination.table}",
+        destination=destination.qualified_name,
         stream_arn=stream_arn,
         stream_created_at=stream_created,
     )
@@ -289,16 +414,19 @@ def run_batch(
         consumer_arn = _consumer_arn(settings, stream, application)
 
     # 5. Sync shards and take leases.
-    cutoff = cutoff_time(run_started_at, now)
     leases = table.sync_shards(shards, choice.start or start)
     removed = table.remove_finished_parents(leases)
     if removed:
         # Their children started: nothing of them is read again, and the table stays small.
         log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
         leases = {k: v for k, v in leases.items() if k not in removed}
-    held = take_leases(table, leases, owner, settings.lease_duration_seconds, settings.max_shards_per_batch)
+    unread = {shard_id: lease for shard_id, lease in leases.items() if shard_id not in skip}
+    held = take_leases(table, unread, owner, settings.lease_duration_seconds, settings.max_shards_per_batch)
     if not held:
-        log.info("No shard to read: every shard is finished, held by another worker, or waits for its parents")
+        if skip:
+            log.info("No child shard left to read in this run: finished, held by another worker, or waiting")
+        else:
+            log.info("No shard to read: every shard is finished, held by another worker, or waits for its parents")
         return BatchOutcome(application)
     keeper = LeaseKeeper(table, owner, settings.lease_duration_seconds)
     # The freshest copy of each lease we hold: releasing needs its current counter.

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -43,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
@@ -74,6 +75,9 @@ from airflow_kinesis_snowflake.core.load.transform import build_batch, failure_t
 from airflow_kinesis_snowflake.core.model import BatchResult, ConsumerType, ShardResult
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
+
+if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.core.continuous import ContinuousRun
 from airflow_kinesis_snowflake.core.sources.readers import (
     RangeRead,
     kinesis_client,
@@ -94,9 +98,12 @@ AWS_ENV = (
     "AWS_SESSION_TOKEN",
     "AWS_DEFAULT_REGION",
     "AWS_ENDPOINT_URL_KINESIS",
+    "AWS_ENDPOINT_URL_DYNAMODB",
 )
 # Where a job using its own AWS identity is (no credentials): region and endpoints only.
-AWS_LOCATION_ENV = ("AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS")
+AWS_LOCATION_ENV = ("AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS", "AWS_ENDPOINT_URL_DYNAMODB")
+# Continuous mode: the driver runs micro-batches itself (:mod:`~.continuous`), from this encoded run.
+CONTINUOUS_ARG = "--continuous"
 
 
 def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str, Any]:
@@ -222,14 +229,31 @@ class JobCredentials:
             config=Config(retries={"mode": "standard", "max_attempts": 10}),
         )
 
-    @contextmanager
-    def snowflake_connection(self) -> Iterator[Any]:
+    def dynamodb_client(self, region: str) -> Any:
+        """A DynamoDB client for the lease table (continuous mode: the driver runs the protocol)."""
+        import boto3
+
+        return boto3.client(
+            "dynamodb",
+            region_name=region,
+            aws_access_key_id=self.aws.get("AWS_ACCESS_KEY_ID"),
+            aws_secret_access_key=self.aws.get("AWS_SECRET_ACCESS_KEY"),
+            aws_session_token=self.aws.get("AWS_SESSION_TOKEN"),
+            endpoint_url=self.aws.get("AWS_ENDPOINT_URL_DYNAMODB"),
+        )
+
+    def connect_snowflake(self) -> Any:
+        """A new Snowflake connection; the caller closes it."""
         import snowflake.connector
 
         params = dict(self.snowflake)
         if "private_key_der_base64" in params:
             params["private_key"] = base64.b64decode(params.pop("private_key_der_base64"))
-        conn = snowflake.connector.connect(**params)
+        return snowflake.connector.connect(**params)
+
+    @contextmanager
+    def snowflake_connection(self) -> Iterator[Any]:
+        conn = self.connect_snowflake()
         try:
             yield conn
         finally:
@@ -434,67 +458,112 @@ def run(plan: BatchPlan, credentials: JobCredentials, attempt_id: str | None = N
 
     :param attempt_id: the submission's attempt id, which the outcome is recorded under.
     """
-    from pyspark import SparkConf, SparkContext, StorageLevel
-
-    # The job only uses RDDs: a bare SparkContext starts seconds faster than a SparkSession.
-    sc = SparkContext.getOrCreate(
-        SparkConf().setAppName(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}")
-    )
+    sc = spark_context(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}")
     try:
-        with credentials.snowflake_connection() as conn:
-            sink = SnowflakeSink(conn, plan.destination)
-            sink.ensure_support_objects()
-            # Described when the batch was planned; a plan written by hand may leave them out.
-            columns = list(plan.table_columns) or sink.describe_columns()
-            policy = evolution_policy(plan, sink)
-        # A fresh directory per attempt: a retried batch never mixes with a failed attempt's files.
-        stage_dir = f"{plan.application_name}/{plan.batch_id}/{uuid.uuid4().hex[:12]}"
-        # Tasks get the plan and their range as objects (pickled with the task), not as JSON.
-        ranges = list(plan.ranges)
-        started = time.monotonic()
-        schema: dict[str, Any] = {"evolution": policy.evolve, "why": policy.reason}
-        shard_results: list[ShardResult] = []
-        known = columns
-        if ranges and not policy.examines_keys:
-            shard_results = (
-                sc.parallelize(ranges, max(1, len(ranges)))
-                .map(lambda r: process_range(r, plan, known, stage_dir, credentials))
-                .collect()
-            )
-        elif ranges:
-            # Two passes over records read once: their keys decide the schema changes, which are
-            # made before anything is staged; then they are staged with the columns that resulted.
-            # Spilled to disk rather than dropped, so that Kinesis is not read a second time.
-            reads = (
-                sc.parallelize(ranges, max(1, len(ranges)))
-                .map(lambda r: (r, read_range(r, plan, credentials)))
-                .persist(StorageLevel.MEMORY_AND_DISK)
-            )
-            try:
-                summaries = reads.map(lambda pair: summarize_range(pair[1], known)).collect()
-                with credentials.snowflake_connection() as conn:
-                    evolved, changes = evolve_schema(SnowflakeSink(conn, plan.destination), known, summaries, policy)
-                schema.update(changes)
-                columns = evolved
-                held_back_reason = changes.get("records_held_back")
-                shard_results = reads.map(
-                    lambda pair: stage_range(pair[1], pair[0], plan, evolved, stage_dir, credentials, held_back_reason)
-                ).collect()
-            finally:
-                reads.unpersist()
-        records = sum(r.records_read for r in shard_results)
-        print(f"phase read+stage took {time.monotonic() - started:.3f} s: {records} records", flush=True)
-        started = time.monotonic()
-        result = commit(plan, stage_dir, shard_results, credentials, columns, schema, attempt_id)
-        print(f"commit took {time.monotonic() - started:.3f} s: {result.rows_loaded} rows", flush=True)
+        return load(sc, plan, credentials, attempt_id)
     finally:
         sc.stop()
+
+
+def spark_context(name: str) -> Any:
+    """The driver's SparkContext. The job only uses RDDs: a bare SparkContext starts seconds faster
+    than a SparkSession."""
+    from pyspark import SparkConf, SparkContext
+
+    return SparkContext.getOrCreate(SparkConf().setAppName(name))
+
+
+def run_continuous(run_spec: ContinuousRun, credentials: JobCredentials, attempt_id: str) -> list[BatchResult]:
+    """Driver, continuous mode: micro-batches back to back in one SparkContext
+    (:func:`~.continuous.run_continuously`), each recorded in Snowflake under its batch id and ``attempt_id``."""
+    from airflow_kinesis_snowflake.core.continuous import KinesisStream, run_continuously
+
+    # The protocol's steps are logged as a scheduled run's task log shows them; through the
+    # redacted stdout of :func:`main`.
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    package_log = logging.getLogger("airflow_kinesis_snowflake")
+    package_log.addHandler(handler)
+    package_log.setLevel(logging.INFO)
+    sc = spark_context(f"kinesis-to-snowflake:{run_spec.settings.application_name}:continuous")
+    try:
+
+        def submit(plan: BatchPlan) -> BatchResult:
+            result = load(sc, plan, credentials, attempt_id)
+            report(result)
+            return result
+
+        outcomes = run_continuously(
+            run_spec,
+            dynamodb=credentials.dynamodb_client(run_spec.region),
+            stream=KinesisStream(credentials.kinesis_client(run_spec.region), run_spec.region),
+            connect_snowflake=credentials.connect_snowflake,
+            submit=submit,
+        )
+    finally:
+        sc.stop()
+        package_log.removeHandler(handler)
+    return [batch.result for outcome in outcomes for batch in outcome.batches if batch.result is not None]
+
+
+def load(sc: Any, plan: BatchPlan, credentials: JobCredentials, attempt_id: str | None = None) -> BatchResult:
+    """Driver: read, stage and commit the batch of ``plan`` with the live SparkContext ``sc``."""
+    from pyspark import StorageLevel
+
+    with credentials.snowflake_connection() as conn:
+        sink = SnowflakeSink(conn, plan.destination)
+        sink.ensure_support_objects()
+        # Described when the batch was planned; a plan written by hand may leave them out.
+        columns = list(plan.table_columns) or sink.describe_columns()
+        policy = evolution_policy(plan, sink)
+    # A fresh directory per attempt: a retried batch never mixes with a failed attempt's files.
+    stage_dir = f"{plan.application_name}/{plan.batch_id}/{uuid.uuid4().hex[:12]}"
+    # Tasks get the plan and their range as objects (pickled with the task), not as JSON.
+    ranges = list(plan.ranges)
+    started = time.monotonic()
+    schema: dict[str, Any] = {"evolution": policy.evolve, "why": policy.reason}
+    shard_results: list[ShardResult] = []
+    known = columns
+    if ranges and not policy.examines_keys:
+        shard_results = (
+            sc.parallelize(ranges, max(1, len(ranges)))
+            .map(lambda r: process_range(r, plan, known, stage_dir, credentials))
+            .collect()
+        )
+    elif ranges:
+        # Two passes over records read once: their keys decide the schema changes, which are
+        # made before anything is staged; then they are staged with the columns that resulted.
+        # Spilled to disk rather than dropped, so that Kinesis is not read a second time.
+        reads = (
+            sc.parallelize(ranges, max(1, len(ranges)))
+            .map(lambda r: (r, read_range(r, plan, credentials)))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        try:
+            summaries = reads.map(lambda pair: summarize_range(pair[1], known)).collect()
+            with credentials.snowflake_connection() as conn:
+                evolved, changes = evolve_schema(SnowflakeSink(conn, plan.destination), known, summaries, policy)
+            schema.update(changes)
+            columns = evolved
+            held_back_reason = changes.get("records_held_back")
+            shard_results = reads.map(
+                lambda pair: stage_range(pair[1], pair[0], plan, evolved, stage_dir, credentials, held_back_reason)
+            ).collect()
+        finally:
+            reads.unpersist()
+    records = sum(r.records_read for r in shard_results)
+    print(f"phase read+stage took {time.monotonic() - started:.3f} s: {records} records", flush=True)
+    started = time.monotonic()
+    result = commit(plan, stage_dir, shard_results, credentials, columns, schema, attempt_id)
+    print(f"commit took {time.monotonic() - started:.3f} s: {result.rows_loaded} rows", flush=True)
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Load one Kinesis micro-batch into Snowflake")
-    parser.add_argument(PLAN_ARG, required=True, help="the BatchPlan, as planning.encode_plan encodes it")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument(PLAN_ARG, help="the BatchPlan, as planning.encode_plan encodes it")
+    what.add_argument(CONTINUOUS_ARG, help="continuous mode: the ContinuousRun, as continuous.encode_run encodes it")
     parser.add_argument(
         ATTEMPT_ARG, required=True, help="this submission's id, which the batch outcome is recorded under in Snowflake"
     )
@@ -504,10 +573,20 @@ def main(argv: list[str] | None = None) -> int:
         "credentials then come from the default chain (the driver's own identity) instead of the environment",
     )
     args = parser.parse_args(argv)
-    plan = decode_plan(args.plan)
-    credentials = JobCredentials.for_job(args.snowflake_connection_ref, plan.region)
+    if args.continuous:
+        from airflow_kinesis_snowflake.core.continuous import decode_run
+
+        run_spec = decode_run(args.continuous)
+        credentials = JobCredentials.for_job(args.snowflake_connection_ref, run_spec.region)
+    else:
+        plan = decode_plan(args.plan)
+        credentials = JobCredentials.for_job(args.snowflake_connection_ref, plan.region)
     with redacted_output(credentials.secret_values()):
         try:
+            if args.continuous:
+                # Each micro-batch is reported as it commits.
+                run_continuous(run_spec, credentials, args.attempt)
+                return 0
             result = run(plan, credentials, args.attempt)
         except UnknownKeyError as err:
             # A setting, not a fault: one line saying what to do, and no rows loaded.

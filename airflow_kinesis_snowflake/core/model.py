@@ -118,6 +118,11 @@ class Destination:
     schema: str
     table: str
 
+    @property
+    def qualified_name(self) -> str:
+        """``DATABASE.SCHEMA.TABLE``."""
+        return f"{self.database}.{self.schema}.{self.table}"
+
 
 class DestinationType(StrEnum):
     """What the connector writes into, as the Openflow connector names it."""

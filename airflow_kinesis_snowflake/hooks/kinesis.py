@@ -159,6 +159,7 @@ class KinesisStreamHook(AwsBaseHook):
             env["AWS_DEFAULT_REGION"] = self.region_name
         for service, variable in (
             ("kinesis", "AWS_ENDPOINT_URL_KINESIS"),
+            ("dynamodb", "AWS_ENDPOINT_URL_DYNAMODB"),  # the lease table, read by a continuous driver
             ("secretsmanager", "AWS_ENDPOINT_URL_SECRETS_MANAGER"),
         ):
             endpoint = self.conn_config.get_service_endpoint_url(service_name=service)

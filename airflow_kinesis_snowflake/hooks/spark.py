@@ -27,8 +27,11 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 import airflow_kinesis_snowflake
+from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
+from airflow_kinesis_snowflake.core.continuous import ContinuousRun, encode_run
 from airflow_kinesis_snowflake.core.job import (
     ATTEMPT_ARG,
+    CONTINUOUS_ARG,
     PLAN_ARG,
     SNOWFLAKE_CONNECTION_REF_ARG,
     SNOWFLAKE_ENV,
@@ -342,6 +345,62 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             for line in report_lines(result):
                 self.log.info("%s", line)
         return result
+
+    def run_continuous(
+        self,
+        settings: BatchSettings,
+        *,
+        owner: str,
+        max_runtime_minutes: float,
+        kinesis: KinesisStreamHook,
+        snowflake: KinesisSnowflakeHook,
+        application: str | None = None,
+    ) -> BatchOutcome:
+        """Run the Spark job in continuous mode and read back, from Snowflake, every batch it loaded.
+
+        A settings error the protocol would refuse (a bad pipe definition) is refused here, before
+        anything is submitted.
+
+        The driver runs the micro-batch protocol itself (:mod:`~airflow_kinesis_snowflake.core.continuous`),
+        reaching the lease table, Kinesis and Snowflake with the job's credentials, until
+        ``run.max_runtime_seconds``; ``--continuous`` carries the encoded run (no credential in
+        it). Each micro-batch records its outcome under its batch id and this submission's
+        ``--attempt`` id, read here once spark-submit returned.
+
+        :param settings: the connector's batch settings.
+        :param owner: the lease owner of the application (of every micro-batch).
+        :param max_runtime_minutes: no micro-batch starts after this long.
+        :returns: the micro-batches, as :func:`~airflow_kinesis_snowflake.core.batch.outcome_of_results` reads them.
+        :raises AirflowException: when spark-submit fails; the micro-batches committed before stay
+            committed, and the next run reads on from the ledger.
+        :raises BatchRefused: the settings cannot run; nothing was submitted.
+        """
+        self.check_credential_delivery()
+        pipe_definition_for(settings.destination_type, settings.pipe_definition, settings.destination)
+        run = ContinuousRun(settings, kinesis.region_name or "us-east-1", owner, max_runtime_minutes * 60)
+        argument = encode_run(run)
+        self._plan_argument = argument
+        self._plan_label = f"<continuous run of {run.settings.application_name}: {len(argument)} characters>"
+        attempt_id = uuid.uuid4().hex
+        workdir = Path(tempfile.mkdtemp(prefix="kinesis-continuous-"))
+        try:
+            self.submit_job(
+                application or DEFAULT_APPLICATION,
+                application_args=[CONTINUOUS_ARG, argument, ATTEMPT_ARG, attempt_id],
+                kinesis=kinesis,
+                snowflake=snowflake,
+                name=f"kinesis-to-snowflake-{run.settings.application_name}",
+                py_files=str(package_core(workdir)),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        with closing(snowflake.get_conn()) as conn:
+            results = SnowflakeSink(conn, run.settings.destination).read_attempt_outcomes(attempt_id)
+        if self.deploy_mode == CLUSTER:
+            for _, result in results:
+                for line in report_lines(result):
+                    self.log.info("%s", line)
+        return outcome_of_results(settings.application_name, results)
 
     def read_outcome(self, plan: BatchPlan, key: OutcomeKey, snowflake: KinesisSnowflakeHook) -> BatchResult:
         """The outcome the job recorded for ``key``, read from Snowflake's batch outcomes table.

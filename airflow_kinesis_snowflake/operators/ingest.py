@@ -10,7 +10,7 @@ from typing import Any
 from airflow.sdk import AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_kinesis_snowflake.config import SPARK_SUBMIT_ARGUMENTS, check_spark_conf
+from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
@@ -45,13 +45,14 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
     :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
         another worker; held leases are renewed every third of it.
+    :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (``core/continuous.py``, docs/modes.md).
+    :param max_runtime_minutes: continuous only: how long the Spark driver runs micro-batches back to back.
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
     :param spark_conn_id: Spark connection: the master, and how the job gets credentials (``docs/spark.md``).
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
-    :param spark_submit: more ``SparkSubmitHook`` arguments (``deploy_mode``, ``executor_memory``
-        ...: :data:`~.config.SPARK_SUBMIT_ARGUMENTS`); Spark's defaults and the connection's for the others.
+    :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`.
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables are not altered.
     :param pipe_definition: PIPE: the pipe's ``COPY INTO <table> FROM (SELECT ... FROM ...)``, run by
@@ -91,6 +92,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         max_records_per_shard: int = 100_000,
         max_shards_per_batch: int | None = None,
         lease_duration_seconds: int = 300,
+        mode: str = "scheduled",
+        max_runtime_minutes: float | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
@@ -106,34 +109,24 @@ class SparkKinesisIngestOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.connector_id = connector_id
-        self.stream_name = stream_name
-        self.application_name = application_name
-        self.database = database
-        self.schema = schema
-        self.table = table
-        self.initial_position = initial_position
-        self.initial_timestamp = initial_timestamp
+        self.stream_name, self.application_name, self.connector_id = stream_name, application_name, connector_id
+        self.database, self.schema, self.table = database, schema, table
+        self.initial_position, self.initial_timestamp = initial_position, initial_timestamp
         if consumer_type not in tuple(ConsumerType):
             raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(ConsumerType)}")
         self.consumer_type = consumer_type
-        self.max_records_per_call = max_records_per_call
-        self.max_records_per_shard = max_records_per_shard
-        self.max_shards_per_batch = max_shards_per_batch
-        self.lease_duration_seconds = lease_duration_seconds
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.snowflake_conn_id = snowflake_conn_id
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf
+        self.max_records_per_call, self.max_records_per_shard = max_records_per_call, max_records_per_shard
+        self.max_shards_per_batch, self.lease_duration_seconds = max_shards_per_batch, lease_duration_seconds
+        if (mode == "continuous") != bool(max_runtime_minutes) or mode not in BATCH_MODES:
+            raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
+        self.mode, self.max_runtime_minutes = mode, max_runtime_minutes
+        self.aws_conn_id, self.region_name, self.snowflake_conn_id = aws_conn_id, region_name, snowflake_conn_id
+        self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
         if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
             raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
         self.spark_submit = dict(spark_submit or {})
-        self.application = application
-        self.destination_type = destination_type
-        self.pipe_definition = pipe_definition
-        self.schema_evolution = schema_evolution
-        self.on_unknown_key = UnknownKeys(on_unknown_key)
+        self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
+        self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
         self._spark_hook: KinesisJobSubmitHook | None = None
         self._last_summary: BatchOutcome | None = None  # the batch loaded, for the lineage
 
@@ -144,35 +137,37 @@ class SparkKinesisIngestOperator(BaseOperator):
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         own = {f.name: getattr(self, f.name) for f in fields(BatchSettings) if f.name != "destination"}  # rendered
+        settings = BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id})
+        # A retry takes over what an earlier try of this task instance still holds.
+        owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
+        clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
         try:
-            outcome = run_batch(
-                BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id}),
-                dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
-                stream=kinesis,
-                connect_snowflake=snowflake.get_conn,
-                submit=partial(spark.run_batch, kinesis=kinesis, snowflake=snowflake, application=self.application),
-                # A retry takes over what an earlier try of this task instance still holds.
-                owner=str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id)),
-                # The run's start is shared by every try of this task, so a retry plans the same batch.
-                run_started_at=getattr(context.get("dag_run"), "start_date", None),
-            )
+            if (minutes := self.max_runtime_minutes) is not None:  # continuous: the Spark driver runs the protocol
+                outcome = spark.run_continuous(settings, owner=owner, max_runtime_minutes=minutes, **clients)
+            else:
+                outcome = run_batch(
+                    settings,
+                    dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
+                    stream=kinesis,
+                    connect_snowflake=snowflake.get_conn,
+                    submit=partial(spark.run_batch, **clients),
+                    owner=owner,
+                    # The run's start is shared by every try of this task, so a retry plans the same batch.
+                    run_started_at=getattr(context.get("dag_run"), "start_date", None),
+                )
         except ResetInProgress as err:
             raise AirflowSkipException(str(err)) from err
         except BatchRefused as err:
             raise AirflowException(str(err)) from err
+        self._last_summary = outcome if outcome.result is not None else None
         summary = outcome.summary()
-        if outcome.result is not None:
-            self._last_summary = outcome
+        for batch in outcome.batches:  # several when a reshard made the run plan again
             try:
-                self._report(context, outcome, destination, snowflake)
-                # Per-shard lag and checkpoint age: logged, in the result and as metrics (docs/lag.md).
-                leases = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-                table = f"{destination.database}.{destination.schema}.{destination.table}"
-                summary["lag"] = report_lag(
-                    outcome, kinesis=kinesis, leases=leases, stream_name=self.stream_name, table=table, log=self.log
-                )
+                self._report(context, batch, destination, snowflake)
             except Exception:  # the batch is committed: reporting it must not fail the task
-                self.log.warning("Could not report batch %s", outcome.result.batch_id, exc_info=True)
+                self.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
+        if outcome.result is not None:  # per-shard lag and checkpoint age: logged, returned, measured (docs/lag.md)
+            summary["lag"] = report_lag(outcome, kinesis, self.stream_name, destination.qualified_name, self.log)
         return summary
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
@@ -187,11 +182,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         from airflow_kinesis_snowflake.lineage import add_batch_asset_events  # not loaded before it is needed
 
         assert outcome.result is not None
-        table = f"{destination.database}.{destination.schema}.{destination.table}"
-        figures = BatchFigures.from_result(outcome.result)
-        emit_batch_metrics(
-            figures, application_name=outcome.application_name, stream_name=self.stream_name, table=table
-        )
+        table = destination.qualified_name
+        figures, app = BatchFigures.from_result(outcome.result), outcome.application_name
+        emit_batch_metrics(figures, application_name=app, stream_name=self.stream_name, table=table)
         aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
         if aliases and outcome.result.rows_loaded:
             where = snowflake.account_and_region()

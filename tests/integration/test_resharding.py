@@ -1,4 +1,5 @@
-"""Split and merge between runs and during a run: no loss, no duplicates, parents before children."""
+"""Split and merge between runs and during a run: no loss, no duplicates, parents before children, and
+one run loads every record put before it started, through every generation of shards."""
 
 from __future__ import annotations
 
@@ -52,8 +53,11 @@ def test_resharding_between_and_during_runs(emulators: Emulators, dag_env: dict[
     def run(log: Path) -> None:
         proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=log)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-        found = SHARDS.search(proc.stdout + proc.stderr)
-        batches.append(set(found.group(1).split(", ")) if found else set())
+        # Every micro-batch of the run, in order: a run plans again once a parent reached SHARD_END.
+        batches.extend(set(found.split(", ")) for found in SHARDS.findall(proc.stdout + proc.stderr))
+
+    def loaded() -> int:
+        return int(query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}")[0][0])
 
     put(120)
     run(tmp_path / "run1.log")
@@ -62,6 +66,7 @@ def test_resharding_between_and_during_runs(emulators: Emulators, dag_env: dict[
     put(120)
     run(tmp_path / "run2.log")
     assert "shardId-000000000002" not in batches[1], "a child was read before its parent reached SHARD_END"
+    assert loaded() == next_id, "run 2 left records of the split's children for a later run"
 
     # During a run: merge shards 3 and 1 (child 4) while Spark reads, and keep producing.
     log = tmp_path / "run3.log"
@@ -74,13 +79,21 @@ def test_resharding_between_and_during_runs(emulators: Emulators, dag_env: dict[
     )
     put(120)
     assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
-    found = SHARDS.search(log.read_text())
-    batches.append(set(found.group(1).split(", ")) if found else set())
+    batches.extend(set(found.split(", ")) for found in SHARDS.findall(log.read_text()))
 
-    for attempt in range(4, 8):  # until every shard is drained
-        if query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(next_id,)]:
-            break
-        run(tmp_path / f"run{attempt}.log")
+    # Between two runs: split shard 2 (children 5 and 6), then merge 6 with 4 (child 7), putting
+    # records into every generation. The next single run loads all of them.
+    kinesis.split_shard(StreamName=stream, ShardToSplit="shardId-000000000002", NewStartingHashKey=str(2**125))
+    put(120)
+    kinesis.merge_shards(
+        StreamName=stream, ShardToMerge="shardId-000000000006", AdjacentShardToMerge="shardId-000000000004"
+    )
+    put(120)
+    first_of_run4 = len(batches)
+    run(tmp_path / "run4.log")
+    assert loaded() == next_id, "one run did not load every record put before it started"
+    run4 = batches[first_of_run4:]
+    assert any("shardId-000000000007" in b for b in run4), run4  # the merge's child, two generations down
 
     rows = query(emulators, f"SELECT ID, K, N FROM ANALYTICS.RAW.{table}")
     assert sorted(r[0] for r in rows) == list(range(next_id)), "records lost or loaded twice"
@@ -93,6 +106,9 @@ def test_resharding_between_and_during_runs(emulators: Emulators, dag_env: dict[
         "shardId-000000000002": ["shardId-000000000000"],
         "shardId-000000000003": ["shardId-000000000000"],
         "shardId-000000000004": ["shardId-000000000003", "shardId-000000000001"],
+        "shardId-000000000005": ["shardId-000000000002"],
+        "shardId-000000000006": ["shardId-000000000002"],
+        "shardId-000000000007": ["shardId-000000000006", "shardId-000000000004"],
     }
     for child, its_parents in parents.items():
         first_child = min((i for i, b in enumerate(batches) if child in b), default=None)
@@ -108,4 +124,4 @@ def test_resharding_between_and_during_runs(emulators: Emulators, dag_env: dict[
         if i["item_type"]["S"] == "SHARD"
     }
     assert "shardId-000000000000" not in leases
-    assert {"shardId-000000000002", "shardId-000000000004"} <= leases
+    assert {"shardId-000000000005", "shardId-000000000007"} <= leases

@@ -66,6 +66,8 @@ class Case:
     # it changes the lease table (the DynamoDB operation named in aws_kill).
     maintenance_killed: str | None = None
     aws_kill: str = ""
+    # More of the connector file's batch section (continuous mode ...).
+    batch: dict[str, Any] = field(default_factory=dict)
 
     @property
     def restarts_snowflake(self) -> bool:
@@ -75,6 +77,12 @@ class Case:
 CHECKPOINT_FAILS = [
     {"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number", "error": "AccessDeniedException"}
 ]
+
+# Continuous mode: the Spark driver runs the protocol, 40 records per shard and micro-batch (the 200
+# records take three), micro-batches for 15 s per DAG run. The driver is killed right after its
+# first micro-batch's commit, before the checkpoints; the next DAG run's micro-batches fast-forward
+# from the ledger and read on.
+CONTINUOUS = {"mode": "continuous", "max_runtime_minutes": 0.25, "max_records_per_shard": 40}
 
 CASES = [
     Case("SIGKILL spark-submit after reading, before staging",
@@ -114,6 +122,9 @@ CASES = [
          rows_after_fault=RECORDS),
     Case("Restore killed between its record in Snowflake and writing the leases",
          aws=CHECKPOINT_FAILS, maintenance_killed="restore", aws_kill="DynamoDB.PutItem", rows_after_fault=RECORDS),
+    Case("SIGKILL during continuous mode (the driver, after a micro-batch's COMMIT)",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}],
+         batch=CONTINUOUS, rows_after_fault=80),
 ]  # fmt: skip
 
 
@@ -260,7 +271,7 @@ def test_every_record_exactly_once_after_the_fault(
         "connector_id": app.replace("-", "_"),
         "source": {"stream_name": name, "region": "us-east-1", "application_name": app},
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
-        "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": LEASE_SECONDS},
+        "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": LEASE_SECONDS, **case.batch},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"

@@ -15,8 +15,10 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_MAX,
     CONNECTOR_ID_MAX,
+    MAX_RUNTIME_MAX_MINUTES,
     MIGRATION_SUFFIX,
     RETRY_DELAY_MAX_SECONDS,
+    BatchConfig,
     ConnectorConfig,
     ConnectorConfigError,
     ConsumerType,
@@ -934,3 +936,48 @@ def test_a_duplicate_id_is_found_even_when_the_first_file_is_invalid(tmp_path: P
     assert f"{second}: connector_id 'orders' is already used by {first}; give one of them another connector_id" in (
         message
     )
+
+
+# -- batch.mode ---------------------------------------------------------------------------------
+
+
+def test_continuous_mode_with_its_runtime_loads() -> None:
+    batch = parse_connector_config(_with(_set("batch", mode="continuous", max_runtime_minutes=0.5))).batch
+
+    assert (batch.mode, batch.max_runtime_minutes) == ("continuous", 0.5)
+    assert (BatchConfig().mode, BatchConfig().max_runtime_minutes) == ("scheduled", None)
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [
+        pytest.param(
+            {"mode": "continuous"},
+            ["batch.mode continuous needs batch.max_runtime_minutes", "e.g. 5 with */5 * * * *"],
+            id="continuous-without-runtime",
+        ),
+        pytest.param(
+            {"max_runtime_minutes": 3},
+            ["batch.max_runtime_minutes (3.0) is only used with batch.mode continuous", "set batch.mode: continuous"],
+            id="runtime-without-continuous",
+        ),
+        pytest.param({"mode": "streaming"}, ["batch.mode", "'scheduled' or 'continuous'", "'streaming'"], id="mode"),
+        pytest.param(
+            {"mode": "continuous", "max_runtime_minutes": 0},
+            ["batch.max_runtime_minutes", "greater than 0"],
+            id="runtime-zero",
+        ),
+        pytest.param(
+            {"mode": "continuous", "max_runtime_minutes": 10**6},
+            ["batch.max_runtime_minutes", f"less than or equal to {MAX_RUNTIME_MAX_MINUTES}"],
+            id="runtime-over-a-day",
+        ),
+    ],
+)
+def test_batch_mode_mistakes_name_file_field_value_and_fix(
+    tmp_path: Path, batch: dict[str, Any], expected: list[str]
+) -> None:
+    message = _load_error(tmp_path, _with(_set("batch", **batch)))
+
+    for fragment in expected:
+        assert fragment in message

@@ -102,7 +102,7 @@ def validate_pipe_definition(sql: str, destination: Destination) -> str:
     code = _code_only(text)
     if ";" in code:
         raise ValueError("must be a single COPY INTO statement (found ';' between statements)")
-    wanted = f"{destination.database}.{destination.schema}.{destination.table}"
+    wanted = destination.qualified_name
     match = _COPY_INTO.match(text)
     if not match:
         raise ValueError(f"must start with COPY INTO {wanted}")

@@ -587,6 +587,15 @@ class SnowflakeSink:
                 chosen[batch_id] = result
         return list(chosen.values())[:limit]
 
+    def read_attempt_outcomes(self, attempt_id: str) -> list[tuple[str, BatchResult]]:
+        """Every outcome the submission ``attempt_id`` recorded (a continuous application records one
+        per micro-batch), oldest first, each with the application name it read with."""
+        rows = self._execute(
+            f"SELECT APPLICATION_NAME, RESULT FROM {self.outcomes} WHERE ATTEMPT_ID = %s ORDER BY RECORDED_AT",
+            (attempt_id,),
+        )
+        return [(str(name), BatchResult.from_dict(json.loads(result))) for name, result in rows]
+
     # -- staging and loading --------------------------------------------------------------------
 
     def put_file(self, local_path: str | Path, stage_dir: str) -> None:

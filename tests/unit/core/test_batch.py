@@ -13,15 +13,30 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, ResetInProgress, run_batch
+from airflow_kinesis_snowflake.core.batch import (
+    BatchOutcome,
+    BatchSettings,
+    ResetInProgress,
+    ShardOutcome,
+    another_round,
+    run_batch,
+)
 from airflow_kinesis_snowflake.core.job import JobCredentials, commit, process_range
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
-from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
+from airflow_kinesis_snowflake.core.model import (
+    BatchResult,
+    Checkpoint,
+    Destination,
+    InitialPosition,
+    ShardResult,
+    StartPosition,
+)
 from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
 from airflow_kinesis_snowflake.core.state.leases import TTL_ATTRIBUTE, LeaseTable
@@ -98,7 +113,9 @@ class Connector:
         shards = [process_range(r, plan, plan.table_columns, stage_dir, self.credentials) for r in plan.ranges]
         return commit(plan, stage_dir, shards, self.credentials, plan.table_columns)
 
-    def run(self, submit: Submit | None = None, *, settings: BatchSettings | None = None) -> BatchOutcome:
+    def run(
+        self, submit: Submit | None = None, *, settings: BatchSettings | None = None, **kwargs: Any
+    ) -> BatchOutcome:
         return run_batch(
             settings or self.settings,
             dynamodb=self.dynamodb,
@@ -106,6 +123,7 @@ class Connector:
             connect_snowflake=self.emulators.snowflake_connect,
             submit=submit or self.job,
             owner=f"tests/{uuid.uuid4().hex[:8]}",
+            **kwargs,
         )
 
     def checkpoints(self) -> dict[str, Checkpoint | None]:
@@ -320,3 +338,83 @@ def test_a_batch_reads_the_leases_by_key_and_never_scans_the_table(connector: Co
     assert "Scan" not in calls and calls.count("BatchGetItem") >= 1
     assert calls.count("DeleteItem") == 1  # its own worker item; the others wait for their time to live
     assert len(connector.workers()) == 30
+
+
+def batch_result(*shard_ends: bool) -> BatchResult:
+    """A committed batch's result, one shard per flag (True: read to SHARD_END)."""
+    shards = tuple(
+        ShardResult(
+            shard_id=f"shardId-{i:012d}",
+            start=None,
+            end=Checkpoint(str(i + 1)),
+            records_read=1,
+            rows_staged=1,
+            dead_letters_staged=0,
+            bytes_read=1,
+            shard_end=end,
+        )
+        for i, end in enumerate(shard_ends)
+    )
+    return BatchResult("b", "s", True, len(shards), 0, shards, finished_at=datetime.now(UTC), schema={})
+
+
+def outcome_of(result: BatchResult | None) -> BatchOutcome:
+    shards = {s.shard_id: ShardOutcome(s.records_read, 0, s.end, s.shard_end) for s in result.shards} if result else {}
+    return BatchOutcome("app", result, shards)
+
+
+def test_another_batch_is_planned_only_after_a_shard_reached_its_end() -> None:
+    assert another_round(outcome_of(batch_result(False, True)))  # its children may be eligible now
+    assert not another_round(outcome_of(batch_result(False, False)))  # nothing new became eligible
+    assert not another_round(outcome_of(None))  # no lease taken, nothing run
+    # A shard whose checkpoint write lost its lease is not in the outcome: its new owner reads on.
+    assert not another_round(BatchOutcome("app", batch_result(True), {}))
+
+
+def reshard_before_the_run(connector: Connector) -> None:
+    """Split shard 0 (children 2, 3), then merge 3 with 1 (child 4), with records in every generation."""
+    kinesis, stream = connector.kinesis, connector.stream
+    kinesis.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**126))
+    put_json(kinesis, stream, [{"id": i} for i in range(RECORDS, RECORDS + 20)])
+    kinesis.merge_shards(
+        StreamName=stream, ShardToMerge="shardId-000000000003", AdjacentShardToMerge="shardId-000000000001"
+    )
+    put_json(kinesis, stream, [{"id": i} for i in range(RECORDS + 20, RECORDS + 40)])
+
+
+def test_one_run_reads_every_generation_of_shards_up_to_its_cut_off(connector: Connector) -> None:
+    reshard_before_the_run(connector)
+
+    outcome = connector.run()
+
+    # Parents before children, one batch per generation, all with the run's cut-off and their own id.
+    assert [sorted(r.shard_id[-1] for r in plan.ranges) for plan in connector.plans] == [["0", "1"], ["2", "3"], ["4"]]
+    assert len({plan.cutoff for plan in connector.plans}) == 1
+    assert len({plan.batch_id for plan in connector.plans}) == 3
+    assert connector.ids() == list(range(RECORDS + 40))  # every record put before the run, once
+    summary = outcome.summary()
+    assert summary["batch_ids"] == [plan.batch_id for plan in connector.plans]
+    assert summary["rows_loaded"] == RECORDS + 40
+    assert [b.result.batch_id for b in outcome.batches if b.result] == summary["batch_ids"]
+    tips = connector.tips()
+    checkpoints = connector.checkpoints()
+    assert checkpoints == {s: tips.get(s) for s in checkpoints}  # every shard read to its tip
+    assert {"shardId-000000000002", "shardId-000000000004"} <= set(checkpoints)
+
+
+def test_a_run_stops_after_max_rounds_and_the_next_run_reads_on(
+    connector: Connector, caplog: pytest.LogCaptureFixture
+) -> None:
+    reshard_before_the_run(connector)
+
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        first = connector.run(max_rounds=2)
+
+    assert "Stopped after 2 batches" in caplog.text
+    assert [sorted(r.shard_id[-1] for r in plan.ranges) for plan in connector.plans] == [["0", "1"], ["2", "3"]]
+    assert len(first.batches) == 2
+    loaded = connector.ids()
+    assert len(loaded) == len(set(loaded)) < RECORDS + 40  # shard 4's records wait, none loaded twice
+    connector.run()
+    assert sorted(r.shard_id for r in connector.plans[-1].ranges) == ["shardId-000000000002", "shardId-000000000004"]
+    assert connector.ids() == list(range(RECORDS + 40))

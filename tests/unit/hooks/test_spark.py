@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import os
 import subprocess
@@ -23,7 +24,9 @@ from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey
+from airflow_kinesis_snowflake.core.batch import BatchRefused, BatchSettings
+from airflow_kinesis_snowflake.core.continuous import ContinuousRun, decode_run
+from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan, encode_plan
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
@@ -232,6 +235,7 @@ def test_with_driver_identity_the_job_is_told_where_aws_is_and_no_credential_is_
     assert env == {
         "AWS_DEFAULT_REGION": "eu-west-1",
         "AWS_ENDPOINT_URL_KINESIS": "http://127.0.0.1:4566",
+        "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:4566",
         "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:4566",
     }
 
@@ -339,7 +343,12 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     # spark-submit inherits this process's environment (where the test defines its connections); the
     # hook adds the region and endpoints only (and the interpreter's bin to PATH, for spark-submit).
     added = {k: v for k, v in env.items() if os.environ.get(k) != v and k != "PATH"}
-    assert set(added) == {"AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS", "AWS_ENDPOINT_URL_SECRETS_MANAGER"}
+    assert set(added) == {
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL_KINESIS",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+    }
     assert not [c for c in credentials if c in json.dumps(added)], "a credential is in spark-submit's environment"
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert not [
@@ -445,3 +454,56 @@ def test_the_ingest_operators_on_kill_stops_a_cluster_mode_driver(
         assert calls.read_text().split() == ["application", "-kill", "application_1767225600000_0042"]
     else:
         assert kube == [("ingest", "kinesis-to-snowflake-orders-5f2c9a-driver")]
+
+
+def test_continuous_mode_submits_the_run_once_and_reads_every_outcome_of_its_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    conn_id = spark_connection(monkeypatch, "local[2]", **IDENTITY)
+    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    submitted: list[list[str]] = []
+    monkeypatch.setattr(
+        spark_submit.SparkSubmitHook,
+        "submit",
+        lambda self, application="", **kwargs: submitted.append(self._build_spark_submit_command(application)),
+    )
+    monkeypatch.setattr(KinesisSnowflakeHook, "get_conn", lambda self: io.StringIO())  # closed after reading
+    plan = batch_plan()
+    read: list[str] = []
+
+    def read_attempt_outcomes(sink: SnowflakeSink, attempt_id: str) -> list[tuple[str, BatchResult]]:
+        read.append(attempt_id)
+        return [("orders-app", outcome_of(plan)), ("orders-app", outcome_of(plan))]  # two micro-batches
+
+    monkeypatch.setattr(SnowflakeSink, "read_attempt_outcomes", read_attempt_outcomes)
+    settings = BatchSettings(
+        stream_name="orders", application_name="orders-app", destination=plan.destination, connector_id="orders"
+    )
+
+    outcome = hook.run_continuous(
+        settings, owner="dag/run/1/ab", max_runtime_minutes=2, kinesis=kinesis, snowflake=snowflake
+    )
+
+    (command,) = submitted
+    run = decode_run(command[command.index("--continuous") + 1])
+    assert run == ContinuousRun(settings, "eu-west-1", "dag/run/1/ab", max_runtime_seconds=120)
+    assert "--plan" not in command
+    assert read == [command[command.index("--attempt") + 1]]  # the outcomes of this submission only
+    assert outcome.summary()["rows_loaded"] == 6 and len(outcome.batches) == 2
+    assert not [c for c in ("AKIAJOBENVTEST000001", "job-env-secret-key-3Xq9") if c in " ".join(command)]
+
+
+def test_continuous_mode_refuses_a_pipe_without_its_statement_before_submitting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
+    monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", lambda *a, **k: pytest.fail("submitted"))
+    settings = BatchSettings(
+        stream_name="s", application_name="app", destination=Destination("D", "S", "T"), connector_id="c",
+        destination_type="PIPE",
+    )  # fmt: skip
+
+    with pytest.raises(BatchRefused, match="pipe_definition is required"):
+        hook.run_continuous(settings, owner="o", max_runtime_minutes=1, kinesis=kinesis, snowflake=snowflake)

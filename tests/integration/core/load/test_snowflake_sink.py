@@ -367,6 +367,25 @@ def test_a_retried_batch_reads_the_outcome_of_its_own_attempt(sink: SnowflakeSin
     assert sink.read_outcome(OutcomeKey("app-retry", "other-generation", "b1", "attempt-2")) is None
 
 
+def test_a_continuous_submission_reads_every_micro_batch_it_recorded_in_order(sink: SnowflakeSink) -> None:
+    # One submission (attempt) of a continuous application records a batch per micro-batch; a reset
+    # switched the application name between two of them. Another submission's outcome is not read.
+    attempt = "attempt-continuous"
+    sink.record_outcome(OutcomeKey("app-cont", "g", "b1", attempt), outcome("b1", "app/b1/s1", True, rows=2))
+    sink.record_outcome(OutcomeKey("app-cont", "g", "b2", "attempt-other"), outcome("b2", "app/b2/s1", True))
+    sink.record_outcome(OutcomeKey("app-cont", "g", "b2", attempt), outcome("b2", "app/b2/s2", False))
+    sink.record_outcome(OutcomeKey("app-cont-2", "g2", "b3", attempt), outcome("b3", "app/b3/s1", True, rows=5))
+
+    read = sink.read_attempt_outcomes(attempt)
+
+    assert [(name, r.batch_id, r.stage_dir, r.rows_loaded) for name, r in read] == [
+        ("app-cont", "b1", "app/b1/s1", 2),
+        ("app-cont", "b2", "app/b2/s2", 0),
+        ("app-cont-2", "b3", "app/b3/s1", 5),
+    ]
+    assert sink.read_attempt_outcomes("attempt-none") == []
+
+
 def test_the_outcome_of_a_batch_that_committed_nothing_is_kept_with_autocommit_off(
     emulators: Emulators, sink: SnowflakeSink
 ) -> None:
