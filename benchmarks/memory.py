@@ -53,6 +53,7 @@ from tests.emulators.spark_env import spark_env
 STREAM = "orders-memory"
 TABLE = "ORDERS_MEMORY"
 JOB = REPO_ROOT / "airflow_kinesis_snowflake" / "spark_jobs" / "kinesis_to_snowflake.py"
+SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
 PUT_CHUNK = 500
 SAMPLE_SECONDS = 0.02
 MB = 10**6
@@ -248,7 +249,7 @@ def run_job(plan: BatchPlan, env: dict[str, str], work: Path, name: str) -> tupl
     started = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", str(JOB), "--plan", encode_plan(plan), "--attempt", name],
+            [SPARK_SUBMIT, "--master", "local[2]", str(JOB), "--plan", encode_plan(plan), "--attempt", name],
             env=env,
             cwd=work,
             stdout=out,

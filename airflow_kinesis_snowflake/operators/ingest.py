@@ -15,6 +15,7 @@ from airflow_kinesis_snowflake.config import SPARK_SUBMIT_ARGUMENTS, check_spark
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
@@ -41,6 +42,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         the consumer named after the application name, which the provisioning DAG registers).
     :param max_records_per_call: ``Limit`` of each GetRecords call (1..10000).
     :param max_records_per_shard: cap on records read from one shard in one batch.
+    :param max_bytes_per_shard: cap on user-record payload bytes read from one shard in one batch
+        (None: none); the read stops after the record that reaches it.
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
     :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
         another worker; held leases are renewed every third of it.
@@ -88,6 +91,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         consumer_type: str = ConsumerType.SHARED_THROUGHPUT,
         max_records_per_call: int = 10000,
         max_records_per_shard: int = 100_000,
+        max_bytes_per_shard: int | None = DEFAULT_MAX_BYTES_PER_SHARD,
         max_shards_per_batch: int | None = None,
         lease_duration_seconds: int = 300,
         aws_conn_id: str | None = "aws_default",
@@ -118,6 +122,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.consumer_type = consumer_type
         self.max_records_per_call = max_records_per_call
         self.max_records_per_shard = max_records_per_shard
+        self.max_bytes_per_shard = max_bytes_per_shard
         self.max_shards_per_batch = max_shards_per_batch
         self.lease_duration_seconds = lease_duration_seconds
         self.aws_conn_id = aws_conn_id

@@ -406,5 +406,5 @@ def test_a_plan_holds_no_credential() -> None:
         "pipe_definition", "consumer_type", "consumer_arn", "table_columns",
     }  # fmt: skip
     assert {f.name for f in fields(ShardRange)} == {
-        "shard_id", "start", "start_position", "max_records", "ending_sequence_number",
+        "shard_id", "start", "start_position", "max_records", "ending_sequence_number", "max_bytes",
     }  # fmt: skip
