@@ -13,14 +13,17 @@ of its own:
 * one batch per ``--sizes`` entry (MB of payload, 10**6 bytes), sized by ``max_records`` (the
   records are alike) with no byte cap;
 * the whole shard under the default byte cap ``batch.max_bytes_per_shard`` (or
-  ``--max-bytes-per-shard``): what one batch reads of a deep backlog.
+  ``--max-bytes-per-shard``): what one batch reads of a deep backlog;
+* the same with schema evolution on: the job's other path, which reads a range's records once, keeps
+  them (Spark persists them) for the two passes over them, and stages them chunk by chunk.
 
-While a job runs, a thread reads ``/proc/<pid>/status`` (VmHWM, the peak resident set, and VmRSS)
-of every process under spark-submit every 20 ms: the JVM (java), the Python driver (the process
+While a job runs, a thread reads ``/proc/<pid>/status`` (VmHWM, the peak resident set) of every
+process under spark-submit every 20 ms: the JVM (java), the Python driver (the process
 running kinesis_to_snowflake.py), Spark's Python daemon and the workers it forks. A worker's
 VmHWM counts the pages it shares with the daemon it was forked from, as a container's memory
 accounting does. The table prints each peak, and the worker's peak above the baseline as a
-multiple of the batch's payload bytes: what a worker holds per byte it reads. Rows loaded are
+multiple of the batch's payload bytes, and of the chunk a task reads, builds and writes at a time
+(``readers.CHUNK_BYTES``): what a worker holds beyond its fixed cost. Rows loaded are
 checked against records read. The emulators and the machine's other work share the cores; memory
 figures do not depend on them as times do.
 """
@@ -38,14 +41,15 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_kinesis_snowflake.core.model import Destination, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, encode_plan
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, ShardRange, encode_plan
+from airflow_kinesis_snowflake.core.sources.readers import CHUNK_BYTES
 from benchmarks.transform import COLUMNS, order
 from tests.emulators.servers import REPO_ROOT, SNOWFLAKE_DATABASE, SNOWFLAKE_SCHEMA, Emulators, local_emulators
 from tests.emulators.spark_env import spark_env
@@ -224,13 +228,9 @@ def job_env(emulators: Emulators) -> dict[str, str]:
     return env
 
 
-def plan_for(max_records: int, max_bytes: int | None) -> BatchPlan:
+def plan_for(max_records: int, max_bytes: int | None, evolution: bool = False) -> BatchPlan:
     """A batch of the shard from its start, under an application of its own (a ledger of its own)."""
-    shard_range = ShardRange("shardId-000000000000", None, StartPosition(InitialPosition.TRIM_HORIZON), max_records)
-    if max_bytes is not None and "max_bytes" in ShardRange.__dataclass_fields__:
-        shard_range = replace(shard_range, max_bytes=max_bytes)  # type: ignore[call-arg]
-    elif "max_bytes" in ShardRange.__dataclass_fields__:
-        shard_range = replace(shard_range, max_bytes=None)  # type: ignore[call-arg]
+    start = StartPosition(InitialPosition.TRIM_HORIZON)
     return BatchPlan(
         application_name=f"memory-{uuid.uuid4().hex[:8]}",
         generation_id="g",
@@ -239,8 +239,8 @@ def plan_for(max_records: int, max_bytes: int | None) -> BatchPlan:
         destination=Destination(SNOWFLAKE_DATABASE, SNOWFLAKE_SCHEMA, TABLE),
         cutoff=datetime.now(UTC),
         max_records_per_call=10_000,
-        ranges=(shard_range,),
-        schema_evolution=False,
+        ranges=(ShardRange("shardId-000000000000", None, start, max_records, max_bytes=max_bytes),),
+        schema_evolution=evolution,
     )
 
 
@@ -265,22 +265,15 @@ def run_job(plan: BatchPlan, env: dict[str, str], work: Path, name: str) -> tupl
     return seconds, peaks
 
 
-def default_max_bytes() -> int | None:
-    try:
-        from airflow_kinesis_snowflake.config import BatchConfig
-    except ImportError:
-        return None
-    value = BatchConfig.model_fields.get("max_bytes_per_shard")
-    return None if value is None else int(value.default)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="25,75,150", help="batch sizes in MB of payload (default 25,75,150)")
-    parser.add_argument("--max-bytes-per-shard", type=int, default=None, help="the cap row's cap (default: config's)")
+    parser.add_argument(
+        "--max-bytes-per-shard", type=int, default=None, help="the capped rows' cap (default: the config's default)"
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(s) * MB for s in args.sizes.split(","))
-    cap = args.max_bytes_per_shard or default_max_bytes()
+    cap = args.max_bytes_per_shard or DEFAULT_MAX_BYTES_PER_SHARD
 
     work = Path(tempfile.mkdtemp(prefix="memory-benchmark-"))
     runs: list[Run] = []
@@ -291,15 +284,17 @@ def main(argv: list[str] | None = None) -> int:
         put_seconds = time.perf_counter() - started
         table = create_table(emulators)
         env = job_env(emulators)
-        rows: list[tuple[str, int, int | None]] = [("baseline: 1 record", 1, None)]
+        rows: list[tuple[str, int, int | None, bool]] = [("baseline: 1 record", 1, None, False)]
         for size in sizes:
-            rows.append((f"{size // MB} MB, no byte cap", _within_cap(payloads, size), None))
-        if cap is not None:
-            rows.append((f"whole shard, byte cap {cap / MB:g} MB", len(payloads), cap))
+            rows.append((f"{size // MB} MB, no byte cap", _within_cap(payloads, size), None, False))
+        rows.append((f"whole shard, byte cap {cap / MB:g} MB", len(payloads), cap, False))
+        # Last: it may add columns to the table (the orders' keys without one).
+        rows.append((f"byte cap {cap / MB:g} MB, schema evolution", len(payloads), cap, True))
         load_before = os.getloadavg()[0]
-        for name, max_records, max_bytes in rows:
+        for name, max_records, max_bytes, evolution in rows:
             before = count_rows(emulators, table)
-            seconds, peaks = run_job(plan_for(max_records, max_bytes), env, work, name.split(":")[0].replace(" ", "-"))
+            plan = plan_for(max_records, max_bytes, evolution)
+            seconds, peaks = run_job(plan, env, work, name.split(":")[0].replace(" ", "-").replace(",", ""))
             loaded = count_rows(emulators, table) - before
             read = max_records if max_bytes is None else _within_cap(payloads, max_bytes)
             runs.append(Run(name, read, sum(payloads[:read]), loaded, seconds, peaks))
@@ -335,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{run.rows:,} ({'=' if same else 'DIFFERENT from'} records read)"
         )
     print(f"baseline worker: {base / MB:.0f} MB, the fixed cost every worker pays before it reads a record")
+    streamed = [run for run in runs[1:] if "evolution" not in run.name]
+    if streamed:
+        most = max(run.peaks.worker - base for run in streamed)
+        print(
+            f"worker above the baseline, at most over the rows without schema evolution: {most / MB:.0f} MB = "
+            f"{most / CHUNK_BYTES:.1f} x the chunk of {CHUNK_BYTES / MB:.1f} MB a task builds and writes at a time"
+        )
     return 0 if equal else 1
 
 
