@@ -287,9 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[tuple[str, int, int | None, bool]] = [("baseline: 1 record", 1, None, False)]
         for size in sizes:
             rows.append((f"{size // MB} MB, no byte cap", _within_cap(payloads, size), None, False))
-        rows.append((f"whole shard, byte cap {cap / MB:g} MB", len(payloads), cap, False))
+        capped = f"byte cap {cap / 2**20:g} MiB"
+        rows.append((f"whole shard, {capped}", len(payloads), cap, False))
         # Last: it may add columns to the table (the orders' keys without one).
-        rows.append((f"byte cap {cap / MB:g} MB, schema evolution", len(payloads), cap, True))
+        rows.append((f"{capped}, schema evolution", len(payloads), cap, True))
         load_before = os.getloadavg()[0]
         for name, max_records, max_bytes, evolution in rows:
             before = count_rows(emulators, table)
@@ -312,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     print("peak RSS = the largest VmHWM of a process of that kind; MB = 10**6 bytes\n")
     base = runs[0].peaks.worker
     header = (
-        f"{'batch':<30} {'records':>8} {'payload MB':>10} {'worker MB':>9} {'x payload':>9} "
+        f"{'batch':<34} {'records':>8} {'payload MB':>10} {'worker MB':>9} {'x payload':>9} "
         f"{'(worker-base)/payload':>21} {'JVM MB':>7} {'driver MB':>9} {'seconds':>7}  rows loaded"
     )
     print(header)
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         same = run.rows == run.records
         equal &= same
         print(
-            f"{run.name:<30} {run.records:8,} {payload_mb:10.1f} {run.peaks.worker / MB:9.0f} {times} "
+            f"{run.name:<34} {run.records:8,} {payload_mb:10.1f} {run.peaks.worker / MB:9.0f} {times} "
             f"{over:>21} {run.peaks.jvm / MB:7.0f} {run.peaks.driver / MB:9.0f} {run.seconds:7.1f}  "
             f"{run.rows:,} ({'=' if same else 'DIFFERENT from'} records read)"
         )
