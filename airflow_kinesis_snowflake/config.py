@@ -38,6 +38,7 @@ from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -88,6 +89,8 @@ NEW_RECORDS_POLL_MAX_SECONDS = 3600
 # Bounds of the retry delay: Airflow's own default cap on a task's retry delay
 # ([core] max_task_retry_delay) is a day; beyond Python's timedelta the DAG cannot even be built.
 RETRY_DELAY_MAX_SECONDS = 86_400
+# batch.max_bytes_per_shard: from one MiB (a batch must hold the largest record, 1 MiB) to 4 GiB.
+MAX_BYTES_PER_SHARD_RANGE = (2**20, 4 * 2**30)
 LEASE_DURATION_MAX_SECONDS = 86_400
 
 
@@ -436,12 +439,15 @@ class BatchConfig(_Strict):
         ``max_runtime_minutes``, then ends; ``docs/modes.md``).
     :param max_runtime_minutes: continuous mode only (and required there): how long one Spark
         application starts micro-batches.
+    :param max_bytes_per_shard: user-record payload bytes one batch reads of one shard at most; the
+        read stops after the record that reaches it (docs/performance.md, "Memory").
     """
 
     schedule: str | None = "*/5 * * * *"
     wait_for_records: bool = True
     new_records_poll_seconds: int = Field(default=30, ge=1, le=NEW_RECORDS_POLL_MAX_SECONDS)
     max_records_per_shard: int = Field(default=100_000, ge=1, le=10_000_000)
+    max_bytes_per_shard: int = DEFAULT_MAX_BYTES_PER_SHARD
     max_shards_per_batch: int | None = Field(default=None, ge=1, le=100_000)
     # Failover time: a worker that stopped renewing its leases loses them to others after this long.
     lease_duration_seconds: int = Field(default=300, ge=5, le=LEASE_DURATION_MAX_SECONDS)
@@ -469,6 +475,18 @@ class BatchConfig(_Strict):
                 "remove it, or set batch.mode: continuous"
             )
         return self
+
+    @field_validator("max_bytes_per_shard")
+    @classmethod
+    def _max_bytes_per_shard(cls, value: int) -> int:
+        low, high = MAX_BYTES_PER_SHARD_RANGE
+        if not low <= value <= high:
+            raise ValueError(
+                f"must be a number of bytes from {low} (1 MiB, the largest Kinesis record) to {high} (4 GiB); "
+                f"write, for instance, {DEFAULT_MAX_BYTES_PER_SHARD} (the default, "
+                f"{DEFAULT_MAX_BYTES_PER_SHARD // 2**20} MiB), or leave the field out"
+            )
+        return value
 
 
 class ConnectionsConfig(_Strict):

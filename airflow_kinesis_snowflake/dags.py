@@ -224,6 +224,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             consumer_type=src.consumer_type.value,
             max_records_per_call=src.max_records_per_call,
             max_records_per_shard=config.batch.max_records_per_shard,
+            max_bytes_per_shard=config.batch.max_bytes_per_shard,
             max_shards_per_batch=config.batch.max_shards_per_batch,
             lease_duration_seconds=config.batch.lease_duration_seconds,
             mode=config.batch.mode,

@@ -125,6 +125,25 @@ def add_batch_asset_events(
     log.info("Asset event for %s: %s", asset.uri, extra)
 
 
+def report_batch(operator: Any, context: Any, outcome: BatchOutcome, destination: Destination, snowflake: Any) -> None:
+    """What the ingest ``operator`` reports of a committed batch: its metrics, and an event of the
+    table's Asset, through each ``AssetAlias`` outlet of the task, when rows landed in it.
+
+    :param snowflake: the Snowflake hook (its ``account_and_region``), asked only for an event.
+    """
+    from airflow.sdk import AssetAlias
+
+    from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
+
+    assert outcome.result is not None
+    figures, app, stream = BatchFigures.from_result(outcome.result), outcome.application_name, operator.stream_name
+    emit_batch_metrics(figures, application_name=app, stream_name=stream, table=destination.qualified_name)
+    aliases = [outlet for outlet in operator.outlets if isinstance(outlet, AssetAlias)]
+    if aliases and outcome.result.rows_loaded:
+        where = snowflake.account_and_region()
+        add_batch_asset_events(context["outlet_events"], aliases, where, destination, outcome, stream)
+
+
 def table_name(database: str, schema: str, table: str) -> str:
     # The operator loads into the upper-cased names (Snowflake's unquoted identifiers).
     return f"{database.upper()}.{schema.upper()}.{table.upper()}"

@@ -65,7 +65,7 @@ from airflow_kinesis_snowflake.core.model import (
     InitialPosition,
     StartPosition,
 )
-from airflow_kinesis_snowflake.core.planning import BatchPlan, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, eligible_leases, plan_ranges
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError, MaintenanceError
 from airflow_kinesis_snowflake.core.state.generations import (
@@ -136,6 +136,7 @@ class BatchSettings:
     consumer_type: str = ConsumerType.SHARED_THROUGHPUT
     max_records_per_call: int = 10000
     max_records_per_shard: int = 100_000
+    max_bytes_per_shard: int | None = DEFAULT_MAX_BYTES_PER_SHARD
     max_shards_per_batch: int | None = None
     lease_duration_seconds: float = 300
     destination_type: str = DestinationType.TABLE
@@ -447,6 +448,7 @@ def _run_round(
             ranges=plan_ranges(
                 held,
                 max_records_per_shard=settings.max_records_per_shard,
+                max_bytes_per_shard=settings.max_bytes_per_shard,
                 ending_sequence_numbers={s.shard_id: s.ending_sequence_number for s in shards},
             ),
             destination_type=settings.destination_type,

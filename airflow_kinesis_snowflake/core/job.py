@@ -46,8 +46,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from airflow_kinesis_snowflake.core.keys import private_key_der
 from airflow_kinesis_snowflake.core.load.evolution import (
     NEVER_EVOLVED,
@@ -62,7 +60,6 @@ from airflow_kinesis_snowflake.core.load.evolution import (
     summarize,
     takes_like,
 )
-from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     FAILURES_DIR,
@@ -71,7 +68,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     OutcomeKey,
     SnowflakeSink,
 )
-from airflow_kinesis_snowflake.core.load.transform import build_batch, failure_table
+from airflow_kinesis_snowflake.core.load.transform import BatchFiles, chunks_of
 from airflow_kinesis_snowflake.core.model import BatchResult, ConsumerType, ShardResult
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
@@ -79,6 +76,8 @@ from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_out
 if TYPE_CHECKING:
     from airflow_kinesis_snowflake.core.continuous import ContinuousRun
 from airflow_kinesis_snowflake.core.sources.readers import (
+    CHUNK_BYTES,
+    ChunkConsumer,
     RangeRead,
     kinesis_client,
     read_shard_range,
@@ -260,25 +259,71 @@ class JobCredentials:
             conn.close()
 
 
-def read_range(shard_range: ShardRange, plan: BatchPlan, credentials: JobCredentials) -> RangeRead:
+def read_range(
+    shard_range: ShardRange, plan: BatchPlan, credentials: JobCredentials, on_chunk: ChunkConsumer | None = None
+) -> RangeRead:
     """Spark task: the records of one shard range. A plan's ranges are fixed, so reading one again
-    (after its cached partition was lost) gives the same records."""
+    (after its cached partition was lost) gives the same records.
+
+    :param on_chunk: takes the records in chunks as they are read (the result then holds none).
+    """
     client = credentials.kinesis_client(plan.region)
     if plan.consumer_type == ConsumerType.ENHANCED_FAN_OUT:
         assert plan.consumer_arn is not None  # BatchPlan refuses a fan-out plan without one
-        return read_shard_range_fan_out(client, plan.consumer_arn, shard_range, cutoff=plan.cutoff)
+        return read_shard_range_fan_out(client, plan.consumer_arn, shard_range, cutoff=plan.cutoff, on_chunk=on_chunk)
     return read_shard_range(
         client,
         plan.stream_name,
         shard_range,
         cutoff=plan.cutoff,
         max_records_per_call=plan.max_records_per_call,
+        on_chunk=on_chunk,
     )
 
 
 def summarize_range(read: RangeRead, columns: Sequence[TableColumn]) -> KeySummary:
     """Spark task: the range's unknown keys and empty NOT NULL columns, for schema evolution."""
     return summarize(read.records, ColumnMap(list(columns)))
+
+
+def _batch_files(
+    directory: str,
+    shard_range: ShardRange,
+    plan: BatchPlan,
+    columns: Sequence[TableColumn],
+    held_back_reason: str | None = None,
+) -> BatchFiles:
+    """The staging files of a range: Parquet rows for the columns, or JSON lines for a pipe's SELECT."""
+    column_map = None if plan.pipe_definition is not None else ColumnMap(list(columns), held_back(held_back_reason))
+    return BatchFiles(Path(directory), f"{shard_range.shard_id}-{plan.batch_id}", plan.stream_name, column_map)
+
+
+def _put(files: BatchFiles, stage_dir: str, plan: BatchPlan, credentials: JobCredentials) -> None:
+    """PUT the range's files that got rows to the batch's stage directory."""
+    if not files.rows and not files.dead_letters:
+        return
+    with credentials.snowflake_connection() as conn:
+        sink = SnowflakeSink(conn, plan.destination)
+        if files.rows:
+            sink.put_file(files.rows_path, f"{stage_dir}/{ROWS_DIR}")
+        if files.dead_letters:
+            sink.put_file(files.failures_path, f"{stage_dir}/{FAILURES_DIR}")
+
+
+def _shard_result(read: RangeRead, shard_range: ShardRange, files: BatchFiles) -> ShardResult:
+    return ShardResult(
+        shard_id=shard_range.shard_id,
+        start=shard_range.start,
+        end=read.last if read.last and read.records_read else None,
+        records_read=read.records_read,
+        rows_staged=files.rows,
+        dead_letters_staged=files.dead_letters,
+        bytes_read=read.bytes_read,
+        shard_end=read.shard_end,
+        get_records_calls=read.get_records_calls,
+        subscriptions=read.subscriptions,
+        millis_behind_latest=read.millis_behind_latest,
+    )
 
 
 def stage_range(
@@ -290,48 +335,20 @@ def stage_range(
     credentials: JobCredentials,
     held_back_reason: str | None = None,
 ) -> ShardResult:
-    """Spark task: build a range's Parquet (JSON lines for a pipe) and stage it; what it read and staged.
+    """Spark task: build a range's Parquet (JSON lines for a pipe) from records read before, and stage it.
+
+    The records are built chunk by chunk (:class:`~.transform.BatchFiles`), as :func:`process_range`
+    builds them while it reads.
 
     :param held_back_reason: set when schema evolution's cap left keys without a column: records
         with a value for such a key are then dead letters, kept whole (see :class:`~.schema.HeldBack`).
     """
-    file_stem = f"{shard_range.shard_id}-{plan.batch_id}"
-    with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp, credentials.snowflake_connection() as conn:
-        sink = SnowflakeSink(conn, plan.destination)
-        if plan.pipe_definition is not None:
-            # The pipe's SELECT maps the records: stage them whole, as JSON lines.
-            lines = pipe_batch(read.records, plan.stream_name)
-            rows, dead_letters = lines.rows, lines.dead_letters
-            if rows:
-                path = Path(tmp) / f"{file_stem}.json"
-                path.write_bytes(lines.lines)
-                sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
-        else:
-            column_map = ColumnMap(list(columns), held_back(held_back_reason))
-            batch = build_batch(read.records, plan.stream_name, column_map)
-            rows, dead_letters = batch.rows.num_rows, batch.dead_letters
-            if rows:
-                path = Path(tmp) / f"{file_stem}.parquet"
-                pq.write_table(batch.rows, path)
-                sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
-        dead = len(dead_letters)
-        if dead:
-            path = Path(tmp) / f"{file_stem}.failures.parquet"
-            pq.write_table(failure_table(dead_letters, plan.stream_name), path)
-            sink.put_file(path, f"{stage_dir}/{FAILURES_DIR}")
-    return ShardResult(
-        shard_id=shard_range.shard_id,
-        start=shard_range.start,
-        end=read.last if read.last and read.records else None,
-        records_read=len(read.records),
-        rows_staged=rows,
-        dead_letters_staged=dead,
-        bytes_read=sum(len(r.data) for r in read.records),
-        shard_end=read.shard_end,
-        get_records_calls=read.get_records_calls,
-        subscriptions=read.subscriptions,
-        millis_behind_latest=read.millis_behind_latest,
-    )
+    with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp:
+        with _batch_files(tmp, shard_range, plan, columns, held_back_reason) as files:
+            for chunk in chunks_of(read.records, CHUNK_BYTES):
+                files.add(chunk)
+        _put(files, stage_dir, plan, credentials)
+    return _shard_result(read, shard_range, files)
 
 
 def process_range(
@@ -341,8 +358,16 @@ def process_range(
     stage_dir: str,
     credentials: JobCredentials,
 ) -> ShardResult:
-    """Spark task: read one shard range, build Parquet, stage it. Returns what it read and staged."""
-    return stage_range(read_range(shard_range, plan, credentials), shard_range, plan, columns, stage_dir, credentials)
+    """Spark task: read one shard range, build Parquet, stage it. Returns what it read and staged.
+
+    Records are built and written chunk by chunk as pages arrive (the next page is fetched
+    meanwhile), so the task holds about one chunk of records and its rows, not the range.
+    """
+    with tempfile.TemporaryDirectory(prefix="kinesis-batch-") as tmp:
+        with _batch_files(tmp, shard_range, plan, columns) as files:
+            read = read_range(shard_range, plan, credentials, on_chunk=files.add)
+        _put(files, stage_dir, plan, credentials)
+    return _shard_result(read, shard_range, files)
 
 
 def evolution_policy(plan: BatchPlan, sink: SnowflakeSink) -> EvolutionPolicy:

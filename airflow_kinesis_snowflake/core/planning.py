@@ -29,25 +29,37 @@ if TYPE_CHECKING:  # the executors read plans and need no lease-table code
 
 # How a batch reads its shards: GetRecords, or SubscribeToShard through a registered consumer.
 
+# ``batch.max_bytes_per_shard``'s default: user-record payload bytes one batch reads of one shard
+# at most. See docs/performance.md ("Memory") for the measurements it was chosen from.
+DEFAULT_MAX_BYTES_PER_SHARD = 64 * 2**20
+
 
 @dataclass(frozen=True)
 class ShardRange:
-    """Records of one shard after ``start`` (or from ``start_position``), up to the caps."""
+    """Records of one shard after ``start`` (or from ``start_position``), up to the caps.
+
+    ``max_bytes`` caps the user records' payload bytes (None: no cap); a range stops after the
+    record that reaches it.
+    """
 
     shard_id: str
     start: Checkpoint | None
     start_position: StartPosition
     max_records: int
     ending_sequence_number: str | None = None
+    max_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "shard_id": self.shard_id,
             "start": self.start.to_dict() if self.start else None,
             "start_position": self.start_position.to_dict(),
             "max_records": self.max_records,
             "ending_sequence_number": self.ending_sequence_number,
         }
+        if self.max_bytes is not None:  # absent without a cap: such a plan keeps its batch id
+            data["max_bytes"] = self.max_bytes
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ShardRange:
@@ -57,6 +69,7 @@ class ShardRange:
             start_position=StartPosition.from_dict(data["start_position"]),
             max_records=int(data["max_records"]),
             ending_sequence_number=data.get("ending_sequence_number"),
+            max_bytes=None if data.get("max_bytes") is None else int(data["max_bytes"]),
         )
 
 
@@ -226,8 +239,9 @@ def plan_ranges(
     *,
     max_records_per_shard: int,
     ending_sequence_numbers: Mapping[str, str | None] | None = None,
+    max_bytes_per_shard: int | None = None,
 ) -> tuple[ShardRange, ...]:
-    """One range per held lease, starting after its checkpoint."""
+    """One range per held lease, starting after its checkpoint, capped in records and payload bytes."""
     ends = ending_sequence_numbers or {}
     return tuple(
         ShardRange(
@@ -236,6 +250,7 @@ def plan_ranges(
             start_position=lease.start,
             max_records=max_records_per_shard,
             ending_sequence_number=ends.get(lease.shard_id),
+            max_bytes=max_bytes_per_shard,
         )
         for lease in sorted(leases, key=lambda lease: lease.shard_id)
     )

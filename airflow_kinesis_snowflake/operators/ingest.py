@@ -7,18 +7,18 @@ from dataclasses import fields
 from functools import partial
 from typing import Any
 
-from airflow.sdk import AssetAlias, BaseOperator, Context
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
-from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 from airflow_kinesis_snowflake.status import report_lag
 
 
@@ -42,6 +42,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         the consumer named after the application name, which the provisioning DAG registers).
     :param max_records_per_call: ``Limit`` of each GetRecords call (1..10000).
     :param max_records_per_shard: cap on records read from one shard in one batch.
+    :param max_bytes_per_shard: cap on user-record payload bytes read from one shard in one batch
+        (None: none); the read stops after the record that reaches it.
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
     :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
         another worker; held leases are renewed every third of it.
@@ -90,6 +92,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         consumer_type: str = ConsumerType.SHARED_THROUGHPUT,
         max_records_per_call: int = 10000,
         max_records_per_shard: int = 100_000,
+        max_bytes_per_shard: int | None = DEFAULT_MAX_BYTES_PER_SHARD,
         max_shards_per_batch: int | None = None,
         lease_duration_seconds: int = 300,
         mode: str = "scheduled",
@@ -116,6 +119,7 @@ class SparkKinesisIngestOperator(BaseOperator):
             raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(ConsumerType)}")
         self.consumer_type = consumer_type
         self.max_records_per_call, self.max_records_per_shard = max_records_per_call, max_records_per_shard
+        self.max_bytes_per_shard = max_bytes_per_shard
         self.max_shards_per_batch, self.lease_duration_seconds = max_shards_per_batch, lease_duration_seconds
         if (mode == "continuous") != bool(max_runtime_minutes) or mode not in BATCH_MODES:
             raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
@@ -161,9 +165,11 @@ class SparkKinesisIngestOperator(BaseOperator):
             raise AirflowException(str(err)) from err
         self._last_summary = outcome if outcome.result is not None else None
         summary = outcome.summary()
+        from airflow_kinesis_snowflake.lineage import report_batch  # not loaded before it is needed
+
         for batch in outcome.batches:  # several when a reshard made the run plan again
             try:
-                self._report(context, batch, destination, snowflake)
+                report_batch(self, context, batch, destination, snowflake)
             except Exception:  # the batch is committed: reporting it must not fail the task
                 self.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
         if outcome.result is not None:  # per-shard lag and checkpoint age: logged, returned, measured (docs/lag.md)
@@ -174,21 +180,6 @@ class SparkKinesisIngestOperator(BaseOperator):
         """The spark-submit hook of the Spark connection, with this operator's Spark settings."""
         check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
         return KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf, **self.spark_submit)
-
-    def _report(
-        self, context: Context, outcome: BatchOutcome, destination: Destination, snowflake: KinesisSnowflakeHook
-    ) -> None:
-        """Metrics of the batch, and an event of the table's Asset when rows landed in it."""
-        from airflow_kinesis_snowflake.lineage import add_batch_asset_events  # not loaded before it is needed
-
-        assert outcome.result is not None
-        table = destination.qualified_name
-        figures, app = BatchFigures.from_result(outcome.result), outcome.application_name
-        emit_batch_metrics(figures, application_name=app, stream_name=self.stream_name, table=table)
-        aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
-        if aliases and outcome.result.rows_loaded:
-            where = snowflake.account_and_region()
-            add_batch_asset_events(context["outlet_events"], aliases, where, destination, outcome, self.stream_name)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import ingest_lineage

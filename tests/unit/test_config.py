@@ -28,6 +28,7 @@ from airflow_kinesis_snowflake.config import (
 )
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.model import DestinationType, InitialPosition
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 
 CONNECTORS_DIR = Path(__file__).resolve().parents[2] / "dags" / "connectors"
 SHIPPED = CONNECTORS_DIR / "orders.yaml"
@@ -97,6 +98,7 @@ def test_shipped_orders_yaml_loads() -> None:
     )
     assert config.table_fqn == '"ANALYTICS"."RAW"."ORDERS"'
     assert config.batch.max_records_per_shard == 100000
+    assert config.batch.max_bytes_per_shard == DEFAULT_MAX_BYTES_PER_SHARD
     assert config.connections.aws == "aws_default"
     assert config.connections.snowflake == "snowflake_default"
     assert config.connections.spark == "spark_default"
@@ -210,6 +212,21 @@ def test_minimal_config_gets_defaults() -> None:
             _set("batch", max_records_per_shard=0),
             ["batch.max_records_per_shard", "greater than or equal to 1"],
             id="batch-max_records_per_shard",
+        ),
+        pytest.param(
+            _set("batch", max_bytes_per_shard=1000),
+            ["batch.max_bytes_per_shard", "from 1048576 (1 MiB", "to 4294967296", "(got 1000)", "leave the field out"],
+            id="batch-max_bytes_per_shard-too-small",
+        ),
+        pytest.param(
+            _set("batch", max_bytes_per_shard=2**33),
+            ["batch.max_bytes_per_shard", "to 4294967296 (4 GiB)", f"(got {2**33})"],
+            id="batch-max_bytes_per_shard-too-large",
+        ),
+        pytest.param(
+            _set("batch", max_bytes_per_shard="64MB"),
+            ["batch.max_bytes_per_shard", "valid integer", "'64MB'"],
+            id="batch-max_bytes_per_shard-with-a-unit",
         ),
         pytest.param(
             lambda data: data.update(connector_id="orders feed"),

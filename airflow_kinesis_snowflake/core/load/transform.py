@@ -14,6 +14,11 @@ time), several times faster:
 
 Arrow's JSON reader is not used: it cannot keep a nested value as JSON text, infers timestamps from
 strings, and loses the key order that first-key-wins case-insensitive mapping depends on.
+
+:class:`BatchFiles` stages a shard range chunk by chunk: each chunk of records is built and
+appended to the rows file (Parquet, or JSON lines for a pipe) and the failures file, so a Spark task
+holds one chunk's records and rows at a time, not the range's. Every record is converted on its
+own, so the files hold, in order, the rows and dead letters of the whole range built at once.
 """
 
 from __future__ import annotations
@@ -29,12 +34,16 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from itertools import chain
 from operator import itemgetter
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import (
     _SEMI_STRUCTURED,
     FAILURE_SCHEMA,
@@ -197,6 +206,102 @@ def failure_table(dead_letters: Sequence[DeadLetter], stream_name: str) -> pa.Ta
         ],
         schema=FAILURE_SCHEMA,
     )
+
+
+def chunks_of(records: Sequence[KinesisRecord], chunk_bytes: int) -> Iterator[Sequence[KinesisRecord]]:
+    """``records`` in consecutive slices of about ``chunk_bytes`` of payload (each at least one record)."""
+    start = size = 0
+    for end, record in enumerate(records, 1):
+        size += len(record.data)
+        if size >= chunk_bytes:
+            yield records[start:end]
+            start, size = end, 0
+    if start < len(records):
+        yield records[start:]
+
+
+class _ParquetFile:
+    """One Parquet file written table by table; created by the first table with rows."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path, self.schema = path, schema
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, self.schema)
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class BatchFiles:
+    """The staging files of one shard range, built chunk by chunk (:meth:`add`), in record order.
+
+    ``<stem>.parquet`` holds the rows as :func:`build_batch` builds them for ``columns`` (with
+    ``columns`` None, for a pipe: ``<stem>.json``, the JSON lines of :func:`~.pipe.pipe_batch`), and
+    ``<stem>.failures.parquet`` the dead letters as :func:`failure_table` makes them. A file is
+    only created once it gets a row. Use it as a context manager: the files are complete once it
+    closed.
+
+    :param directory: where the files are written.
+    :param stem: the files' name without its suffix.
+    """
+
+    def __init__(self, directory: Path, stem: str, stream_name: str, columns: ColumnMap | None) -> None:
+        self.stream_name, self.columns = stream_name, columns
+        self.rows_path = directory / (f"{stem}.json" if columns is None else f"{stem}.parquet")
+        self.failures_path = directory / f"{stem}.failures.parquet"
+        self._rows = None if columns is None else _ParquetFile(self.rows_path, columns.arrow_schema())
+        self._failures = _ParquetFile(self.failures_path, FAILURE_SCHEMA)
+        self._lines = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows written so far."""
+        return self._lines if self._rows is None else self._rows.rows
+
+    @property
+    def dead_letters(self) -> int:
+        """Dead letters written so far."""
+        return self._failures.rows
+
+    def add(self, records: Sequence[KinesisRecord]) -> None:
+        """Build the rows and dead letters of the next records of the range and append them."""
+        if self.columns is None:
+            lines = pipe_batch(records, self.stream_name)
+            if lines.rows:
+                with self.rows_path.open("ab") as out:
+                    out.write(lines.lines)
+                self._lines += lines.rows
+            dead_letters = lines.dead_letters
+        else:
+            batch = build_batch(records, self.stream_name, self.columns)
+            assert self._rows is not None
+            self._rows.write(batch.rows)
+            dead_letters = batch.dead_letters
+        if dead_letters:
+            self._failures.write(failure_table(dead_letters, self.stream_name))
+
+    def close(self) -> None:
+        if self._rows is not None:
+            self._rows.close()
+        self._failures.close()
+
+    def __enter__(self) -> BatchFiles:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 def _arrivals(records: Sequence[KinesisRecord]) -> pa.Array:

@@ -2,9 +2,15 @@
 
 Reading resumes AT_SEQUENCE_NUMBER of the checkpoint and drops what the checkpoint covers, so a
 checkpoint inside a KPL aggregate resumes at the next sub-record. The read stops at the record
-cap, at the first record that arrived after the batch cut-off, when the shard is caught up, or at
-shard end (a null NextShardIterator on AWS; an empty, caught-up read of a closed shard otherwise;
-with fan-out, an event naming the ChildShards without a ContinuationSequenceNumber).
+cap, at the byte cap (after the user record whose payload reaches it: a read takes at least one
+record, and may stop inside an aggregate like the record cap), at the first record that arrived
+after the batch cut-off, when the shard is caught up, or at shard end (a null NextShardIterator on
+AWS; an empty, caught-up read of a closed shard otherwise; with fan-out, an event naming the
+ChildShards without a ContinuationSequenceNumber).
+
+Records are held in :attr:`RangeRead.records` until the read ends, or, given ``on_chunk``, handed
+on in chunks of about ``chunk_bytes`` of payload as pages arrive, so that a caller that converts and
+writes them as they come holds one chunk at a time rather than the whole range.
 
 While one page is de-aggregated, the next is already being fetched (and parsed by botocore) in a
 background thread, unless the page looks like the last: then the next call, if any, waits for it.
@@ -44,13 +50,27 @@ MAX_IDLE_SUBSCRIPTIONS = 10
 _BROKEN_STREAM = (ProtocolError, ReadTimeoutError, ResponseStreamingError, HTTPClientError)
 
 
+# Payload bytes of the records a read hands on at a time (``on_chunk``); a chunk ends at a page's end.
+CHUNK_BYTES = 16 << 20
+
+# Takes the records of one chunk of a read (in order); the read goes on once it returns.
+ChunkConsumer = Callable[[list[KinesisRecord]], None]
+
+
 @dataclass
 class RangeRead:
-    """What one shard range yielded."""
+    """What one shard range yielded.
+
+    ``records`` holds the records read, but for those already handed on in chunks (``on_chunk``);
+    ``records_read`` and ``bytes_read`` count all of them.
+    """
 
     shard_id: str
     records: list[KinesisRecord] = field(default_factory=list)
     last: Checkpoint | None = None
+    records_read: int = 0
+    # Bytes of the user records' payloads read, the figure the byte cap applies to.
+    bytes_read: int = 0
     shard_end: bool = False
     # GetRecords calls that returned a page, a fetched-ahead page the read did not need included.
     get_records_calls: int = 0
@@ -150,18 +170,47 @@ def read_shard_range(
     *,
     cutoff: datetime,
     max_records_per_call: int,
+    on_chunk: ChunkConsumer | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> RangeRead:
-    """Read the records of ``shard_range`` that arrived at or before ``cutoff``."""
+    """Read the records of ``shard_range`` that arrived at or before ``cutoff``.
+
+    :param on_chunk: when given, called with the records read so far once they hold
+        ``chunk_bytes`` of payload (at the end of a page) and with the rest at the end, in order;
+        the result's ``records`` is then empty. The next page is fetched while it runs.
+    """
     result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
     iterator = client.get_shard_iterator(**_iterator_args(stream_name, shard_range, result.last))["ShardIterator"]
     pages = _Pages(client, result, sleep, clock)
+    chunks = _Chunks(result, on_chunk, chunk_bytes)
     try:
-        _read(client, stream_name, shard_range, cutoff, max_records_per_call, result, pages, iterator)
+        _read(client, stream_name, shard_range, cutoff, max_records_per_call, result, pages, iterator, chunks)
     finally:
         pages.close()
+    chunks.flush()
     return result
+
+
+class _Chunks:
+    """Hands a read's records on once they hold ``chunk_bytes`` of payload (with no consumer: never)."""
+
+    def __init__(self, result: RangeRead, consumer: ChunkConsumer | None, chunk_bytes: int) -> None:
+        self._result, self._consumer, self._chunk_bytes = result, consumer, chunk_bytes
+        self._handed_bytes = 0  # payload bytes of the records already handed on
+
+    def page_taken(self) -> None:
+        if self._result.bytes_read - self._handed_bytes >= self._chunk_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        result = self._result
+        if self._consumer is None or not result.records:
+            return
+        records, result.records = result.records, []
+        self._handed_bytes = result.bytes_read
+        self._consumer(records)
 
 
 def _read(
@@ -173,6 +222,7 @@ def _read(
     result: RangeRead,
     pages: _Pages,
     iterator: str,
+    chunks: _Chunks,
 ) -> None:
     empty_reads = 0
     pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records))
@@ -187,7 +237,7 @@ def _read(
             iterator = client.get_shard_iterator(**_iterator_args(stream_name, shard_range, result.last))[
                 "ShardIterator"
             ]
-            pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records - len(result.records)))
+            pending = pages.fetch(iterator, min(max_records_per_call, shard_range.max_records - result.records_read))
             continue
         if "MillisBehindLatest" in response:
             result.millis_behind_latest = int(response["MillisBehindLatest"])
@@ -199,13 +249,18 @@ def _read(
             # Fetch the next page meanwhile, unless this one probably ends the read: each record
             # gives at least one user record, and arrival times grow along a shard. Were it wrong,
             # a fetched page goes unused, or the next call is made after the page, not during it.
-            room = shard_range.max_records - len(result.records) - len(api_records)
-            if room > 0 and _arrival(api_records[-1]["ApproximateArrivalTimestamp"]) <= cutoff:
+            room = shard_range.max_records - result.records_read - len(api_records)
+            if (
+                room > 0
+                and _bytes_left(shard_range, result) > sum(len(r["Data"]) for r in api_records)
+                and _arrival(api_records[-1]["ApproximateArrivalTimestamp"]) <= cutoff
+            ):
                 pending = pages.fetch(next_iterator, min(max_records_per_call, room))
                 fetched_ahead = True
 
         if _take_page(result, shard_range, api_records, cutoff):
             return
+        chunks.page_taken()
         if next_iterator is None:
             result.shard_end = True
             return
@@ -219,8 +274,13 @@ def _read(
         else:
             empty_reads = 0
         if not fetched_ahead:
-            limit = min(max_records_per_call, shard_range.max_records - len(result.records))
+            limit = min(max_records_per_call, shard_range.max_records - result.records_read)
             pending = pages.fetch(next_iterator, limit)
+
+
+def _bytes_left(shard_range: ShardRange, result: RangeRead) -> float:
+    """Payload bytes the range may still read: what is left under its byte cap, if it has one."""
+    return float("inf") if shard_range.max_bytes is None else shard_range.max_bytes - result.bytes_read
 
 
 def read_shard_range_fan_out(
@@ -229,6 +289,8 @@ def read_shard_range_fan_out(
     shard_range: ShardRange,
     *,
     cutoff: datetime,
+    on_chunk: ChunkConsumer | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
     sleep: Callable[[float], None] = time.sleep,
 ) -> RangeRead:
     """Read the records of ``shard_range`` that arrived at or before ``cutoff``, through the enhanced
@@ -237,13 +299,28 @@ def read_shard_range_fan_out(
     The first subscription starts where :func:`read_shard_range` would; when one ends (AWS ends each
     after 5 minutes) or its connection breaks, the next starts AT_SEQUENCE_NUMBER of the last
     ContinuationSequenceNumber. Records the range already took, delivered again, are dropped like
-    those the checkpoint covers.
+    those the checkpoint covers. ``on_chunk`` and ``chunk_bytes`` are :func:`read_shard_range`'s.
     """
     result = RangeRead(shard_id=shard_range.shard_id, last=shard_range.start)
+    chunks = _Chunks(result, on_chunk, chunk_bytes)
+    _read_fan_out(client, consumer_arn, shard_range, cutoff, result, chunks, sleep)
+    chunks.flush()
+    return result
+
+
+def _read_fan_out(
+    client: Any,
+    consumer_arn: str,
+    shard_range: ShardRange,
+    cutoff: datetime,
+    result: RangeRead,
+    chunks: _Chunks,
+    sleep: Callable[[float], None],
+) -> None:
     position = _starting_position(shard_range, result.last)
     idle = 0
     while True:
-        taken, before = len(result.records), position
+        taken, before = result.records_read, position
         event_stream = _subscribe(client, consumer_arn, shard_range.shard_id, position, result, sleep)
         try:
             for event in event_stream:
@@ -254,25 +331,26 @@ def read_shard_range_fan_out(
                     result.millis_behind_latest = int(shard_event["MillisBehindLatest"])
                 api_records = shard_event.get("Records", [])
                 if _take_page(result, shard_range, api_records, cutoff):
-                    return result
+                    return
+                chunks.page_taken()
                 continuation = shard_event.get("ContinuationSequenceNumber")
                 if continuation is None:
                     # The last event of a closed shard: it names the children instead.
                     result.shard_end = True
-                    return result
+                    return
                 # AT, not AFTER: should the continuation be the next record rather than the last
                 # one delivered, nothing is skipped; a record delivered again is dropped.
                 position = {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": continuation}
                 if not api_records and shard_event.get("MillisBehindLatest") == 0:
                     # Caught up. Only an empty event says so: on a closed shard, the event that
                     # names the children may still follow the last records.
-                    return result
+                    return
         except _BROKEN_STREAM:
             pass  # only whole events are ever parsed: go on from the last one
         finally:
             # Leaving mid-subscription drops the connection; the service ends the subscription.
             event_stream.close()
-        idle = 0 if len(result.records) > taken or position != before else idle + 1
+        idle = 0 if result.records_read > taken or position != before else idle + 1
         if idle >= MAX_IDLE_SUBSCRIPTIONS:
             raise RuntimeError(
                 f"{idle} subscriptions to shard {shard_range.shard_id} through {consumer_arn} "
@@ -308,10 +386,23 @@ def _take_page(result: RangeRead, shard_range: ShardRange, api_records: list[dic
     """De-aggregate one page (or event) of Kinesis records and take them; True when the read stops here."""
     if not api_records:
         return False
-    return _take(result, deaggregate(shard_range.shard_id, api_records), cutoff, shard_range.max_records)
+    return _take(
+        result, deaggregate(shard_range.shard_id, api_records), cutoff, shard_range.max_records, shard_range.max_bytes
+    )
 
 
-def _take(result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max_records: int) -> bool:
+def caps_reached(records_read: int, bytes_read: int, max_records: int, max_bytes: int | None) -> bool:
+    """Whether a range that took ``records_read`` records of ``bytes_read`` payload bytes stops here.
+
+    Checked after each record taken, so a read stops at a record boundary: the record that reaches
+    the byte cap is the last one taken, and one record larger than the cap is still read (alone).
+    """
+    return records_read >= max_records or (max_bytes is not None and bytes_read >= max_bytes)
+
+
+def _take(
+    result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max_records: int, max_bytes: int | None = None
+) -> bool:
     """Add the page's records the last one taken does not cover; True when the read stops in this page."""
     covered = result.last.key if result.last is not None else None
     taken = result.records
@@ -319,6 +410,7 @@ def _take(result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max
     parsed: str | None = None
     number = 0
     stopped = False
+    count, size = result.records_read, result.bytes_read
     for record in records:
         sequence = record.sequence_number
         if sequence is not parsed:  # the user records of an aggregate share their sequence number
@@ -330,10 +422,13 @@ def _take(result: RangeRead, records: list[KinesisRecord], cutoff: datetime, max
             stopped = True
             break
         taken.append(record)
+        count += 1
+        size += len(record.data)
         last, covered = record, key
-        if len(taken) >= max_records:
+        if caps_reached(count, size, max_records, max_bytes):
             stopped = True
             break
+    result.records_read, result.bytes_read = count, size
     if last is not None:
         result.last = last.checkpoint
     return stopped

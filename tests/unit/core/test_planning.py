@@ -167,6 +167,12 @@ def test_plan_ranges_without_ending_sequence_numbers() -> None:
     assert ranges == (ShardRange("a", None, TRIM, 1, None),)
 
 
+def test_plan_ranges_carry_the_byte_cap() -> None:
+    ranges = plan_ranges([_lease("a"), _lease("b")], max_records_per_shard=1, max_bytes_per_shard=2**20)
+
+    assert [r.max_bytes for r in ranges] == [2**20, 2**20]
+
+
 def test_plan_ranges_empty() -> None:
     assert plan_ranges([], max_records_per_shard=10) == ()
 
@@ -217,6 +223,16 @@ def test_shard_range_dict_round_trip() -> None:
     assert ShardRange.from_dict(json.loads(json.dumps(data))) == original
 
 
+def test_a_byte_cap_travels_with_the_range_and_no_cap_leaves_the_dict_as_it_was() -> None:
+    capped = ShardRange("s", None, TRIM, 10, None, max_bytes=64 * 2**20)
+
+    assert capped.to_dict()["max_bytes"] == 64 * 2**20
+    assert ShardRange.from_dict(json.loads(json.dumps(capped.to_dict()))) == capped
+    # A range without a byte cap has the dict (and so the batch id) of a plan written before caps.
+    assert "max_bytes" not in ShardRange("s", None, TRIM, 10).to_dict()
+    assert ShardRange.from_dict(ShardRange("s", None, TRIM, 10).to_dict()).max_bytes is None
+
+
 def test_batch_plan_json_round_trip() -> None:
     plan = _plan()
 
@@ -263,6 +279,9 @@ def test_batch_id_does_not_depend_on_how_an_equal_checkpoint_is_written() -> Non
         pytest.param(lambda: _plan(checkpoint=None), id="no-checkpoint"),
         pytest.param(lambda: _plan(cutoff=datetime(2026, 1, 31, 12, 0, 1, tzinfo=UTC)), id="cutoff"),
         pytest.param(lambda: _plan(max_records=999), id="cap"),
+        pytest.param(
+            lambda: replace(_plan(), ranges=tuple(replace(r, max_bytes=2**20) for r in _plan().ranges)), id="byte-cap"
+        ),
         pytest.param(lambda: replace(_plan(), generation_id="fedcba9876543210"), id="generation"),
         pytest.param(lambda: replace(_plan(), application_name="orders-v2"), id="application"),
         pytest.param(lambda: replace(_plan(), ranges=_plan().ranges[:1]), id="fewer-ranges"),
@@ -406,5 +425,5 @@ def test_a_plan_holds_no_credential() -> None:
         "pipe_definition", "consumer_type", "consumer_arn", "table_columns",
     }  # fmt: skip
     assert {f.name for f in fields(ShardRange)} == {
-        "shard_id", "start", "start_position", "max_records", "ending_sequence_number",
+        "shard_id", "start", "start_position", "max_records", "ending_sequence_number", "max_bytes",
     }  # fmt: skip

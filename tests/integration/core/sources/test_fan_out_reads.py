@@ -62,8 +62,9 @@ def rng(
     max_records: int = 1000,
     shard_id: str = SHARD,
     start_position: StartPosition = TRIM,
+    max_bytes: int | None = None,
 ) -> ShardRange:
-    return ShardRange(shard_id, start, start_position, max_records)
+    return ShardRange(shard_id, start, start_position, max_records, max_bytes=max_bytes)
 
 
 def read(emulators: Emulators, consumer_arn: str, shard_range: ShardRange, **kwargs: Any) -> Any:
@@ -96,6 +97,24 @@ def test_cap_then_resume_from_checkpoint_reads_each_record_once(emulators: Emula
     assert second.millis_behind_latest == 0
     third = read(emulators, consumer, rng(start=second.last))
     assert third.records == [] and third.last == second.last
+
+
+def test_the_byte_cap_stops_after_the_record_that_reaches_it_and_chunks_hand_on_every_record(
+    emulators: Emulators,
+) -> None:
+    kinesis, stream, consumer = stream_with_consumer(emulators)
+    put(kinesis, stream, range(10))  # 8 bytes each
+    chunks: list[list[int]] = []
+    first = read(
+        emulators,
+        consumer,
+        rng(max_bytes=25),
+        on_chunk=lambda records: chunks.append([json.loads(r.data)["v"] for r in records]),
+        chunk_bytes=1,
+    )
+    assert chunks == [[0, 1, 2, 3]] and first.records == []
+    assert (first.records_read, first.bytes_read) == (4, 32)
+    assert values(read(emulators, consumer, rng(start=first.last))) == list(range(4, 10))
 
 
 def test_records_after_the_cutoff_wait_for_the_next_batch(emulators: Emulators) -> None:

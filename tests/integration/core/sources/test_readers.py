@@ -23,13 +23,17 @@ SHARD = "shardId-000000000000"
 FAR_FUTURE = datetime.now(UTC) + timedelta(days=1)
 
 
-def rng(start: Checkpoint | None = None, max_records: int = 1000, ending: str | None = None) -> ShardRange:
-    return ShardRange(SHARD, start, StartPosition(InitialPosition.TRIM_HORIZON), max_records, ending)
+def rng(
+    start: Checkpoint | None = None, max_records: int = 1000, ending: str | None = None, max_bytes: int | None = None
+) -> ShardRange:
+    return ShardRange(SHARD, start, StartPosition(InitialPosition.TRIM_HORIZON), max_records, ending, max_bytes)
 
 
-def read(kinesis: Any, stream: str, shard_range: ShardRange, cutoff: datetime = FAR_FUTURE, per_call: int = 7) -> Any:
+def read(
+    kinesis: Any, stream: str, shard_range: ShardRange, cutoff: datetime = FAR_FUTURE, per_call: int = 7, **kwargs: Any
+) -> Any:
     return read_shard_range(
-        kinesis, stream, shard_range, cutoff=cutoff, max_records_per_call=per_call, sleep=lambda _: None
+        kinesis, stream, shard_range, cutoff=cutoff, max_records_per_call=per_call, sleep=lambda _: None, **kwargs
     )
 
 
@@ -84,6 +88,81 @@ def test_a_batch_ending_inside_a_kpl_aggregate_resumes_at_the_next_sub_record(em
     second = read(kinesis, stream, rng(start=first.last))
     assert values(second) == [4, 5, 6, 7]
     assert [r.partition_key for r in second.records[:2]] == ["pk-4", "pk-5"]
+
+
+# Each payload {"v": 0} .. {"v": 9} is 8 bytes.
+
+
+@pytest.mark.parametrize(("max_bytes", "first_values"), [(24, [0, 1, 2]), (25, [0, 1, 2, 3]), (1, [0])])
+def test_the_byte_cap_stops_after_the_record_that_reaches_it_and_the_next_batch_resumes_after_it(
+    emulators: Emulators, max_bytes: int, first_values: list[int]
+) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    put(kinesis, stream, range(10))
+    first = read(kinesis, stream, rng(max_bytes=max_bytes))
+    assert values(first) == first_values
+    assert (first.records_read, first.bytes_read) == (len(first_values), 8 * len(first_values))
+    rest = read(kinesis, stream, rng(start=first.last))
+    assert values(rest) == list(range(len(first_values), 10))
+
+
+def test_a_record_larger_than_the_byte_cap_is_read_alone(emulators: Emulators) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    kinesis.put_record(StreamName=stream, Data=json.dumps({"v": -1, "pad": "x" * 100}).encode(), PartitionKey="k")
+    put(kinesis, stream, range(3))
+    first = read(kinesis, stream, rng(max_bytes=50))
+    assert values(first) == [-1] and first.bytes_read > 100
+    assert values(read(kinesis, stream, rng(start=first.last, max_bytes=50))) == [0, 1, 2]
+
+
+def test_the_byte_cap_ends_a_batch_inside_a_kpl_aggregate_and_the_next_resumes_at_the_next_sub_record(
+    emulators: Emulators,
+) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    aggregator = RecordAggregator()
+    for v in range(6):
+        assert aggregator.add_user_record(f"pk-{v}", json.dumps({"v": v}).encode()) is None
+    pk, ehk, data = aggregator.clear_and_get().get_contents()
+    kinesis.put_record(StreamName=stream, Data=data, PartitionKey=pk, **({"ExplicitHashKey": ehk} if ehk else {}))
+    put(kinesis, stream, range(6, 8))
+
+    first = read(kinesis, stream, rng(max_bytes=24))
+    assert values(first) == [0, 1, 2]
+    assert first.last is not None and first.last.sub_sequence_number == 2
+    second = read(kinesis, stream, rng(start=first.last, max_bytes=24))
+    assert values(second) == [3, 4, 5]
+    assert values(read(kinesis, stream, rng(start=second.last))) == [6, 7]
+
+
+def test_no_page_is_fetched_ahead_when_the_page_reaches_the_byte_cap(emulators: Emulators) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    put(kinesis, stream, range(10))
+    capped = read(kinesis, stream, rng(max_bytes=40), per_call=5)
+    assert values(capped) == list(range(5)) and capped.get_records_calls == 1
+    below = read(kinesis, stream, rng(max_bytes=41), per_call=5)
+    assert values(below) == list(range(6)) and below.get_records_calls == 2
+
+
+def test_records_handed_on_in_chunks_are_the_records_of_the_range_in_order(emulators: Emulators) -> None:
+    stream = unique("s")
+    kinesis = create_stream(emulators, stream, 1)
+    put(kinesis, stream, range(20))
+    chunks: list[list[int]] = []
+
+    def take(records: list[Any]) -> None:
+        chunks.append([json.loads(r.data)["v"] for r in records])
+
+    # A chunk ends at the end of the page that brought it to 12 bytes; the cap ends the last one.
+    # Payloads: 10 of 8 bytes, then 9 bytes each ({"v": 10}): 134 bytes after 16 records, 143 after 17.
+    result = read(kinesis, stream, rng(max_bytes=136), per_call=5, on_chunk=take, chunk_bytes=12)
+    assert chunks == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14], [15, 16]]
+    assert result.records == [] and (result.records_read, result.bytes_read) == (17, 143)
+    unchunked = read(kinesis, stream, rng(max_bytes=136), per_call=5)
+    assert result.last == unchunked.last and values(unchunked) == list(range(17))
 
 
 def test_a_closed_shard_read_to_its_end_reports_shard_end(emulators: Emulators) -> None:

@@ -7,22 +7,27 @@ import json
 import random
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import aws_kinesis_agg
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator, messages_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_kinesis_snowflake.core.load.evolution import can_have_column
+from airflow_kinesis_snowflake.core.load.pipe import pipe_batch
 from airflow_kinesis_snowflake.core.load.schema import FAILURE_SCHEMA, METADATA_TYPE, ColumnMap, HeldBack, TableColumn
 from airflow_kinesis_snowflake.core.load.transform import (
     Batch,
+    BatchFiles,
     build_batch,
     build_batch_reference,
+    chunks_of,
     failure_table,
     metadata_array,
 )
@@ -821,3 +826,73 @@ def test_sequence_numbers_of_different_lengths_in_one_batch() -> None:
     assert_same(records)
     same_length = [KinesisRecord(SHARD, str(AWS_SEQ + i), i, "pk", ARRIVAL, b'{"id": 1}') for i in range(5)]
     assert_same(same_length)
+
+
+# -- staged chunk by chunk ------------------------------------------------------------------------
+
+
+def _realistic(seed: int, count: int) -> list[KinesisRecord]:
+    rng = random.Random(seed)
+    records = [_record(i, _payload_from(rng)) for i in range(count)]
+    records[count // 2] = _record(count // 2, b"aggregate", error="the KPL aggregate could not be de-aggregated")
+    return records
+
+
+def _staged(records: list[KinesisRecord], directory: Path, chunk_bytes: int, columns: ColumnMap | None) -> BatchFiles:
+    with BatchFiles(directory, "shard-batch", STREAM, columns) as files:
+        for chunk in chunks_of(records, chunk_bytes):
+            files.add(chunk)
+    return files
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 3_000, 10**9])
+def test_a_range_staged_chunk_by_chunk_holds_the_rows_and_dead_letters_of_the_range_built_at_once(
+    tmp_path: Path, chunk_bytes: int
+) -> None:
+    records = _realistic(chunk_bytes, 160)
+    whole = build_batch(records, STREAM, COLUMNS)
+    assert whole.rows.num_rows > 80 and len(whole.dead_letters) > 3
+
+    files = _staged(records, tmp_path, chunk_bytes, COLUMNS)
+
+    rows = pq.read_table(files.rows_path)
+    assert rows.schema == COLUMNS.arrow_schema()
+    assert _without_nan(rows.combine_chunks()).equals(_without_nan(whole.rows.combine_chunks()))
+    assert pq.read_table(files.failures_path).equals(failure_table(whole.dead_letters, STREAM))
+    assert (files.rows, files.dead_letters) == (whole.rows.num_rows, len(whole.dead_letters))
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 5_000, 10**9])
+def test_a_pipe_range_staged_chunk_by_chunk_holds_the_json_lines_of_the_range_built_at_once(
+    tmp_path: Path, chunk_bytes: int
+) -> None:
+    records = _realistic(7, 300)
+    whole = pipe_batch(records, STREAM)
+    assert whole.rows and whole.dead_letters
+
+    files = _staged(records, tmp_path, chunk_bytes, None)
+
+    assert files.rows_path.read_bytes() == whole.lines
+    assert pq.read_table(files.failures_path).equals(failure_table(whole.dead_letters, STREAM))
+    assert (files.rows, files.dead_letters) == (whole.rows, len(whole.dead_letters))
+
+
+def test_a_file_is_only_created_once_it_gets_a_row(tmp_path: Path) -> None:
+    files = _staged(_records([b'{"id": 1, "name": "a"}', b'{"id": 2, "name": "b"}']), tmp_path, 1, COLUMNS)
+
+    assert files.rows_path.exists() and pq.read_table(files.rows_path).num_rows == 2
+    assert not files.failures_path.exists() and files.dead_letters == 0
+    nothing = _staged([], tmp_path / "empty", 1, COLUMNS)
+    assert (nothing.rows, nothing.dead_letters) == (0, 0)
+    assert not (tmp_path / "empty").exists()
+
+
+def test_chunks_end_at_the_record_that_reaches_the_chunk_size() -> None:
+    records = _records([b"x" * size for size in (3, 4, 2, 1, 5, 9)])
+
+    chunks = [[len(r.data) for r in chunk] for chunk in chunks_of(records, 6)]
+
+    assert chunks == [[3, 4], [2, 1, 5], [9]]
+    assert [len(c) for c in chunks_of(records, 10**9)] == [6]
+    assert [len(c) for c in chunks_of(records, 1)] == [1] * 6
+    assert list(chunks_of([], 6)) == []
