@@ -77,6 +77,13 @@ def preload() -> None:
     from sqlalchemy.orm import configure_mappers
 
     configure_mappers()
+    # Airflow reads its metrics registry (a YAML file) at the first metric a run sends.
+    try:
+        from airflow._shared.observability.metrics import stats
+
+        stats._get_registry()
+    except (ImportError, AttributeError):  # another Airflow: it reads the registry in each run
+        pass
     # What is loaded now stays: the collector need not look at it again in every run (and at its exit).
     gc.collect()
     gc.freeze()
