@@ -6,6 +6,7 @@ import sys
 import time
 from datetime import datetime
 from functools import cached_property
+from types import FrameType
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -33,7 +34,7 @@ class _FrameCaller:
 
     @staticmethod
     def _find_operator_class_name(target_function_name: str) -> str | None:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_name == target_function_name and "self" in frame.f_locals:
                 return type(frame.f_locals["self"]).__name__
@@ -42,7 +43,7 @@ class _FrameCaller:
 
     @staticmethod
     def _find_executor_class_name() -> str | None:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             classes = [name for name, value in frame.f_globals.items() if isinstance(value, type)]
             if "BaseExecutor" in classes:
