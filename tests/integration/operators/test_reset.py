@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException, TaskDeferred
 
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
@@ -30,6 +30,7 @@ from airflow_kinesis_snowflake.core.state.metadata import (
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperator
 from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
+from airflow_kinesis_snowflake.triggers.lease_table import LeasesReleasedTrigger
 from tests.conftest import create_stream, create_table, unique
 from tests.emulators import Emulators
 
@@ -301,6 +302,55 @@ def test_a_running_batch_is_waited_for_and_a_stuck_one_stops_the_reset(connector
     assert table.metadata().generation_id == read_marks(connector.dynamodb, connector.app).generation_id  # type: ignore[union-attr]
     assert [i["lease_key"]["S"] for i in connector.items()] == [i["lease_key"]["S"] for i in before]
     assert no_marks(connector, connector.app)
+
+
+def test_deferrable_waits_in_the_triggerer_for_running_batches_then_resets(
+    connector: Connector, tmp_path: Path
+) -> None:
+    table = connector.table()
+    first = sorted(table.leases())[0]
+    running = table.take(table.leases()[first], "batch/running", 600)
+    assert running is not None
+    before = connector.items()
+    operator = ResetConnectorStateOperator(
+        task_id="reset",
+        connector_id="orders",
+        application_name=connector.app,
+        stream_name=connector.stream,
+        region_name="us-east-1",
+        backup_dir=str(tmp_path),
+        mode="delete_table",
+        preview_only=False,
+        confirm=connector.app,
+        lease_wait_timeout_seconds=30,
+        deferrable=True,
+        waiter_delay=0.5,
+        **DESTINATION,
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context={})
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, LeasesReleasedTrigger)
+    assert (trigger.table_name, trigger.timeout, deferred.value.method_name) == (connector.app, 30, "execute_complete")
+    assert connector.items() == before  # nothing marked or changed while the batch runs
+    # The trigger's timeout event fails the task with its message; nothing changed.
+    timeout = {"status": "timeout", "table_name": connector.app, "holders": [[first, "batch/running"]], "message": "m"}
+    with pytest.raises(AirflowException, match="^m$"):
+        operator.execute_complete({}, timeout)
+    assert connector.items() == before
+    # Once the batch released its lease, the trigger's success event resets.
+    table.release(running)
+    result = operator.execute_complete({}, {"status": "success", "table_name": connector.app})
+    assert result["mode"] == "delete_table"
+    assert table.metadata().generation_id != before_generation(before)
+    # With no lease held, a deferrable reset does not defer: it resets at once.
+    again = reset(connector, tmp_path, mode="delete_table", preview_only=False, confirm=connector.app, deferrable=True)
+    assert again["mode"] == "delete_table" and again["dry_run"] is False
+
+
+def before_generation(items: list[dict[str, Any]]) -> str:
+    (metadata,) = [i for i in items if i["lease_key"]["S"] == METADATA_KEY]
+    return str(metadata["generation_id"]["S"])
 
 
 def test_ingest_skips_while_a_reset_mark_is_live(connector: Connector, tmp_path: Path) -> None:
