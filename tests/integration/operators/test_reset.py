@@ -335,14 +335,15 @@ def test_deferrable_waits_in_the_triggerer_for_running_batches_then_resets(
     assert connector.items() == before  # nothing marked or changed while the batch runs
     # The trigger's timeout event fails the task with its message; nothing changed.
     timeout = {"status": "timeout", "table_name": connector.app, "holders": [[first, "batch/running"]], "message": "m"}
-    with pytest.raises(AirflowException, match="^m$"):
+    with pytest.raises(AirflowException, match=r"^m$"):
         operator.execute_complete({}, timeout)
     assert connector.items() == before
     # Once the batch released its lease, the trigger's success event resets.
     table.release(running)
     result = operator.execute_complete({}, {"status": "success", "table_name": connector.app})
     assert result["mode"] == "delete_table"
-    assert table.metadata().generation_id != before_generation(before)
+    metadata = table.metadata()
+    assert metadata is not None and metadata.generation_id != before_generation(before)
     # With no lease held, a deferrable reset does not defer: it resets at once.
     again = reset(connector, tmp_path, mode="delete_table", preview_only=False, confirm=connector.app, deferrable=True)
     assert again["mode"] == "delete_table" and again["dry_run"] is False
