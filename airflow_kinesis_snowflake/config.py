@@ -431,7 +431,9 @@ class BatchConfig(_Strict):
         ``[core] max_task_retry_delay``).
     :param wait_for_records: the ingest DAG first checks, for the cost of one ``GetRecords`` per
         shard, that records arrived beyond the checkpoints before the run started; a run with
-        nothing new ends skipped without starting Spark.
+        nothing new ends skipped without starting Spark. Default: on for shared-throughput
+        connectors, off for enhanced fan-out ones, which otherwise make no GetRecords call (and
+        so take nothing of the shards' shared 5 reads a second).
     :param new_records_poll_seconds: with ``schedule: on_new_records``, how often the triggerer
         checks the shards for new records.
     :param mode: ``scheduled`` (each DAG run loads one batch, in a Spark application of its own) or
@@ -444,7 +446,7 @@ class BatchConfig(_Strict):
     """
 
     schedule: str | None = "*/5 * * * *"
-    wait_for_records: bool = True
+    wait_for_records: bool | None = None
     new_records_poll_seconds: int = Field(default=30, ge=1, le=NEW_RECORDS_POLL_MAX_SECONDS)
     max_records_per_shard: int = Field(default=100_000, ge=1, le=10_000_000)
     max_bytes_per_shard: int = DEFAULT_MAX_BYTES_PER_SHARD

@@ -245,7 +245,8 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],
         )
         steps: list[Any] = [_create_lease_table(config), ingest]
-        if config.batch.wait_for_records:
+        wait = config.batch.wait_for_records
+        if wait if wait is not None else src.consumer_type is ConsumerType.SHARED_THROUGHPUT:
             steps.insert(
                 0,
                 KinesisNewRecordsSensor(

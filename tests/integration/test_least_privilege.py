@@ -153,7 +153,9 @@ def test_delete_item_is_needed_once_a_resharded_parent_is_finished(
     for run in (1, 2):
         proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"run{run}.log")
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    # Now the parent's lease is to be removed, which DeleteItem grants.
+    # Now the parent's lease is to be removed, which DeleteItem grants. A new record makes the run
+    # ingest: a run with nothing new ends at its check for records, before the lease table.
+    admin_kinesis.put_records(StreamName=stream, Records=[{"Data": b'{"id": 4}', "PartitionKey": "k4"}])
     proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run3.log")
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0

@@ -53,6 +53,20 @@ def test_the_sensor_comes_first_and_checks_once_at_the_runs_start(tmp_path: Path
     assert set(without.task_dict) == {"create_lease_table", "ingest"}
 
 
+def test_a_fan_out_connector_checks_for_records_only_when_asked(tmp_path: Path) -> None:
+    """A fan-out connector reads through SubscribeToShard alone: by default its runs make no GetRecords call."""
+
+    def ingest_tasks(batch: dict[str, object]) -> set[str]:
+        path = write(tmp_path, batch)
+        connector = yaml.safe_load(path.read_text())
+        connector["source"]["consumer_type"] = "ENHANCED_FAN_OUT"
+        path.write_text(yaml.safe_dump(connector))
+        return set(build_ingest_dag(load_connector_config(path)).task_dict)
+
+    assert ingest_tasks({}) == {"create_lease_table", "ingest"}
+    assert ingest_tasks({"wait_for_records": True}) == {"wait_for_records", "create_lease_table", "ingest"}
+
+
 def test_a_poll_interval_out_of_bounds_names_file_field_and_value(tmp_path: Path) -> None:
     path = write(tmp_path, {"schedule": "on_new_records", "new_records_poll_seconds": 0})
     with pytest.raises(ConnectorConfigError) as err:
