@@ -12,10 +12,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
 # Reinstall only when the project's dependencies change. uv (from PyPI, into the venv) resolves and
-# installs the same packages as pip in a fraction of the time; pip remains the fallback.
+# installs the same packages as pip in a fraction of the time; pip remains the fallback. Like pip, it
+# compiles the bytecode at install: the tests start many Python processes at once, each would compile it.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet 'uv>=0.4'
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]' || $(PY) -m pip install --quiet -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev]' || $(PY) -m pip install --quiet -e '.[dev]'
 	@# One Spark distribution: the Apache Spark provider 6.x (installed here before it was bounded < 6) brought
 	@# pyspark-client, whose files overwrite pyspark's at another version. Remove it, then restore pyspark's files.
 	@if $(PY) -m pip show pyspark-client >/dev/null 2>&1; then \

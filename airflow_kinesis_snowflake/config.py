@@ -432,8 +432,9 @@ class BatchConfig(_Strict):
     :param wait_for_records: the ingest DAG first checks, for the cost of one ``GetRecords`` per
         shard, that records arrived beyond the checkpoints before the run started; a run with
         nothing new ends skipped without starting Spark. Default: on for shared-throughput
-        connectors, off for enhanced fan-out ones, which otherwise make no GetRecords call (and
-        so take nothing of the shards' shared 5 reads a second).
+        connectors in scheduled mode; off for enhanced fan-out ones, which otherwise make no
+        GetRecords call (and so take nothing of the shards' shared 5 reads a second), and in
+        continuous mode, whose runs wait for records themselves.
     :param new_records_poll_seconds: with ``schedule: on_new_records``, how often the triggerer
         checks the shards for new records.
     :param mode: ``scheduled`` (each DAG run loads one batch, in a Spark application of its own) or

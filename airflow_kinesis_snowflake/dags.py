@@ -246,7 +246,9 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
         )
         steps: list[Any] = [_create_lease_table(config), ingest]
         wait = config.batch.wait_for_records
-        if wait if wait is not None else src.consumer_type is ConsumerType.SHARED_THROUGHPUT:
+        # Off by default for fan-out (no GetRecords otherwise) and continuous runs (which wait themselves).
+        by_default = src.consumer_type is ConsumerType.SHARED_THROUGHPUT and config.batch.mode == "scheduled"
+        if wait if wait is not None else by_default:
             steps.insert(
                 0,
                 KinesisNewRecordsSensor(

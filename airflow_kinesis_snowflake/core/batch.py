@@ -421,8 +421,7 @@ def _run_round(
         # Their children started: nothing of them is read again, and the table stays small.
         log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
         leases = {k: v for k, v in leases.items() if k not in removed}
-    unread = {shard_id: lease for shard_id, lease in leases.items() if shard_id not in skip}
-    held = take_leases(table, unread, owner, settings.lease_duration_seconds, settings.max_shards_per_batch)
+    held = take_leases(table, leases, owner, settings.lease_duration_seconds, settings.max_shards_per_batch, skip)
     if not held:
         if skip:
             log.info("No child shard left to read in this run: finished, held by another worker, or waiting")
@@ -675,14 +674,21 @@ def take_leases(
     owner: str,
     duration_seconds: float,
     max_shards: int | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> list[Lease]:
     """Step 5: take up to ``max_shards`` eligible leases (conditional writes; a lease another worker
-    took first is skipped). Leases an earlier try of this task holds are taken over at once."""
+    took first is skipped). Leases an earlier try of this task holds are taken over at once.
+
+    :param skip: shards read earlier in the run, not taken again; they still count as parents, so a
+        child waits for a parent the run read but did not finish.
+    """
     held: list[Lease] = []
     now = time.time()
     for lease in eligible_leases(open_to(leases, owner, now), now):
         if max_shards is not None and len(held) >= max_shards:
             break
+        if lease.shard_id in skip:
+            continue
         taken = table.take(lease, owner, duration_seconds)
         if taken is not None:
             before = leases[lease.shard_id]

@@ -28,9 +28,10 @@ from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.sources.records import deaggregate
+from airflow_kinesis_snowflake.core.sources.shards import list_shards
 from airflow_kinesis_snowflake.core.state.dynamodb import TableMissing
 from airflow_kinesis_snowflake.core.state.errors import MaintenanceError
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys
 from airflow_kinesis_snowflake.core.state.marks import resolve_application
 
 
@@ -39,7 +40,9 @@ def _code(err: ClientError) -> str:
 
 
 class KinesisReads(Protocol):
-    """The two Kinesis calls the check makes (a boto3 Kinesis client has them)."""
+    """The Kinesis calls the check makes (a boto3 Kinesis client has them)."""
+
+    def list_shards(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]: ...
 
@@ -51,6 +54,8 @@ class Reason(StrEnum):
 
     NEW_RECORD = "new_record"  # a shard holds a record beyond its checkpoint
     SHARD_ENDED = "shard_ended"  # a shard was read to its end; a batch must mark it and start its children
+    UNLEASED_SHARD = "unleased_shard"  # an open shard has no lease yet (a reshard's child): a batch syncs it
+    BEHIND = "behind"  # the page was empty but Kinesis reports the read behind the tip: records lie further on
     NO_LEASE_TABLE = "no_lease_table"  # first run: the ingest creates the table
     NO_LEASES = "no_leases"  # the table has no shard lease yet: no batch has planned
     UNCERTAIN = "uncertain"  # a read failed in a way only a batch can sort out
@@ -66,12 +71,14 @@ class ShardLook:
     :param records: the records ``GetRecords`` returned (raw API records).
     :param ended: no next iterator: the shard is closed and read to its end.
     :param error: the error code of a failed call, if one failed.
+    :param behind: no record came back, yet Kinesis reports the read behind the shard's tip.
     """
 
     shard_id: str
     records: tuple[dict[str, Any], ...] = ()
     ended: bool = False
     error: str | None = None
+    behind: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,13 +139,13 @@ def unfinished(leases: Mapping[str, Lease]) -> list[Lease]:
 def iterator_request(stream_name: str, lease: Lease) -> dict[str, Any]:
     """``GetShardIterator`` arguments for the first record a batch would read from ``lease``.
 
-    Just after the checkpoint; at it when the checkpoint is inside a KPL aggregate (a sub-sequence
-    number above 0), whose later user records share its sequence number.
+    At the checkpoint's record, as the batch's reader resumes: a checkpoint may be any user record of
+    a KPL aggregate (the first too, sub-sequence 0), whose later user records share its sequence
+    number; what the checkpoint covers is left out when the page is read (:func:`decide`).
     """
     args: dict[str, Any] = {"StreamName": stream_name, "ShardId": lease.shard_id}
     if lease.checkpoint is not None:
-        within = lease.checkpoint.sub_sequence_number > 0
-        args["ShardIteratorType"] = "AT_SEQUENCE_NUMBER" if within else "AFTER_SEQUENCE_NUMBER"
+        args["ShardIteratorType"] = "AT_SEQUENCE_NUMBER"
         args["StartingSequenceNumber"] = lease.checkpoint.sequence_number
     elif lease.start.position is InitialPosition.AT_TIMESTAMP and lease.start.timestamp is not None:
         args["ShardIteratorType"] = "AT_TIMESTAMP"
@@ -180,13 +187,15 @@ def decide(
             later = later or look.shard_id
         elif look.ended:
             return Freshness(True, Reason.SHARD_ENDED, application_name, look.shard_id, checked)
+        elif look.behind:
+            return Freshness(True, Reason.BEHIND, application_name, look.shard_id, checked)
     if later is not None:
         return Freshness(False, Reason.ARRIVED_LATER, application_name, later, checked)
     return Freshness(False, Reason.NOTHING_NEW, application_name, None, checked)
 
 
 def look_at_shard(kinesis: KinesisReads, stream_name: str, lease: Lease) -> ShardLook:
-    """One ``GetShardIterator`` and one ``GetRecords`` (``Limit=1``; 2 from inside an aggregate)."""
+    """One ``GetShardIterator`` and one ``GetRecords`` (``Limit=1``; 2 at a checkpoint, whose record comes first)."""
     request = iterator_request(stream_name, lease)
     try:
         iterator = kinesis.get_shard_iterator(**request)["ShardIterator"]
@@ -195,7 +204,12 @@ def look_at_shard(kinesis: KinesisReads, stream_name: str, lease: Lease) -> Shar
     except ClientError as err:
         return ShardLook(lease.shard_id, error=_code(err))
     records = tuple(page.get("Records", ()))
-    return ShardLook(lease.shard_id, records, ended=not records and page.get("NextShardIterator") is None)
+    # An empty page does not prove an empty shard: GetRecords may need several calls to reach records
+    # far from the iterator, and says so with MillisBehindLatest.
+    behind = not records and int(page.get("MillisBehindLatest") or 0) > 0
+    return ShardLook(
+        lease.shard_id, records, ended=not records and page.get("NextShardIterator") is None, behind=behind
+    )
 
 
 def check_new_records(
@@ -221,7 +235,9 @@ def check_new_records(
         active = resolution.active
         if resolution.metadata is None:
             return Freshness(True, Reason.NO_LEASE_TABLE, active)
-        leases = LeaseTable(dynamodb, application_name := active).leases()
+        shards = list_shards(kinesis, stream_name)
+        # By key, for the listed shards: the cost does not grow with the table's history.
+        leases = LeaseTable(dynamodb, application_name := active).leases_of(lease_keys(shards))
     except TableMissing:
         return Freshness(True, Reason.NO_LEASE_TABLE, application_name)
     except MaintenanceError as err:
@@ -230,6 +246,9 @@ def check_new_records(
         return Freshness(True, Reason.UNCERTAIN, application_name, detail=_code(err))
     if not leases:
         return Freshness(True, Reason.NO_LEASES, active)
+    unleased = [shard.shard_id for shard in shards if not shard.is_closed and shard.shard_id not in leases]
+    if unleased:  # a reshard's child no batch has synced yet: its records are not looked at otherwise
+        return Freshness(True, Reason.UNLEASED_SHARD, active, unleased[0], 0, positions=positions(leases))
     looks = (look_at_shard(kinesis, stream_name, lease) for lease in unfinished(leases))
     answer = decide(leases, looks, application_name=active, arrived_before=arrived_before)
     return replace(answer, positions=positions(leases))

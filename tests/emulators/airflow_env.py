@@ -10,6 +10,8 @@ from pathlib import Path
 
 from tests.emulators.servers import REPO_ROOT
 
+STARTUP = Path(__file__).with_name("startup")
+
 DAGS_FOLDER = REPO_ROOT / "dags"
 
 
@@ -23,7 +25,8 @@ def airflow_home_env(airflow_home: Path, extra: Mapping[str, str] | None = None)
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            # startup/ holds the sitecustomize that imports PySpark from the installed package.
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(STARTUP), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         }
     )
     env.update(extra or {})

@@ -67,6 +67,17 @@ def test_a_fan_out_connector_checks_for_records_only_when_asked(tmp_path: Path) 
     assert ingest_tasks({"wait_for_records": True}) == {"wait_for_records", "create_lease_table", "ingest"}
 
 
+def test_a_continuous_connector_does_not_check_first_by_default(tmp_path: Path) -> None:
+    """A continuous run waits for records itself: a check at its start would skip a whole window."""
+    continuous = {"mode": "continuous", "max_runtime_minutes": 5}
+    assert set(build_ingest_dag(load_connector_config(write(tmp_path, continuous))).task_dict) == {
+        "create_lease_table",
+        "ingest",
+    }
+    asked = load_connector_config(write(tmp_path, {**continuous, "wait_for_records": True}))
+    assert "wait_for_records" in build_ingest_dag(asked).task_dict
+
+
 def test_a_poll_interval_out_of_bounds_names_file_field_and_value(tmp_path: Path) -> None:
     path = write(tmp_path, {"schedule": "on_new_records", "new_records_poll_seconds": 0})
     with pytest.raises(ConnectorConfigError) as err:

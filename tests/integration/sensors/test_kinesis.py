@@ -75,3 +75,19 @@ def test_records_after_the_run_started_are_for_the_next_run(aws_connections: Emu
             waiting.execute(context=run_context(started))
     answer = sensor(stream, app, only_before_run_start=True, timeout=0).execute(context=run_context(datetime.now(UTC)))
     assert answer["reason"] == "new_record"
+
+
+def test_a_reshard_no_batch_has_synced_yet_counts_as_new(aws_connections: Emulators) -> None:
+    """The children of a split have no lease until a batch syncs them; their records must not be missed."""
+    stream, app = unique("sense-split"), unique("sense-split-app")
+    kinesis = create_stream(aws_connections, stream, 1)
+    put_json(kinesis, stream, [{"id": i} for i in range(3)])
+    read_up_to_the_tips(aws_connections, stream, app)
+    with pytest.raises(AirflowSkipException):
+        sensor(stream, app, deferrable=False, timeout=0).execute(context={})
+
+    kinesis.split_shard(StreamName=stream, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
+    put_json(kinesis, stream, [{"id": 3}])
+    result = sensor(stream, app, deferrable=False, timeout=0).execute(context={})
+    assert (result["new"], result["reason"]) == (True, "unleased_shard")
+    assert result["shard_id"] in {"shardId-000000000001", "shardId-000000000002"}

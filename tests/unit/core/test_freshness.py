@@ -93,7 +93,8 @@ def test_no_checkpoint_any_record_is_new() -> None:
 @pytest.mark.parametrize(
     ("the_lease", "expected"),
     [
-        (lease("s0", "100"), {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": "100"}),
+        # At the checkpoint's record, as the reader resumes: it may be the first user record of an aggregate.
+        (lease("s0", "100"), {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": "100"}),
         (lease("s0", "100", sub=2), {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": "100"}),
         (lease("s0"), {"ShardIteratorType": "TRIM_HORIZON"}),
         (
@@ -114,3 +115,12 @@ def test_ended_shards_are_not_looked_at_and_the_oldest_checkpoint_comes_first() 
     }
     assert [x.shard_id for x in unfinished(leases)] == ["b", "a"]
     assert positions(leases) == (("a", "1/0"), ("b", "2/0"), ("c", "end"))
+
+
+def test_an_empty_page_behind_the_tip_counts_as_new() -> None:
+    """GetRecords may return nothing while records lie further on; MillisBehindLatest tells."""
+    leases = {"s0": lease("s0", "100")}
+    behind = decide(leases, [ShardLook("s0", (), behind=True)], application_name="a", arrived_before=None)
+    assert (behind.new, behind.reason.value, behind.shard_id) == (True, "behind", "s0")
+    caught_up = decide(leases, [ShardLook("s0", ())], application_name="a", arrived_before=None)
+    assert (caught_up.new, caught_up.reason.value) == (False, "nothing_new")
