@@ -130,7 +130,7 @@ def main() -> int:
             if run == 2:
                 step("Putting 250 more orders")
                 put_orders(kinesis, stream, first, count)
-            step(f"Run {run}: dag.test() of {dag_id} (create_lease_table >> ingest via spark-submit)")
+            step(f"Run {run}: dag.test() of {dag_id} (wait_for_records >> create_lease_table >> ingest)")
             log = work / f"dag-run-{run}.log"
             proc = run_dag(dag_id, env, dag_file=DAG_FILE, log_path=log)
             if proc.returncode != 0:
