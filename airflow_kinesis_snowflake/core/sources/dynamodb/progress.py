@@ -1,0 +1,219 @@
+"""Where one table's sync stands, and what its next batch does: pure decisions over recorded facts.
+
+A table's sync lives in generations. Generation ``g`` starts by fixing a stream position, *then*
+scanning the table (the snapshot), while the stream is read from that position on; so no change
+made during the snapshot is missed, and the order of :mod:`.model` makes the overlap harmless.
+Generation 0 is the first; a gap in the stream (a checkpoint older than the safe age, or a trimmed
+position) starts generation ``g + 1`` with ``on_gap: resnapshot``, or stops with ``on_gap: fail``.
+
+Each generation's work has its own lease keys and ledger marks (:func:`lease_key`), so a new
+generation starts from fresh positions and never from the checkpoints of the one it replaces.
+
+The steps of a batch, and what a crash after each leaves:
+
+1. **Start** a generation (:class:`StartGeneration`) when there is none, or after a gap: its
+   position and time are recorded in Snowflake before anything is read. *Crash:* the next batch
+   finds the record and reads on.
+2. **Read** the generation's unfinished snapshot segments (at most ``max_segments_per_batch``)
+   and its stream shards, and apply the changes with the ledger in one transaction. *Crash:* as
+   for Kinesis, the next batch reads from the ledger's marks.
+3. **Complete** the snapshot once every segment is done (:class:`CompleteSnapshot`): rows older than
+   the generation are items deleted meanwhile, and are removed; the generation's tombstones are no
+   longer needed. It is idempotent, so a crash repeats it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+#: DynamoDB Streams keeps records for 24 hours.
+STREAM_RETENTION = timedelta(hours=24)
+#: A shard not read to its cut-off for longer than this may have lost records before the next batch.
+DEFAULT_MAX_CHECKPOINT_AGE = timedelta(hours=20)
+#: Read the stream from this long before a generation's start: approximate creation times are
+#: rounded, and an earlier change read again is ordered below the snapshot's view of it anyway.
+STREAM_START_MARGIN = timedelta(minutes=2)
+
+
+class SnapshotMode(StrEnum):
+    """Whether a table's existing items are copied before its stream is followed."""
+
+    INITIAL = "initial"
+    SKIP = "skip"
+
+
+class OnGap(StrEnum):
+    """What a gap in the stream does: a new snapshot of the table, or a stop with the explanation."""
+
+    RESNAPSHOT = "resnapshot"
+    FAIL = "fail"
+
+
+class StreamStart(StrEnum):
+    """Where the stream of a table whose snapshot is skipped is first read."""
+
+    TRIM_HORIZON = "TRIM_HORIZON"
+    LATEST = "LATEST"
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """A table's sync settings, from the connector file.
+
+    :param snapshot: copy the existing items first (``initial``), or only follow the stream (``skip``).
+    :param stream_start: with ``snapshot: skip``, the stream's oldest record or the first batch's time.
+    :param on_gap: a new snapshot, or a stop, when the stream lost changes.
+    :param max_checkpoint_age: a shard not read for this long counts as a gap (below 24 hours).
+    :param total_segments: the snapshot's parallel Scan segments.
+    :param max_segments_per_batch: at most this many segments are read in one batch.
+    """
+
+    snapshot: SnapshotMode = SnapshotMode.INITIAL
+    stream_start: StreamStart = StreamStart.TRIM_HORIZON
+    on_gap: OnGap = OnGap.RESNAPSHOT
+    max_checkpoint_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE
+    total_segments: int = 4
+    max_segments_per_batch: int = 4
+
+    def __post_init__(self) -> None:
+        if not timedelta(0) < self.max_checkpoint_age < STREAM_RETENTION:
+            raise ValueError(f"max_checkpoint_age must be between 0 and 24 hours, got {self.max_checkpoint_age}")
+        if not 1 <= self.total_segments <= 1_000_000:
+            raise ValueError(f"total_segments must be 1 to 1000000 (DynamoDB's limit), got {self.total_segments}")
+        if self.max_segments_per_batch < 1:
+            raise ValueError(f"max_segments_per_batch must be at least 1, got {self.max_segments_per_batch}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A generation of a table's sync, as recorded in Snowflake when it started.
+
+    :param number: 0, then one more per snapshot taken after a gap.
+    :param started_at: when it started; its stream is read from :attr:`stream_not_before`.
+    :param total_segments: its snapshot's segments; 0 when the snapshot was skipped.
+    :param stream_from_trim_horizon: its stream is read from the oldest record kept, unfiltered.
+    :param segments_done: the segments read to their end.
+    :param completed: the snapshot's completion (step 3) committed.
+    """
+
+    number: int
+    started_at: datetime
+    total_segments: int
+    stream_from_trim_horizon: bool = False
+    segments_done: frozenset[int] = field(default_factory=frozenset)
+    completed: bool = False
+
+    @property
+    def stream_not_before(self) -> datetime | None:
+        """Stream records created before this are older than the generation's view; None: read all."""
+        if self.stream_from_trim_horizon:
+            return None
+        return self.started_at - STREAM_START_MARGIN
+
+    @property
+    def snapshot_done(self) -> bool:
+        return len(self.segments_done) == self.total_segments
+
+    def unfinished_segments(self) -> list[int]:
+        return [n for n in range(self.total_segments) if n not in self.segments_done]
+
+
+@dataclass(frozen=True)
+class StartGeneration:
+    """Step 1: record a new generation before reading anything (``reason`` says why)."""
+
+    generation: Generation
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReadBatch:
+    """Step 2: read these segments of the generation's snapshot and the generation's stream."""
+
+    generation: Generation
+    segments: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CompleteSnapshot:
+    """Step 3: remove rows older than the generation, purge its tombstones."""
+
+    generation: Generation
+
+
+class StreamGapError(RuntimeError):
+    """The stream lost changes of the table and ``on_gap: fail`` is set: what happened and what to do."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Why the stream's changes since a generation's position are not all readable any more."""
+
+    shard_id: str
+    reason: str
+
+
+def checkpoint_gap(
+    shard_id: str, last_read_at: datetime | None, now: datetime, max_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE
+) -> Gap | None:
+    """A shard last read up to its cut-off at ``last_read_at`` has a gap once that is ``max_age`` ago.
+
+    Records older than 24 hours are trimmed: a shard not read for longer than the safe age may lose
+    records before the next batch reaches them. None (never read) is no gap: the generation's start
+    is recent, or its first batch would have read it.
+    """
+    if last_read_at is None:
+        return None
+    age = now - last_read_at
+    if age <= max_age:
+        return None
+    hours = age.total_seconds() / 3600
+    return Gap(
+        shard_id,
+        f"shard {shard_id} was last read {hours:.1f} hours ago, more than the safe age of "
+        f"{max_age.total_seconds() / 3600:g} hours (DynamoDB Streams keeps 24 hours)",
+    )
+
+
+def next_step(
+    table: str,
+    current: Generation | None,
+    settings: SyncSettings,
+    now: datetime,
+    gap: Gap | None = None,
+) -> StartGeneration | ReadBatch | CompleteSnapshot:
+    """What the next batch of ``table`` does, from its current generation and any gap found.
+
+    :raises StreamGapError: a gap, with ``on_gap: fail``: the message says what was lost and the fix.
+    """
+    if current is None:
+        return StartGeneration(_first_generation(settings, now), "the table's first sync")
+    if gap is not None:
+        if settings.on_gap is OnGap.FAIL:
+            raise StreamGapError(
+                f"DynamoDB table {table}: {gap.reason}; changes since the last batch may be lost, so the "
+                "destination may no longer equal the table. Set on_gap: resnapshot to take a new snapshot "
+                "(it resumes per segment and removes rows of items deleted meanwhile), or run the reset DAG"
+            )
+        started = Generation(current.number + 1, now, settings.total_segments)
+        return StartGeneration(started, f"a gap in the stream: {gap.reason}")
+    if current.snapshot_done and not current.completed:
+        return CompleteSnapshot(current)
+    segments = tuple(current.unfinished_segments()[: settings.max_segments_per_batch])
+    return ReadBatch(current, segments)
+
+
+def _first_generation(settings: SyncSettings, now: datetime) -> Generation:
+    if settings.snapshot is SnapshotMode.INITIAL:
+        return Generation(0, now, settings.total_segments)
+    # No snapshot: nothing to complete, and the stream is read from the oldest record or from now.
+    return Generation(
+        0, now, 0, stream_from_trim_horizon=settings.stream_start is StreamStart.TRIM_HORIZON, completed=True
+    )
+
+
+def lease_key(generation: int, shard_or_segment: str) -> str:
+    """The lease key (and ledger shard id) of a stream shard or snapshot segment in a generation."""
+    return f"g{generation}/{shard_or_segment}"
