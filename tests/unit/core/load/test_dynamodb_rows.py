@@ -124,7 +124,8 @@ def test_an_attribute_that_changes_type_within_a_batch_gets_the_column_holding_b
 
 def test_unpacked_rows_write_each_type_exactly_and_a_removal_carries_only_its_keys():
     columns = [
-        TableColumn("QTY", "NUMBER(38,0)"), TableColumn("PRICE", "NUMBER", numeric_scale=2, numeric_precision=10), TableColumn("NAME", "VARCHAR"),
+        TableColumn("QTY", "NUMBER(38,0)"), TableColumn("PRICE", "NUMBER", numeric_scale=2, numeric_precision=10),
+        TableColumn("NAME", "VARCHAR"),
         TableColumn("DATA", "BINARY"), TableColumn("ON", "BOOLEAN"), TableColumn("DOC", "VARIANT"),
         TableColumn("TAGS", "ARRAY"),
     ]  # fmt: skip
