@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout, packed_rows, table_columns
-from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, ItemChange, Version
+from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Item, ItemChange, Version
 from tests.conftest import query, unique
 from tests.emulators import Emulators
 
@@ -28,8 +28,8 @@ THIRTY_EIGHT = "-12345678901234567890123456789012345678"
 
 
 def test_packed_rows_load_through_copy_and_read_back_exactly(emulators: Emulators, tmp_path: Path) -> None:
-    keys = {"pk": {"S": "user#1"}, "sk": {"N": "1.50"}}
-    image = {
+    keys: Item = {"pk": {"S": "user#1"}, "sk": {"N": "1.50"}}
+    image: Item = {
         **keys,
         "big": {"N": THIRTY_EIGHT},
         "huge": {"N": "1E+125"},
