@@ -97,14 +97,17 @@ class StreamRead:
     throttled: int = 0
 
 
-def list_stream_shards(streams_client: Any, stream_arn: str) -> list[Shard]:
+def list_stream_shards(streams_client: Any, stream_arn: str, *, page_size: int | None = None) -> list[Shard]:
     """The stream's shards, parents before children (DescribeStream, every page).
 
     :param streams_client: a boto3 ``dynamodbstreams`` client.
     :param stream_arn: the table's ``LatestStreamArn``.
+    :param page_size: DescribeStream's ``Limit`` (default: the service's, 100).
     """
     shards: list[Shard] = []
     kwargs: dict[str, Any] = {"StreamArn": stream_arn}
+    if page_size is not None:
+        kwargs["Limit"] = page_size
     while True:
         description = streams_client.describe_stream(**kwargs)["StreamDescription"]
         shards.extend(Shard.from_api(s) for s in description.get("Shards", []))
