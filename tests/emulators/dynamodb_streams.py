@@ -77,17 +77,17 @@ def _new_shard_id() -> str:
 
 
 def _shard_init(original: Any) -> Any:
-    def init(self: StreamShard, account_id: str, table: Table) -> None:
+    def init(self: Any, account_id: str, table: Table) -> None:
         original(self, account_id, table)
         self.id = _new_shard_id()
-        self.parent_id: str | None = None
-        self.ending_sequence_number: int | None = None
-        self.trimmed_before: int = self.starting_sequence_number
+        self.parent_id = None
+        self.ending_sequence_number = None
+        self.trimmed_before = self.starting_sequence_number
 
     return init
 
 
-def _shard_to_json(self: StreamShard) -> dict[str, Any]:
+def _shard_to_json(self: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "ShardId": self.id,
         "SequenceNumberRange": {"StartingSequenceNumber": str(self.starting_sequence_number)},
@@ -108,24 +108,24 @@ def _record_init(original: Any) -> Any:
     return init
 
 
-def shards_of(table: Table) -> list[StreamShard]:
+def shards_of(table: Any) -> list[Any]:
     """The table's stream shards, closed ones first, in the order they opened."""
-    closed: list[StreamShard] = getattr(table, "closed_stream_shards", [])
+    closed: list[Any] = getattr(table, "closed_stream_shards", [])
     return [*closed, *([table.stream_shard] if table.stream_shard is not None else [])]
 
 
-def _last_sequence(shard: StreamShard) -> int:
+def _last_sequence(shard: Any) -> int:
     return shard.starting_sequence_number + len(shard.items) - 1
 
 
-def _shard(table: Table, shard_id: str) -> StreamShard:
+def _shard(table: Table, shard_id: str) -> Any:
     for shard in shards_of(table):
         if shard.id == shard_id:
             return shard
     raise JsonRESTError("ResourceNotFoundException", f"shard {shard_id} not found in the stream of {table.name}")
 
 
-def _trimmed(shard: StreamShard, table: Table, position: int) -> JsonRESTError:
+def _trimmed(shard: Any, table: Any, position: int) -> JsonRESTError:
     return JsonRESTError(
         "TrimmedDataAccessException",
         f"position {position} of shard {shard.id} of the stream of {table.name} is beyond the trim horizon "
@@ -148,7 +148,7 @@ def _get_shard_iterator(
 
 
 def _iterator_get(self: ShardIterator, limit: int = 1000) -> dict[str, Any]:
-    shard: StreamShard = self.stream_shard
+    shard: Any = self.stream_shard
     if self.sequence_number < shard.trimmed_before:
         raise _trimmed(shard, shard.table, self.sequence_number)
     result: dict[str, Any] = _original_get(self, limit)
@@ -166,8 +166,8 @@ _original_get = ShardIterator.get
 # -- the controls ------------------------------------------------------------------------------
 
 
-def _table(handler: DynamoDBStreamsHandler, name: str) -> Table:
-    table: Table = dynamodb_backends[handler.current_account][handler.region].get_table(name)
+def _table(handler: DynamoDBStreamsHandler, name: str) -> Any:
+    table: Any = dynamodb_backends[handler.current_account][handler.region].get_table(name)
     if table.stream_shard is None:
         raise JsonRESTError("ValidationException", f"table {name} has no stream")
     return table
@@ -175,9 +175,9 @@ def _table(handler: DynamoDBStreamsHandler, name: str) -> Table:
 
 def _roll_shard(self: DynamoDBStreamsHandler) -> str:
     table = _table(self, self._get_param("TableName"))
-    old: StreamShard = table.stream_shard
+    old: Any = table.stream_shard
     old.ending_sequence_number = max(old.starting_sequence_number, _last_sequence(old))
-    child = StreamShard(self.current_account, table)
+    child: Any = StreamShard(self.current_account, table)
     child.starting_sequence_number = old.ending_sequence_number + SEQUENCE_GAP
     child.trimmed_before = child.starting_sequence_number
     child.parent_id = old.id
@@ -207,7 +207,7 @@ def _expire_item(self: DynamoDBStreamsHandler) -> str:
     table = _table(self, name)
     backend = dynamodb_backends[self.current_account][self.region]
     hash_value, range_value = backend.get_keys_value(table, self._get_param("Key"))
-    shard: StreamShard = table.stream_shard
+    shard: Any = table.stream_shard
     before = len(shard.items)
     deleted = table.delete_item(hash_value, range_value) is not None
     if deleted and len(shard.items) > before:
@@ -270,7 +270,7 @@ def install() -> None:
     StreamRecord.__init__ = _record_init(StreamRecord.__init__)  # type: ignore[method-assign]
     ShardIterator.get = _iterator_get  # type: ignore[method-assign]
     DynamoDBStreamsBackend.get_shard_iterator = _get_shard_iterator  # type: ignore[method-assign]
-    DynamoDBStreamsHandler.describe_stream = _describe_stream  # type: ignore[method-assign,assignment]
+    DynamoDBStreamsHandler.describe_stream = _describe_stream  # type: ignore[method-assign]
     DynamoDBStreamsHandler.get_shard_iterator = _with_fault(  # type: ignore[method-assign]
         "DynamoDBStreams.GetShardIterator",
         DynamoDBStreamsHandler.get_shard_iterator,

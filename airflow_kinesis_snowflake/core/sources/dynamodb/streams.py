@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -198,7 +199,13 @@ class _Reader:
     """GetShardIterator and GetRecords on one shard, with the faults a read survives."""
 
     def __init__(
-        self, client: Any, stream_arn: str, table: str, shard_id: str, result: StreamRead, sleep: Callable[[float], None]
+        self,
+        client: Any,
+        stream_arn: str,
+        table: str,
+        shard_id: str,
+        result: StreamRead,
+        sleep: Callable[[float], None],
     ) -> None:
         self.client, self.stream_arn, self.table, self.shard_id = client, stream_arn, table, shard_id
         self.result, self.sleep = result, sleep
@@ -210,7 +217,7 @@ class _Reader:
             args["ShardIteratorType"] = "TRIM_HORIZON"
         else:
             args.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=last)
-        response = self._call(lambda: self.client.get_shard_iterator(**args))
+        response = self._call(partial(self.client.get_shard_iterator, **args))
         iterator: str = response["ShardIterator"]
         return iterator
 
@@ -219,7 +226,7 @@ class _Reader:
         renewals = 0
         while True:
             try:
-                page: dict[str, Any] = self._call(lambda: self.client.get_records(ShardIterator=iterator, Limit=limit))
+                page = self._call(partial(self.client.get_records, ShardIterator=iterator, Limit=limit))
             except ClientError as err:
                 if _code(err) != "ExpiredIteratorException" or renewals >= MAX_ITERATOR_RENEWALS:
                     raise

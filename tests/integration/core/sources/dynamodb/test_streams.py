@@ -196,7 +196,14 @@ def test_an_expired_iterator_is_renewed_after_the_last_record_read(faults: Emula
     for pk in "abcde":
         table.put(pk)
     faults.inject_kinesis_faults(
-        [{"operation": "DynamoDBStreams.GetRecords", "table": table.name, "error": "ExpiredIteratorException", "skip": 1}]
+        [
+            {
+                "operation": "DynamoDBStreams.GetRecords",
+                "table": table.name,
+                "error": "ExpiredIteratorException",
+                "skip": 1,
+            }
+        ]
     )
 
     read = table.read(table.only_shard(), records_per_call=2)
@@ -211,7 +218,14 @@ def test_throttling_is_retried_after_growing_pauses(faults: Emulators) -> None:
     for pk in "abc":
         table.put(pk)
     faults.inject_kinesis_faults(
-        [{"operation": "DynamoDBStreams.GetRecords", "table": table.name, "error": "LimitExceededException", "times": 3}]
+        [
+            {
+                "operation": "DynamoDBStreams.GetRecords",
+                "table": table.name,
+                "error": "LimitExceededException",
+                "times": 3,
+            }
+        ]
     )
     pauses: list[float] = []
 
@@ -269,5 +283,5 @@ def test_a_stream_without_new_images_is_refused_with_the_fix(emulators: Emulator
     table = new_table(emulators, view="KEYS_ONLY")
     table.put("a")
 
-    with pytest.raises(StreamViewTypeError, match="KEYS_ONLY.*NEW_IMAGE or NEW_AND_OLD_IMAGES"):
+    with pytest.raises(StreamViewTypeError, match=r"KEYS_ONLY.*NEW_IMAGE or NEW_AND_OLD_IMAGES"):
         table.read(table.only_shard())

@@ -50,9 +50,7 @@ def test_an_insert_or_modify_becomes_a_change_carrying_the_new_image(event: str)
 
 
 def test_a_user_removal_has_no_image_and_is_not_a_ttl_expiry() -> None:
-    change = to_item_change(
-        record("REMOVE", userIdentity=None), table="orders", shard_id="shardId-1", snapshot=0
-    )
+    change = to_item_change(record("REMOVE", userIdentity=None), table="orders", shard_id="shardId-1", snapshot=0)
 
     assert change.is_removal and change.image is None and not change.ttl_expiry
 
@@ -70,7 +68,10 @@ def test_a_removal_by_the_dynamodb_service_is_a_ttl_expiry(identity: dict[str, s
 
 @pytest.mark.parametrize(
     "identity",
-    [{"Type": "Service", "PrincipalId": "lambda.amazonaws.com"}, {"Type": "User", "PrincipalId": TTL_IDENTITY["PrincipalId"]}],
+    [
+        {"Type": "Service", "PrincipalId": "lambda.amazonaws.com"},
+        {"Type": "User", "PrincipalId": TTL_IDENTITY["PrincipalId"]},
+    ],
 )
 def test_another_identity_is_not_a_ttl_expiry(identity: dict[str, str]) -> None:
     assert not is_ttl_removal(record("REMOVE", userIdentity=identity))
