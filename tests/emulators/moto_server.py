@@ -13,7 +13,7 @@ import threading
 
 from moto.server import ThreadedMotoServer
 
-from tests.emulators import fan_out, kinesis_extensions, moto_extensions
+from tests.emulators import dynamodb_streams, fan_out, kinesis_extensions, moto_extensions
 from tests.emulators.faults import exit_with_parent
 
 
@@ -25,6 +25,7 @@ def main() -> None:
     moto_extensions.install(policy_simulator=not os.environ.get("MOTO_WITHOUT_POLICY_SIMULATOR"))
     exit_with_parent()
     kinesis_extensions.install()
+    dynamodb_streams.install()
     fan_out.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
