@@ -421,16 +421,19 @@ def table_name_of_arn(arn: str) -> str:
     return resource.removeprefix("table/").split("/", 1)[0]
 
 
-def find_tagged_tables(tagging: Any, selection: TableSelection) -> list[str]:
+def find_tagged_tables(tagging: Any, selection: TableSelection, *, resources_per_page: int = 100) -> list[str]:
     """The names of the tables carrying the selection's tags, from every page of ``GetResources``.
 
     :param tagging: a ``resourcegroupstaggingapi`` client in the tables' region.
+    :param resources_per_page: ``ResourcesPerPage`` of each call (AWS allows at most 100).
     :raises DiscoveryError: when the tags cannot be read (``tag:GetResources`` denied), with the fix.
     """
     names: set[str] = set()
     try:
         for page in tagging.get_paginator("get_resources").paginate(
-            ResourceTypeFilters=[TABLE_RESOURCE_TYPE], TagFilters=selection.tag_filters()
+            ResourceTypeFilters=[TABLE_RESOURCE_TYPE],
+            TagFilters=selection.tag_filters(),
+            ResourcesPerPage=resources_per_page,
         ):
             names.update(table_name_of_arn(r["ResourceARN"]) for r in page.get("ResourceTagMappingList", []))
     except ClientError as err:
