@@ -1070,7 +1070,13 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
     """
     if source_type(data) == DYNAMODB_SOURCE:
         # Its own mistakes first, then the refusal: no DAG of this version syncs DynamoDB tables.
-        parse_dynamodb_connector_config(data, source=source)
+        try:
+            parse_dynamodb_connector_config(data, source=source)
+        except ConnectorConfigError as err:
+            raise ConnectorConfigError(
+                f"{err}\n  (read as a DynamoDB connector because source.type is dynamodb; a Kinesis stream's "
+                "connector has source.type kinesis, or none)"
+            ) from None
         raise ConnectorConfigError(f"{source}: {DYNAMODB_NOT_IN_THIS_VERSION}")
     config = _validate(ConnectorConfig, data, source)
     section = data.get("source")

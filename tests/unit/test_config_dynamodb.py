@@ -158,3 +158,4 @@ def test_an_invalid_dynamodb_file_is_refused_with_its_own_mistakes(tmp_path: Pat
     with pytest.raises(ConnectorConfigError, match=r"source\.on_gap: Input should be") as caught:
         load_connector_config(path)
     assert "not in this version" not in str(caught.value)
+    assert "source.type is dynamodb" in str(caught.value)
