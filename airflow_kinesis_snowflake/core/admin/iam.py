@@ -395,8 +395,8 @@ def dynamodb_source_permissions(
     partition = partition or partition_for_region(region)
     where = {"partition": partition, "region": region, "account_id": account_id}
     if tables is None:
-        sources = (all_tables_arn(**where),)
-        streams = (f"{all_tables_arn(**where)}/stream/*",)
+        sources: tuple[str, ...] = (all_tables_arn(**where),)
+        streams: tuple[str, ...] = (f"{all_tables_arn(**where)}/stream/*",)
     else:
         if not tables:
             raise IamPolicyError("a DynamoDB source needs at least one table, or discovery by tags")

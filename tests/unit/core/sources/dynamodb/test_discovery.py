@@ -121,7 +121,7 @@ def test_a_table_that_cannot_be_synced_is_reported_with_its_reason_and_fix(facts
 
 def test_a_collision_is_found_among_every_existing_candidate_also_one_not_synced_yet():
     no_stream = syncable("orders.v2", stream_enabled=False, stream_view_type=None, stream_arn=None)
-    with pytest.raises(DiscoveryError, match="'orders-v2' and 'orders.v2'"):
+    with pytest.raises(DiscoveryError, match=r"'orders-v2' and 'orders\.v2'"):
         decide_discovery([syncable("orders-v2"), no_stream])
     assert decide_discovery([syncable("orders-v2"), TableFacts("orders.v2", found=False)]).targets[0].table == (
         "orders-v2"
