@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -39,6 +39,14 @@ from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
+    DEFAULT_DESTINATION_TEMPLATE,
+    TABLE_NAME,
+    DiscoveryError,
+    TableSelection,
+    check_destination_template,
+    decide_destinations,
+)
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -119,6 +127,29 @@ def validate_application_name(value: str) -> str:
     return value
 
 
+def validate_region(value: str) -> str:
+    """Return ``value`` if it is an AWS region code; :class:`ValueError` if not."""
+    if len(value) > _AWS_REGION_MAX or not _AWS_REGION.match(value):
+        raise ValueError("must be an AWS region code such as 'us-east-1'")
+    return value
+
+
+def validate_connector_id(value: str) -> str:
+    """Return ``value`` if it can be a connector id; :class:`ValueError` with the rule if not."""
+    if not _CONNECTOR_ID.match(value):
+        raise ValueError(CONNECTOR_ID_RULE)
+    return value
+
+
+def iam_check_value(value: Any) -> Any:
+    """``source.iam_check`` as written: YAML 1.1 reads an unquoted ``off`` as false."""
+    if value is False:
+        return IamCheckMode.OFF
+    if value is True:
+        raise ValueError("must be required, best_effort or off, not true")
+    return value
+
+
 class ConnectorConfigError(ValueError):
     """A connector file is missing, unreadable or holds a value that is not allowed."""
 
@@ -129,6 +160,9 @@ DEPRECATED_IAM_ALIAS = "skip_iam_check_if_denied"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
 
 
 class SourceConfig(_Strict):
@@ -176,12 +210,7 @@ class SourceConfig(_Strict):
     @field_validator("iam_check", mode="before")
     @classmethod
     def _iam_check_off(cls, value: Any) -> Any:
-        # YAML 1.1 reads an unquoted `off` as false.
-        if value is False:
-            return IamCheckMode.OFF
-        if value is True:
-            raise ValueError("must be required, best_effort or off, not true")
-        return value
+        return iam_check_value(value)
 
     @property
     def skip_iam_check_if_denied(self) -> bool:
@@ -198,9 +227,7 @@ class SourceConfig(_Strict):
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if len(value) > _AWS_REGION_MAX or not _AWS_REGION.match(value):
-            raise ValueError("must be an AWS region code such as 'us-east-1'")
-        return value
+        return validate_region(value)
 
     @field_validator("application_name")
     @classmethod
@@ -752,9 +779,7 @@ class ConnectorConfig(_Strict):
     @field_validator("connector_id")
     @classmethod
     def _connector_id(cls, value: str) -> str:
-        if not _CONNECTOR_ID.match(value):
-            raise ValueError(CONNECTOR_ID_RULE)
-        return value
+        return validate_connector_id(value)
 
     @model_validator(mode="after")
     def _cluster_by_columns(self) -> ConnectorConfig:
@@ -801,6 +826,228 @@ class ConnectorConfig(_Strict):
         )
 
 
+# -- The DynamoDB source (issue 15: validated here; no DAG loads it yet) -------------------------
+
+DYNAMODB_SOURCE = "dynamodb"
+# DynamoDB Streams keep records for 24 hours: a checkpoint must be renewed well within that.
+STREAM_RETENTION_HOURS = 24
+DEFAULT_MAX_CHECKPOINT_AGE_HOURS = 20
+# ParallelScan's TotalSegments: 1 to 1,000,000.
+SNAPSHOT_SEGMENTS_MAX = 1_000_000
+DYNAMODB_NOT_IN_THIS_VERSION = (
+    "source.type dynamodb: DynamoDB ingestion DAGs are not in this version of airflow_kinesis_snowflake "
+    "(the file's DynamoDB settings are valid, but no DAG syncs DynamoDB tables yet); keep this file out of the "
+    "connector directory for now"
+)
+
+
+class DynamoDBSourceConfig(_Strict):
+    """DynamoDB tables as the source (docs/dynamodb.md, "Configuration").
+
+    Tables are named in ``tables``, or discovered by tags: ``ingestion_tag_key`` present (any
+    value) and, when set, ``environment_tag_key`` equal to ``environment_tag_value``.
+
+    :param snapshot: ``initial`` copies each table's items once before following its stream;
+        ``skip`` follows the stream only, from ``stream_initial_position``.
+    :param layout: ``unpacked`` (first-level attributes become columns) or ``packed`` (key columns
+        and one ``ITEM`` VARIANT).
+    :param deletes: ``hard`` deletes a removed item's row; ``soft`` marks it deleted.
+    :param destination_table_template: the Snowflake table of each DynamoDB table, ``{table}``
+        standing for its name ('.' and '-' become '_', upper-cased).
+    :param on_gap: a stream gap (a checkpoint older than ``max_checkpoint_age_hours``, or trimmed
+        records) takes a new snapshot (``resnapshot``) or stops the table (``fail``).
+    :param snapshot_read_fraction: the share of a provisioned table's read capacity the snapshot
+        may use; ``snapshot_read_units_per_second`` is the absolute rate, required for on-demand
+        tables.
+    """
+
+    type: Literal["dynamodb"]
+    region: str
+    application_name: str
+    tables: tuple[str, ...] | None = None
+    ingestion_tag_key: str | None = None
+    environment_tag_key: str | None = None
+    environment_tag_value: str | None = None
+    snapshot: Literal["initial", "skip"] = "initial"
+    stream_initial_position: Literal["TRIM_HORIZON", "LATEST"] | None = None
+    layout: Literal["unpacked", "packed"] = "unpacked"
+    deletes: Literal["hard", "soft"] = "hard"
+    destination_table_template: str = DEFAULT_DESTINATION_TEMPLATE
+    on_gap: Literal["resnapshot", "fail"] = "resnapshot"
+    max_checkpoint_age_hours: float = Field(default=DEFAULT_MAX_CHECKPOINT_AGE_HOURS, gt=0)
+    snapshot_total_segments: int = Field(default=4, ge=1, le=SNAPSHOT_SEGMENTS_MAX)
+    snapshot_read_fraction: float | None = Field(default=None, gt=0, le=1)
+    snapshot_read_units_per_second: float | None = Field(default=None, gt=0)
+    snapshot_max_items_per_segment: int = Field(default=100_000, ge=1, le=10_000_000)
+    iam_check: IamCheckMode = IamCheckMode.REQUIRED
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        return validate_region(value)
+
+    @field_validator("application_name")
+    @classmethod
+    def _application_name(cls, value: str) -> str:
+        return validate_application_name(value)
+
+    @field_validator("iam_check", mode="before")
+    @classmethod
+    def _iam_check_off(cls, value: Any) -> Any:
+        return iam_check_value(value)
+
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("must list at least one table; or leave it out and discover tables by tags")
+        for name in value:
+            if not TABLE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a DynamoDB table name: 3-255 letters, digits, '_', '.' or '-'")
+        repeated = sorted({name for name in value if value.count(name) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once; list each table once")
+        return value
+
+    @field_validator("ingestion_tag_key", "environment_tag_key")
+    @classmethod
+    def _tag_key(cls, value: str | None) -> str | None:
+        if value is not None and not 1 <= len(value) <= 128:
+            raise ValueError("must be a tag key of 1-128 characters")
+        return value
+
+    @field_validator("destination_table_template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return check_destination_template(value)
+
+    @field_validator("max_checkpoint_age_hours")
+    @classmethod
+    def _checkpoint_age(cls, value: float) -> float:
+        if value >= STREAM_RETENTION_HOURS:
+            raise ValueError(
+                f"must be below {STREAM_RETENTION_HOURS}, the stream's retention: a checkpoint that old may have lost "
+                f"records; leave it out for {DEFAULT_MAX_CHECKPOINT_AGE_HOURS}, or write a smaller number"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> DynamoDBSourceConfig:
+        if self.tables is None and self.ingestion_tag_key is None:
+            raise ValueError(
+                "source needs tables (a list of DynamoDB table names) or ingestion_tag_key (discover the tables "
+                "carrying that tag)"
+            )
+        if self.tables is not None and self.ingestion_tag_key is not None:
+            raise ValueError("source.tables and source.ingestion_tag_key exclude each other: keep one way to select")
+        if (self.environment_tag_key is None) != (self.environment_tag_value is None):
+            raise ValueError(
+                "source.environment_tag_key and source.environment_tag_value go together: set both or none"
+            )
+        if self.tables is not None and self.environment_tag_key is not None:
+            raise ValueError(
+                "source.environment_tag_key only filters tables discovered by tags; remove it, or replace "
+                "source.tables with source.ingestion_tag_key"
+            )
+        if self.stream_initial_position is not None and self.snapshot != "skip":
+            raise ValueError(
+                "source.stream_initial_position is only used with source.snapshot: skip (a snapshot starts the "
+                "stream where the snapshot starts); remove it, or set snapshot: skip"
+            )
+        if self.snapshot_read_fraction is not None and self.snapshot_read_units_per_second is not None:
+            raise ValueError(
+                "set one of source.snapshot_read_fraction (of a provisioned table's read capacity) and "
+                "source.snapshot_read_units_per_second (an absolute rate, also for on-demand tables)"
+            )
+        if self.tables is not None:
+            try:
+                decide_destinations(self.tables, self.destination_table_template)
+            except DiscoveryError as err:
+                raise ValueError(str(err)) from None
+        return self
+
+    @property
+    def initial_position(self) -> str:
+        """Where a table's stream starts: TRIM_HORIZON unless ``snapshot: skip`` says LATEST."""
+        return self.stream_initial_position or "TRIM_HORIZON"
+
+    def table_selection(self) -> TableSelection:
+        """The tables, or the tags, as :mod:`~airflow_kinesis_snowflake.core.sources.dynamodb.discovery` takes them."""
+        return TableSelection(
+            tables=self.tables,
+            ingestion_tag_key=self.ingestion_tag_key,
+            environment_tag_key=self.environment_tag_key,
+            environment_tag_value=self.environment_tag_value,
+        )
+
+
+class DynamoDBDestinationConfig(_Strict):
+    """Where a DynamoDB connector's tables land: one Snowflake table each, in one schema.
+
+    The tables' names come from ``source.destination_table_template``.
+    """
+
+    database: str
+    schema_: str = Field(alias="schema")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("database", "schema_")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        return _identifier(value)
+
+
+class DynamoDBConnectorConfig(_Strict):
+    """A connector whose source is DynamoDB tables (read with :func:`parse_dynamodb_connector_config`).
+
+    A model of its own, beside :class:`ConnectorConfig`, so that everything that reads a Kinesis
+    connector (``config.source.stream_name``, ``config.destination.table``) keeps its types.
+    """
+
+    connector_id: str
+    source: DynamoDBSourceConfig
+    destination: DynamoDBDestinationConfig
+    batch: BatchConfig = BatchConfig()
+    connections: ConnectionsConfig = ConnectionsConfig()
+    snowflake: SnowflakeConfig | None = None
+    spark: SparkConfig = SparkConfig()
+
+    @field_validator("connector_id")
+    @classmethod
+    def _connector_id(cls, value: str) -> str:
+        return validate_connector_id(value)
+
+
+def source_type(data: Any) -> str | None:
+    """The ``source.type`` a connector mapping names, as written (None when it names none)."""
+    section = data.get("source") if isinstance(data, dict) else None
+    kind = section.get("type") if isinstance(section, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _validate(model: type[_ModelT], data: Any, source: str) -> _ModelT:
+    if not isinstance(data, dict):
+        raise ConnectorConfigError(f"{source}: expected a mapping at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        lines = "\n".join(f"  - {_describe(e)}" for e in err.errors())  # type: ignore[arg-type]
+        raise ConnectorConfigError(f"{source}: invalid connector configuration\n{lines}") from None
+
+
+def parse_dynamodb_connector_config(data: Any, *, source: str = "<config>") -> DynamoDBConnectorConfig:
+    """Validate a mapping as a DynamoDB connector; :class:`ConnectorConfigError` naming file and fields."""
+    return _validate(DynamoDBConnectorConfig, data, source)
+
+
+def load_dynamodb_connector_config(path: str | Path) -> DynamoDBConnectorConfig:
+    """Read and validate one DynamoDB connector YAML file."""
+    return parse_dynamodb_connector_config(_read_yaml(Path(path)), source=str(path))
+
+
 def _describe(error: dict[str, Any]) -> str:
     parts = ("schema" if part == "schema_" else str(part) for part in error["loc"] if part != "__root__")
     field = ".".join(parts) or "<top level>"
@@ -821,13 +1068,17 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
     A deprecated field that still works is reported with Airflow's
     ``AirflowProviderDeprecationWarning``, naming ``source`` and what to write instead.
     """
-    if not isinstance(data, dict):
-        raise ConnectorConfigError(f"{source}: expected a mapping at the top level")
-    try:
-        config = ConnectorConfig.model_validate(data)
-    except ValidationError as err:
-        lines = "\n".join(f"  - {_describe(e)}" for e in err.errors())  # type: ignore[arg-type]
-        raise ConnectorConfigError(f"{source}: invalid connector configuration\n{lines}") from None
+    if source_type(data) == DYNAMODB_SOURCE:
+        # Its own mistakes first, then the refusal: no DAG of this version syncs DynamoDB tables.
+        try:
+            parse_dynamodb_connector_config(data, source=source)
+        except ConnectorConfigError as err:
+            raise ConnectorConfigError(
+                f"{err}\n  (read as a DynamoDB connector because source.type is dynamodb; a Kinesis stream's "
+                "connector has source.type kinesis, or none)"
+            ) from None
+        raise ConnectorConfigError(f"{source}: {DYNAMODB_NOT_IN_THIS_VERSION}")
+    config = _validate(ConnectorConfig, data, source)
     section = data.get("source")
     if isinstance(section, dict) and DEPRECATED_IAM_ALIAS in section:
         from airflow.exceptions import AirflowProviderDeprecationWarning
@@ -844,13 +1095,16 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
 def load_connector_config(path: str | Path) -> ConnectorConfig:
     """Read and validate one connector YAML file."""
     path = Path(path)
+    return parse_connector_config(_read_yaml(path), source=str(path))
+
+
+def _read_yaml(path: Path) -> Any:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise ConnectorConfigError(f"{path}: cannot read: {err}") from err
     except yaml.YAMLError as err:
         raise ConnectorConfigError(f"{path}: not valid YAML: {err}") from err
-    return parse_connector_config(data, source=str(path))
 
 
 def connector_files(directory: str | Path) -> list[Path]:

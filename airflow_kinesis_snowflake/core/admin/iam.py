@@ -285,7 +285,47 @@ def required_permissions(
                 ),
             ),
         ]
-    requirements += [
+    requirements += lease_table_permissions(application_name=application_name, lease_table=lease_table)
+    if include_migration_table:
+        migration_table = f"{application_name}{MIGRATION_SUFFIX}"
+        requirements += [
+            Requirement(
+                sid="DynamoDBLeaseTable",
+                actions=("dynamodb:DeleteTable",),
+                resources=(lease_table,),
+                purpose=(
+                    f"Delete the legacy KCL lease table {application_name!r} once its verified copy exists, so that "
+                    "the new lease table can take its name."
+                ),
+            ),
+            Requirement(
+                sid="DynamoDBMigrationTable",
+                actions=(
+                    "dynamodb:DescribeTable",
+                    "dynamodb:CreateTable",
+                    "dynamodb:TagResource",
+                    "dynamodb:BatchWriteItem",
+                    "dynamodb:Scan",
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:DeleteTable",
+                ),
+                resources=(table_arn(table_name=migration_table, **where),),
+                purpose=(
+                    f"Copy the legacy KCL leases into {migration_table!r} (created and tagged), verify the copy and "
+                    "mark it, read it back to write the new leases, then delete it."
+                ),
+            ),
+        ]
+    if include_maintenance:
+        requirements += maintenance_permissions(stream_name=stream_name, **where)
+    return requirements
+
+
+def lease_table_permissions(*, application_name: str, lease_table: str) -> list[Requirement]:
+    """What any source needs on its lease table (named after the application), whose ARN is ``lease_table``."""
+    return [
         Requirement(
             sid="DynamoDBLeaseTable",
             actions=(
@@ -324,40 +364,85 @@ def required_permissions(
             "that reached SHARD_END once its children started.",
         ),
     ]
-    if include_migration_table:
-        migration_table = f"{application_name}{MIGRATION_SUFFIX}"
-        requirements += [
+
+
+def table_streams_arn(*, partition: str, region: str, account_id: str, table_name: str) -> str:
+    """Every stream of a DynamoDB table: ``...:table/<name>/stream/*``.
+
+    A stream's ARN ends in its label, a time, which changes whenever the stream is enabled again.
+    """
+    return f"{table_arn(partition=partition, region=region, account_id=account_id, table_name=table_name)}/stream/*"
+
+
+def dynamodb_source_permissions(
+    *,
+    region: str,
+    account_id: str,
+    application_name: str,
+    tables: Sequence[str] | None,
+    partition: str | None = None,
+) -> list[Requirement]:
+    """What a connector syncing DynamoDB tables needs, grouped by resource.
+
+    :param region: the tables' region.
+    :param account_id: the AWS account id, or a placeholder such as ``${ACCOUNT_ID}``.
+    :param application_name: names the lease table.
+    :param tables: the tables listed in ``source.tables``; None when they are discovered by tags,
+        which cannot be known when the policy is written: then the source grants cover every table
+        and stream of the account and region (``table/*``), and ``tag:GetResources`` is granted.
+    :param partition: the AWS partition; defaults to the region's.
+    """
+    partition = partition or partition_for_region(region)
+    where = {"partition": partition, "region": region, "account_id": account_id}
+    if tables is None:
+        sources: tuple[str, ...] = (all_tables_arn(**where),)
+        streams: tuple[str, ...] = (f"{all_tables_arn(**where)}/stream/*",)
+    else:
+        if not tables:
+            raise IamPolicyError("a DynamoDB source needs at least one table, or discovery by tags")
+        sources = tuple(table_arn(table_name=name, **where) for name in sorted(set(tables)))
+        streams = tuple(table_streams_arn(table_name=name, **where) for name in sorted(set(tables)))
+    requirements = [
+        Requirement(
+            sid="DynamoDBSourceTables",
+            actions=("dynamodb:DescribeTable",),
+            resources=sources,
+            purpose="Discovery: read each table's status, key schema, read capacity and stream (enabled, view type, "
+            "ARN) to decide whether it is synced.",
+        ),
+        Requirement(
+            sid="DynamoDBSourceTables",
+            actions=("dynamodb:Scan",),
+            resources=sources,
+            purpose="The snapshot: a parallel Scan (Segment/TotalSegments) of each table, eventually consistent, at "
+            "the configured read rate.",
+        ),
+        Requirement(
+            sid="DynamoDBSourceStreams",
+            actions=("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"),
+            resources=streams,
+            purpose="Follow each table's stream: list its shards and their parents, and read each shard's records.",
+        ),
+        Requirement(
+            sid="DynamoDBListStreams",
+            actions=("dynamodb:ListStreams",),
+            resources=("*",),
+            purpose="List a table's streams (ListStreams has no resource-level permission).",
+        ),
+    ]
+    if tables is None:
+        requirements.append(
             Requirement(
-                sid="DynamoDBLeaseTable",
-                actions=("dynamodb:DeleteTable",),
-                resources=(lease_table,),
-                purpose=(
-                    f"Delete the legacy KCL lease table {application_name!r} once its verified copy exists, so that "
-                    "the new lease table can take its name."
-                ),
-            ),
-            Requirement(
-                sid="DynamoDBMigrationTable",
-                actions=(
-                    "dynamodb:DescribeTable",
-                    "dynamodb:CreateTable",
-                    "dynamodb:TagResource",
-                    "dynamodb:BatchWriteItem",
-                    "dynamodb:Scan",
-                    "dynamodb:GetItem",
-                    "dynamodb:PutItem",
-                    "dynamodb:DeleteItem",
-                    "dynamodb:DeleteTable",
-                ),
-                resources=(table_arn(table_name=migration_table, **where),),
-                purpose=(
-                    f"Copy the legacy KCL leases into {migration_table!r} (created and tagged), verify the copy and "
-                    "mark it, read it back to write the new leases, then delete it."
-                ),
-            ),
-        ]
-    if include_maintenance:
-        requirements += maintenance_permissions(stream_name=stream_name, **where)
+                sid="TaggingGetResources",
+                actions=("tag:GetResources",),
+                resources=("*",),
+                purpose="Discovery: find the DynamoDB tables carrying the ingestion (and environment) tags "
+                "(GetResources has no resource-level permission).",
+            )
+        )
+    requirements += lease_table_permissions(
+        application_name=application_name, lease_table=table_arn(table_name=application_name, **where)
+    )
     return requirements
 
 
