@@ -255,7 +255,7 @@ def scan_segment(
     carry a ``LastEvaluatedKey``; the next batch then reads one empty page and finds the end.
 
     :param client: a boto3 DynamoDB client (its own retries hide throttles from the count: give it
-        ``retries={"max_attempts": 1}`` to have them counted here).
+        ``retries={"total_max_attempts": 1}`` to have them counted here).
     :param table: the described table (:func:`describe_table`).
     :param segment: the segment to read.
     :param cursor: where the segment's previous batch stopped; None to start at its beginning.
