@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from airflow_kinesis_snowflake.core.sources.dynamodb.model import Item
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import (
     DEFAULT_READ_FRACTION,
     ReadRateError,
@@ -109,7 +110,7 @@ def test_the_snapshot_table_takes_its_keys_from_the_key_schema():
     table = SnapshotTable.from_description(description)
     assert table.key_attributes == ("pk", "sk")
     assert table.capacity == TableCapacity("orders", "PROVISIONED", 40)
-    item = {"pk": {"S": "a"}, "sk": {"N": "1"}, "v": {"BOOL": True}}
+    item: Item = {"pk": {"S": "a"}, "sk": {"N": "1"}, "v": {"BOOL": True}}
     assert table.keys_of(item) == {"pk": {"S": "a"}, "sk": {"N": "1"}}
     with pytest.raises(ValueError, match=r"lacks its key attributes \['sk'\]"):
         table.keys_of({"pk": {"S": "a"}})
