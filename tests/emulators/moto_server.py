@@ -13,7 +13,7 @@ import threading
 
 from moto.server import ThreadedMotoServer
 
-from tests.emulators import dynamodb_streams, fan_out, kinesis_extensions, moto_extensions
+from tests.emulators import dynamodb_scan_faults, dynamodb_streams, fan_out, kinesis_extensions, moto_extensions
 from tests.emulators.faults import exit_with_parent
 
 
@@ -27,6 +27,7 @@ def main() -> None:
     kinesis_extensions.install()
     dynamodb_streams.install()
     fan_out.install()
+    dynamodb_scan_faults.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()
