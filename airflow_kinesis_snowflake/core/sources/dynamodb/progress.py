@@ -24,14 +24,23 @@ The steps of a batch, and what a crash after each leaves:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import (
+    MAX_TOTAL_SEGMENTS,
+    SegmentState,
+    SegmentTask,
+    SnapshotStart,
+    plan_snapshot_batch,
+    snapshot_complete,
+)
+from airflow_kinesis_snowflake.core.sources.dynamodb.streams import DEFAULT_MAX_CHECKPOINT_AGE, gap_reason
+
 #: DynamoDB Streams keeps records for 24 hours.
 STREAM_RETENTION = timedelta(hours=24)
-#: A shard not read to its cut-off for longer than this may have lost records before the next batch.
-DEFAULT_MAX_CHECKPOINT_AGE = timedelta(hours=20)
 #: Read the stream from this long before a generation's start: approximate creation times are
 #: rounded, and an earlier change read again is ordered below the snapshot's view of it anyway.
 STREAM_START_MARGIN = timedelta(minutes=2)
@@ -80,8 +89,10 @@ class SyncSettings:
     def __post_init__(self) -> None:
         if not timedelta(0) < self.max_checkpoint_age < STREAM_RETENTION:
             raise ValueError(f"max_checkpoint_age must be between 0 and 24 hours, got {self.max_checkpoint_age}")
-        if not 1 <= self.total_segments <= 1_000_000:
-            raise ValueError(f"total_segments must be 1 to 1000000 (DynamoDB's limit), got {self.total_segments}")
+        if not 1 <= self.total_segments <= MAX_TOTAL_SEGMENTS:
+            raise ValueError(
+                f"total_segments must be 1 to {MAX_TOTAL_SEGMENTS} (DynamoDB's limit), got {self.total_segments}"
+            )
         if self.max_segments_per_batch < 1:
             raise ValueError(f"max_segments_per_batch must be at least 1, got {self.max_segments_per_batch}")
 
@@ -90,20 +101,22 @@ class SyncSettings:
 class Generation:
     """A generation of a table's sync, as recorded in Snowflake when it started.
 
-    :param number: 0, then one more per snapshot taken after a gap.
+    :param number: 0, then one more per snapshot taken after a gap (:attr:`.model.Version.snapshot`).
     :param started_at: when it started; its stream is read from :attr:`stream_not_before`.
-    :param total_segments: its snapshot's segments; 0 when the snapshot was skipped.
+    :param snapshot: its snapshot's segments; None when the snapshot was skipped.
     :param stream_from_trim_horizon: its stream is read from the oldest record kept, unfiltered.
-    :param segments_done: the segments read to their end.
-    :param completed: the snapshot's completion (step 3) committed.
+    :param completed: its snapshot's completion (step 3) committed; True when there is no snapshot.
     """
 
     number: int
     started_at: datetime
-    total_segments: int
+    snapshot: SnapshotStart | None
     stream_from_trim_horizon: bool = False
-    segments_done: frozenset[int] = field(default_factory=frozenset)
     completed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.snapshot is not None and self.snapshot.generation != self.number:
+            raise ValueError(f"generation {self.number} holds the snapshot of generation {self.snapshot.generation}")
 
     @property
     def stream_not_before(self) -> datetime | None:
@@ -111,13 +124,6 @@ class Generation:
         if self.stream_from_trim_horizon:
             return None
         return self.started_at - STREAM_START_MARGIN
-
-    @property
-    def snapshot_done(self) -> bool:
-        return len(self.segments_done) == self.total_segments
-
-    def unfinished_segments(self) -> list[int]:
-        return [n for n in range(self.total_segments) if n not in self.segments_done]
 
 
 @dataclass(frozen=True)
@@ -130,10 +136,10 @@ class StartGeneration:
 
 @dataclass(frozen=True)
 class ReadBatch:
-    """Step 2: read these segments of the generation's snapshot and the generation's stream."""
+    """Step 2: read these segments of the generation's snapshot (from their cursors), and its stream."""
 
     generation: Generation
-    segments: tuple[int, ...]
+    segments: tuple[SegmentTask, ...]
 
 
 @dataclass(frozen=True)
@@ -158,33 +164,25 @@ class Gap:
 def checkpoint_gap(
     shard_id: str, last_read_at: datetime | None, now: datetime, max_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE
 ) -> Gap | None:
-    """A shard last read up to its cut-off at ``last_read_at`` has a gap once that is ``max_age`` ago.
-
-    Records older than 24 hours are trimmed: a shard not read for longer than the safe age may lose
-    records before the next batch reaches them. None (never read) is no gap: the generation's start
-    is recent, or its first batch would have read it.
+    """A shard last read up to its cut-off at ``last_read_at`` has a gap once that is ``max_age`` ago
+    (:func:`.streams.gap_reason`); None (never read) is no gap: the generation's start is recent.
     """
     if last_read_at is None:
         return None
-    age = now - last_read_at
-    if age <= max_age:
-        return None
-    hours = age.total_seconds() / 3600
-    return Gap(
-        shard_id,
-        f"shard {shard_id} was last read {hours:.1f} hours ago, more than the safe age of "
-        f"{max_age.total_seconds() / 3600:g} hours (DynamoDB Streams keeps 24 hours)",
-    )
+    reason = gap_reason(last_read_at, now, max_age)
+    return None if reason is None else Gap(shard_id, f"shard {shard_id}: {reason}")
 
 
 def next_step(
     table: str,
     current: Generation | None,
+    segments: Iterable[SegmentState],
     settings: SyncSettings,
     now: datetime,
     gap: Gap | None = None,
 ) -> StartGeneration | ReadBatch | CompleteSnapshot:
-    """What the next batch of ``table`` does, from its current generation and any gap found.
+    """What the next batch of ``table`` does, from its current generation, its segments' states and
+    any gap found.
 
     :raises StreamGapError: a gap, with ``on_gap: fail``: the message says what was lost and the fix.
     """
@@ -197,23 +195,28 @@ def next_step(
                 "destination may no longer equal the table. Set on_gap: resnapshot to take a new snapshot "
                 "(it resumes per segment and removes rows of items deleted meanwhile), or run the reset DAG"
             )
-        started = Generation(current.number + 1, now, settings.total_segments)
+        number = current.number + 1
+        started = Generation(number, now, SnapshotStart(number, now, settings.total_segments))
         return StartGeneration(started, f"a gap in the stream: {gap.reason}")
-    if current.snapshot_done and not current.completed:
+    if current.snapshot is None or current.completed:
+        return ReadBatch(current, ())
+    states = list(segments)
+    if snapshot_complete(current.snapshot, states):
         return CompleteSnapshot(current)
-    segments = tuple(current.unfinished_segments()[: settings.max_segments_per_batch])
-    return ReadBatch(current, segments)
+    return ReadBatch(current, tuple(plan_snapshot_batch(current.snapshot, states, settings.max_segments_per_batch)))
 
 
 def _first_generation(settings: SyncSettings, now: datetime) -> Generation:
     if settings.snapshot is SnapshotMode.INITIAL:
-        return Generation(0, now, settings.total_segments)
+        return Generation(0, now, SnapshotStart(0, now, settings.total_segments))
     # No snapshot: nothing to complete, and the stream is read from the oldest record or from now.
-    return Generation(
-        0, now, 0, stream_from_trim_horizon=settings.stream_start is StreamStart.TRIM_HORIZON, completed=True
-    )
+    trim_horizon = settings.stream_start is StreamStart.TRIM_HORIZON
+    return Generation(0, now, None, stream_from_trim_horizon=trim_horizon, completed=True)
 
 
-def lease_key(generation: int, shard_or_segment: str) -> str:
-    """The lease key (and ledger shard id) of a stream shard or snapshot segment in a generation."""
-    return f"g{generation}/{shard_or_segment}"
+def lease_key(table: str, generation: int, shard_or_segment: str) -> str:
+    """The lease key (and ledger shard id) of a stream shard or snapshot segment of a table's generation.
+
+    A connector's tables share its lease table; a DynamoDB table name holds no ``/``.
+    """
+    return f"{table}/g{generation}/{shard_or_segment}"

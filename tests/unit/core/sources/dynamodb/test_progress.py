@@ -20,17 +20,22 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     lease_key,
     next_step,
 )
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SegmentCursor, SegmentState, SnapshotStart
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 GAP = Gap("shardId-1", "position trimmed")
+CURSOR = SegmentCursor({"pk": {"S": "m"}})
+
+
+def generation(number: int, total: int, *, completed: bool = False) -> Generation:
+    return Generation(number, NOW, SnapshotStart(number, NOW, total), completed=completed)
 
 
 def test_a_first_sync_starts_generation_0_whose_stream_is_read_from_just_before_the_snapshot():
-    step = next_step("orders", None, SyncSettings(total_segments=3), NOW)
+    step = next_step("orders", None, [], SyncSettings(total_segments=3), NOW)
     assert isinstance(step, StartGeneration)
-    assert step.generation == Generation(0, NOW, 3)
+    assert step.generation == generation(0, 3)
     assert step.generation.stream_not_before == NOW - STREAM_START_MARGIN
-    assert step.generation.unfinished_segments() == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
@@ -39,45 +44,46 @@ def test_a_first_sync_starts_generation_0_whose_stream_is_read_from_just_before_
 )
 def test_a_skipped_snapshot_has_no_segments_and_reads_the_stream_from_the_configured_start(stream_start, not_before):
     settings = SyncSettings(snapshot=SnapshotMode.SKIP, stream_start=stream_start)
-    step = next_step("orders", None, settings, NOW)
+    step = next_step("orders", None, [], settings, NOW)
     assert isinstance(step, StartGeneration)
-    assert step.generation.total_segments == 0 and step.generation.completed
+    assert step.generation.snapshot is None and step.generation.completed
     assert step.generation.stream_not_before == not_before
-    assert next_step("orders", step.generation, settings, NOW) == ReadBatch(step.generation, ())
+    assert next_step("orders", step.generation, [], settings, NOW) == ReadBatch(step.generation, ())
 
 
-def test_a_batch_reads_the_unfinished_segments_up_to_its_bound():
-    current = Generation(0, NOW, 5, segments_done=frozenset({1}))
-    step = next_step("orders", current, SyncSettings(total_segments=5, max_segments_per_batch=2), NOW)
-    assert step == ReadBatch(current, (0, 2))
+def test_a_batch_reads_the_unfinished_segments_from_their_cursors_up_to_its_bound():
+    current = generation(0, 5)
+    states = [SegmentState(0, CURSOR), SegmentState(1, done=True)]
+    step = next_step("orders", current, states, SyncSettings(total_segments=5, max_segments_per_batch=2), NOW)
+    assert isinstance(step, ReadBatch)
+    assert [(t.segment.number, t.cursor) for t in step.segments] == [(0, CURSOR), (2, None)]
 
 
 def test_once_every_segment_is_done_the_snapshot_is_completed_and_then_only_the_stream_is_read():
-    done = Generation(0, NOW, 2, segments_done=frozenset({0, 1}))
-    assert next_step("orders", done, SyncSettings(), NOW) == CompleteSnapshot(done)
-    completed = Generation(0, NOW, 2, segments_done=frozenset({0, 1}), completed=True)
-    assert next_step("orders", completed, SyncSettings(), NOW) == ReadBatch(completed, ())
+    done = [SegmentState(0, done=True), SegmentState(1, done=True)]
+    assert next_step("orders", generation(0, 2), done, SyncSettings(), NOW) == CompleteSnapshot(generation(0, 2))
+    completed = generation(0, 2, completed=True)
+    assert next_step("orders", completed, done, SyncSettings(), NOW) == ReadBatch(completed, ())
 
 
 def test_a_gap_starts_the_next_generation_with_a_new_snapshot():
-    current = Generation(3, NOW - timedelta(days=2), 2, segments_done=frozenset({0, 1}), completed=True)
-    step = next_step("orders", current, SyncSettings(total_segments=4), NOW, GAP)
+    current = generation(3, 2, completed=True)
+    step = next_step("orders", current, [], SyncSettings(total_segments=4), NOW + timedelta(days=2), GAP)
     assert isinstance(step, StartGeneration)
-    assert step.generation == Generation(4, NOW, 4)
-    assert "position trimmed" in step.reason
+    assert step.generation.number == 4 and step.generation.snapshot == SnapshotStart(4, NOW + timedelta(days=2), 4)
+    assert not step.generation.completed and "position trimmed" in step.reason
 
 
 def test_a_gap_with_on_gap_fail_stops_naming_the_table_the_cause_and_the_fix():
-    current = Generation(0, NOW, 1, segments_done=frozenset({0}), completed=True)
     with pytest.raises(StreamGapError, match=r"orders: position trimmed.*on_gap: resnapshot"):
-        next_step("orders", current, SyncSettings(on_gap=OnGap.FAIL), NOW, GAP)
+        next_step("orders", generation(0, 1, completed=True), [], SyncSettings(on_gap=OnGap.FAIL), NOW, GAP)
 
 
 def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap():
     assert checkpoint_gap("s", NOW - timedelta(hours=19), NOW) is None
     assert checkpoint_gap("s", None, NOW) is None
     gap = checkpoint_gap("s", NOW - timedelta(hours=21), NOW)
-    assert gap is not None and "21.0 hours ago" in gap.reason and "safe age of 20 hours" in gap.reason
+    assert gap is not None and gap.shard_id == "s" and "safe age" in gap.reason
     assert checkpoint_gap("s", NOW - timedelta(hours=3), NOW, max_age=timedelta(hours=2)) is not None
 
 
@@ -90,6 +96,12 @@ def test_settings_outside_what_dynamodb_allows_are_refused(field, value):
         SyncSettings(**{field: value})
 
 
-def test_each_generation_has_its_own_lease_keys():
-    assert lease_key(0, "shardId-1") != lease_key(1, "shardId-1")
-    assert lease_key(2, "segment-0-of-4") == "g2/segment-0-of-4"
+def test_a_generation_holds_only_its_own_snapshot():
+    with pytest.raises(ValueError, match="generation 1 holds the snapshot of generation 0"):
+        Generation(1, NOW, SnapshotStart(0, NOW, 2))
+
+
+def test_each_table_and_generation_has_its_own_lease_keys():
+    assert lease_key("orders", 0, "shardId-1") != lease_key("orders", 1, "shardId-1")
+    assert lease_key("orders", 0, "shardId-1") != lease_key("users", 0, "shardId-1")
+    assert lease_key("orders", 2, "segment-0-of-4") == "orders/g2/segment-0-of-4"
