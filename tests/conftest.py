@@ -97,6 +97,10 @@ def real_airflow(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory)
     (ID, NAME) every minute, with no retries. Its processes get the emulators' connections and the
     tests' Spark settings (``local[2]``, class-data archives) as environment variables. See
     tests/emulators/airflow_stack.py.
+
+    Cron schedules make data-interval runs (``[scheduler] create_cron_data_intervals``, a deployment
+    setting): with ``catchup`` off, the first scheduled run is the last complete minute's, due as
+    soon as the DAG is unpaused, instead of at the next minute's start.
     """
     stream, app = unique("sched"), unique("sched-app")
     create_stream(emulators, stream, shards=2)
@@ -114,7 +118,8 @@ def real_airflow(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory)
         "batch": {"schedule": "* * * * *", "retries": 0},
     }
     work_dir = tmp_path_factory.mktemp("real-airflow")
-    with airflow_stack(work_dir, connector, {**emulators.airflow_env(), **spark_env()}) as stack:
+    settings = {"AIRFLOW__SCHEDULER__CREATE_CRON_DATA_INTERVALS": "True"}
+    with airflow_stack(work_dir, connector, {**emulators.airflow_env(), **spark_env(), **settings}) as stack:
         yield stack
 
 
