@@ -232,6 +232,21 @@ def query(emulators: Emulators, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+# Test modules with a test that holds a worker for a minute or more (a real Airflow, a Spark
+# cluster) run first, so that pytest-xdist's workers do not end with one of them running alone
+# while the other has nothing left. The order is otherwise the collection's, modules kept whole.
+LONG_RUNNING_FIXTURES = frozenset({"real_airflow", "spark_standalone"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    long_running = {
+        item.nodeid.split("::")[0]
+        for item in items
+        if LONG_RUNNING_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    }
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in long_running)
+
+
 # The user property a fault-matrix case records its outcome under; outcomes are gathered from the
 # test reports, which pytest-xdist workers send back to the main process.
 FAULT_MATRIX_PROPERTY = "fault_matrix_outcome"
