@@ -41,13 +41,10 @@ def airflow_home_env(airflow_home: Path, extra: Mapping[str, str] | None = None)
 
 
 def _run_migrate(env: Mapping[str, str]) -> None:
-    subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        env=dict(env),
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    airflow = str(Path(sys.executable).parent / "airflow")
+    proc = subprocess.run([airflow, "db", "migrate"], env=dict(env), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
 
 
 @functools.cache
@@ -83,7 +80,8 @@ def migrate(env: Mapping[str, str]) -> None:
     if (home / "airflow.db").exists():
         return
     home.mkdir(parents=True, exist_ok=True)
-    if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in env:  # another database than AIRFLOW_HOME's: made there
+    database = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+    if database is not None and database != f"sqlite:///{home / 'airflow.db'}":  # another one: made there
         _run_migrate(env)
         return
     shutil.copyfile(_migrated_database(env), home / "airflow.db")

@@ -51,17 +51,12 @@ class _Lru:
         self._size = size
         self._entries: OrderedDict[Hashable, exp.Expr] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: Hashable) -> exp.Expr | None:
         with self._lock:
             tree = self._entries.get(key)
-            if tree is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
+            if tree is not None:
+                self._entries.move_to_end(key)
             return tree
 
     def put(self, key: Hashable, tree: exp.Expr) -> None:
