@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import importlib.metadata
@@ -65,12 +66,15 @@ def _migrated_database(env: Mapping[str, str]) -> Path:
     if template.exists():
         return template
     template.parent.mkdir(parents=True, exist_ok=True)
-    # Made aside and moved in whole: pytest-xdist's workers may make it at the same time.
-    with tempfile.TemporaryDirectory(dir=template.parent) as made_in:
-        made_env = {**env, "AIRFLOW_HOME": made_in}
-        made_env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)
-        _run_migrate(made_env)
-        os.replace(Path(made_in) / "airflow.db", template)
+    # One pytest-xdist worker makes it, the others wait on the lock; made aside and moved in whole.
+    with (template.parent / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not template.exists():
+            with tempfile.TemporaryDirectory(dir=template.parent) as made_in:
+                made_env = {**env, "AIRFLOW_HOME": made_in}
+                made_env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)
+                _run_migrate(made_env)
+                os.replace(Path(made_in) / "airflow.db", template)
     return template
 
 
