@@ -51,8 +51,20 @@ typecheck: install
 unit: install
 	$(VENV)/bin/pytest tests/unit -q
 
-test: install check-java check-chromium lint typecheck
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
+# Lint and type checks run beside the tests (at a lower priority, in the idle moments of the tests'
+# start-up), their output kept in .test-work/checks/ and printed after the tests' summary; the target
+# fails when any of the three fails.
+CHECKS := .test-work/checks
+test: install check-java check-chromium
+	@mkdir -p $(CHECKS)
+	@{ nice -n 10 $(VENV)/bin/ruff check . && nice -n 10 $(VENV)/bin/ruff format --check .; } >$(CHECKS)/lint.log 2>&1 & lint=$$!; \
+	nice -n 10 $(VENV)/bin/mypy >$(CHECKS)/typecheck.log 2>&1 & types=$$!; \
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal; tests=$$?; \
+	wait $$lint; lint_status=$$?; wait $$types; types_status=$$?; \
+	echo "--- make lint (ruff check, ruff format --check): exit $$lint_status"; cat $(CHECKS)/lint.log; \
+	echo "--- make typecheck (mypy): exit $$types_status"; cat $(CHECKS)/typecheck.log; \
+	echo "--- make test: pytest exit $$tests, lint exit $$lint_status, typecheck exit $$types_status"; \
+	test $$tests -eq 0 && test $$lint_status -eq 0 && test $$types_status -eq 0
 
 # Airflow and the three providers at the lowest versions pyproject.toml allows, in a fresh venv: the unit
 # tests and one ingest DAG test (scripts/lowest-versions.sh; several minutes, so not part of make test).

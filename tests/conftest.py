@@ -97,6 +97,10 @@ def real_airflow(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory)
     (ID, NAME) every minute, with no retries. Its processes get the emulators' connections and the
     tests' Spark settings (``local[2]``, class-data archives) as environment variables. See
     tests/emulators/airflow_stack.py.
+
+    Cron schedules make data-interval runs (``[scheduler] create_cron_data_intervals``, a deployment
+    setting): with ``catchup`` off, the first scheduled run is the last complete minute's, due as
+    soon as the DAG is unpaused, instead of at the next minute's start.
     """
     stream, app = unique("sched"), unique("sched-app")
     create_stream(emulators, stream, shards=2)
@@ -114,7 +118,8 @@ def real_airflow(emulators: Emulators, tmp_path_factory: pytest.TempPathFactory)
         "batch": {"schedule": "* * * * *", "retries": 0},
     }
     work_dir = tmp_path_factory.mktemp("real-airflow")
-    with airflow_stack(work_dir, connector, {**emulators.airflow_env(), **spark_env()}) as stack:
+    settings = {"AIRFLOW__SCHEDULER__CREATE_CRON_DATA_INTERVALS": "True"}
+    with airflow_stack(work_dir, connector, {**emulators.airflow_env(), **spark_env(), **settings}) as stack:
         yield stack
 
 
@@ -225,6 +230,21 @@ def query(emulators: Emulators, sql: str) -> list[tuple[Any, ...]]:
         return list(conn.cursor().execute(sql).fetchall())
     finally:
         conn.close()
+
+
+# Test modules with a test that holds a worker for a minute or more (a real Airflow, a Spark
+# cluster) run first, so that pytest-xdist's workers do not end with one of them running alone
+# while the other has nothing left. The order is otherwise the collection's, modules kept whole.
+LONG_RUNNING_FIXTURES = frozenset({"real_airflow", "spark_standalone"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    long_running = {
+        item.nodeid.split("::")[0]
+        for item in items
+        if LONG_RUNNING_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    }
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in long_running)
 
 
 # The user property a fault-matrix case records its outcome under; outcomes are gathered from the

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import hashlib
+import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -13,6 +19,8 @@ from tests.emulators.servers import REPO_ROOT
 STARTUP = Path(__file__).with_name("startup")
 
 DAGS_FOLDER = REPO_ROOT / "dags"
+# Metadata databases as ``airflow db migrate`` makes them, one per installation (see migrate()).
+DATABASE_TEMPLATES = REPO_ROOT / ".test-work" / "airflow-db"
 
 
 def airflow_home_env(airflow_home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -33,19 +41,54 @@ def airflow_home_env(airflow_home: Path, extra: Mapping[str, str] | None = None)
     return env
 
 
+def _run_migrate(env: Mapping[str, str]) -> None:
+    airflow = str(Path(sys.executable).parent / "airflow")
+    proc = subprocess.run([airflow, "db", "migrate"], env=dict(env), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed:\n{(proc.stdout + proc.stderr)[-4000:]}")
+
+
+@functools.cache
+def _installation() -> str:
+    """Airflow's version, and a digest of everything installed (a provider may bring tables of its own)."""
+    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
+    digest = hashlib.sha256("\n".join(installed).encode()).hexdigest()[:16]
+    return f"{importlib.metadata.version('apache-airflow-core')}-{digest}"
+
+
+def _migrated_database(env: Mapping[str, str]) -> Path:
+    """A metadata database ``airflow db migrate`` made, once per installation, to copy into new homes.
+
+    It holds no path or setting of the home it was made in: the schema, its Alembic version, the
+    default pool and the log file name templates (Airflow's defaults, which the tests keep).
+    """
+    template = DATABASE_TEMPLATES / _installation() / "airflow.db"
+    if template.exists():
+        return template
+    template.parent.mkdir(parents=True, exist_ok=True)
+    # One pytest-xdist worker makes it, the others wait on the lock; made aside and moved in whole.
+    with (template.parent / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not template.exists():
+            with tempfile.TemporaryDirectory(dir=template.parent) as made_in:
+                made_env = {**env, "AIRFLOW_HOME": made_in}
+                made_env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)
+                _run_migrate(made_env)
+                os.replace(Path(made_in) / "airflow.db", template)
+    return template
+
+
 def migrate(env: Mapping[str, str]) -> None:
-    """Create the metadata database once per Airflow home."""
+    """Create the metadata database once per Airflow home (a copy of one ``airflow db migrate`` made)."""
     home = Path(env["AIRFLOW_HOME"])
     if (home / "airflow.db").exists():
         return
     home.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        env=dict(env),
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    database = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+    if database is not None and database != f"sqlite:///{home / 'airflow.db'}":  # another one: made there
+        _run_migrate(env)
+        return
+    shutil.copyfile(_migrated_database(env), home / "airflow.db")
 
 
 def run_dag(

@@ -8,7 +8,8 @@ LocalExecutor, each task in a process that talks to the api-server's execution A
 Metadata database: SQLite, in the stack's own ``AIRFLOW_HOME``. Airflow 3 accepts SQLite with the
 LocalExecutor (it has no SequentialExecutor any more, and ``airflow standalone`` runs exactly this
 pair); its documentation calls SQLite fit for development and testing only, which is what this is.
-``airflow db migrate`` creates it before the processes start.
+It is a copy of what ``airflow db migrate`` made (see airflow_env.migrate), in place before the
+processes start.
 
 Authentication: the simple auth manager with one admin user whose password this module writes to
 the passwords file before the api-server starts, so ``POST /auth/token`` with that user and
@@ -44,7 +45,7 @@ from typing import IO, Any
 import psutil
 import requests
 
-from tests.emulators.airflow_env import DAGS_FOLDER, airflow_home_env
+from tests.emulators.airflow_env import DAGS_FOLDER, airflow_home_env, migrate
 from tests.emulators.servers import REPO_ROOT, free_port
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -320,11 +321,6 @@ def _describe(process: psutil.Process) -> str:
         return " ".join(process.cmdline()[:4]) or process.name()
     except psutil.Error:
         return "?"
-
-
-def migrate(env: Mapping[str, str]) -> None:
-    proc = subprocess.run([AIRFLOW, "db", "migrate"], env=dict(env), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"airflow db migrate failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
 
 
 def wait_until_healthy(stack: AirflowStack, timeout: float = 300) -> None:

@@ -48,7 +48,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tests.emulators import fakesnow_extensions
+from tests.emulators import fakesnow_cache, fakesnow_extensions
 from tests.emulators.fakesnow_auth import KeyPairAuthMiddleware
 from tests.emulators.faults import FaultFile, exit_with_parent, kill_spark_jobs
 from tests.emulators.servers import FAKESNOW_STATE_FILE
@@ -221,6 +221,7 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the supervisor's child
     args = parser.parse_args()
     fakesnow_extensions.install()
+    fakesnow_cache.install()
     if args.data_dir is not None and not args.serve:
         sys.exit(supervise(args.host, args.port, args.data_dir))
     serve(args.host, args.port, args.data_dir)

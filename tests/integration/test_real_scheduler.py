@@ -62,13 +62,14 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         stack.assert_succeeded(provision, provisioning)
         assert ids() == Counter()
 
-        # The schedule (every minute) runs the ingest DAG once it is unpaused; records arrive before
-        # the first run and between runs. Runs go on until every record is in the table and two
-        # runs have succeeded; then the DAG is paused. A task already running ends; a run in flight
-        # whose next task had not started stays running, that task unscheduled while the DAG is paused.
+        # The schedule (every minute) runs the ingest DAG once it is unpaused, the first run for the
+        # last complete minute (see the fixture); records arrive before the first run and between
+        # runs. Runs go on until every record is in the table and two runs have succeeded; then the
+        # DAG is paused. A task already running ends; a run in flight whose next task had not started
+        # stays running, that task unscheduled while the DAG is paused.
         put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(40)])
         stack.set_paused(ingest, False)
-        stack.wait(lambda: ids() == Counter(range(40)), 420, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}", 5)
+        stack.wait(lambda: ids() == Counter(range(40)), 420, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}")
         put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(40, 70)])
 
         def loaded_by_two_runs() -> bool:
