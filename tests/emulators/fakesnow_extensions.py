@@ -14,6 +14,10 @@
   and more. They are DECIMAL(38,0) instead (the connector still reads the values as ints), and
   text that is not a number is refused with Snowflake's message ("Numeric value 'one' is not
   recognized") rather than DuckDB's for a DECIMAL.
+* MERGE inside a transaction that already wrote a table: Snowflake runs it like any DML; fakesnow
+  0.12 runs it through a temporary work table, and records the (absent) comment of every new
+  temporary table in its global catalogue, a second database DuckDB refuses to write in that
+  transaction. A temporary table without a comment records none.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ _original_inserts = copy_into._inserts
 _original_copy_into = copy_into.copy_into
 _original_integer_precision = transforms.integer_precision
 _original_execute = fakesnow_cursor.FakeSnowflakeCursor.execute
+_original_extract_comment_on_table = transforms.extract_comment_on_table
 # DuckDB's words for text a DECIMAL cast refuses, and Snowflake's.
 _NOT_A_NUMBER = re.compile(r'Could not convert string "(.*?)" to DECIMAL\([0-9]+,[0-9]+\)')
 _NUMBER_38_0 = exp.DataType.build("DECIMAL(38, 0)")
@@ -132,7 +137,22 @@ def _execute(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise
 
 
+def _extract_comment_on_table(expression: exp.Expr) -> exp.Expr:
+    """A temporary table created without a comment has none to record."""
+    new = _original_extract_comment_on_table(expression)
+    recorded = new.args.get("table_comment")
+    if (
+        isinstance(new, exp.Create)
+        and recorded is not None
+        and recorded[1] is None
+        and new.find(exp.TemporaryProperty) is not None
+    ):
+        del new.args["table_comment"]
+    return new
+
+
 def install() -> None:
+    transforms.extract_comment_on_table = _extract_comment_on_table
     transforms.integer_precision = _integer_precision
     fakesnow_cursor.FakeSnowflakeCursor.execute = _execute  # type: ignore[method-assign]
     copy_into._inserts = _json_transform_inserts
