@@ -18,6 +18,9 @@
   0.12 runs it through a temporary work table, and records the (absent) comment of every new
   temporary table in its global catalogue, a second database DuckDB refuses to write in that
   transaction. A temporary table without a comment records none.
+* A NULL written to a NOT NULL column: Snowflake answers "NULL result in a non-nullable column";
+  fakesnow 0.12 lets DuckDB's constraint error escape, which its server answers with HTTP 500, and
+  the connector retries that for ever.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import re
 import threading
 from typing import Any
 
+import duckdb
 import snowflake.connector
 from fakesnow import copy_into, transforms
 from fakesnow import cursor as fakesnow_cursor
@@ -131,6 +135,13 @@ def _integer_precision(expression: exp.Expr) -> exp.Expr:
 def _execute(self: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return _original_execute(self, *args, **kwargs)
+    except duckdb.ConstraintException as err:
+        message = str(err).split("\n")[0]
+        if "NOT NULL constraint failed" not in message:
+            raise
+        raise snowflake.connector.errors.ProgrammingError(
+            msg=f"NULL result in a non-nullable column ({message})", errno=100072, sqlstate="22000"
+        ) from err
     except snowflake.connector.errors.ProgrammingError as err:
         if err.msg:
             err.msg = _NOT_A_NUMBER.sub(r"Numeric value '\1' is not recognized", err.msg)
