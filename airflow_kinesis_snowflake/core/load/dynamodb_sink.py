@@ -351,7 +351,8 @@ def tombstones_merge_sql(target: DynamoDBTarget) -> str:
     removals = _newest_per_key(target, f" WHERE {EVENT_COLUMN} = '{EventName.REMOVE.value}'")
     return (
         f"MERGE INTO {target.tombstones} AS t USING ({removals}) AS s ON {_keys_match(target, 't', 's')} "
-        f"WHEN MATCHED AND s.{VERSION_COLUMN} > t.{VERSION_COLUMN} THEN UPDATE SET t.{VERSION_COLUMN} = s.{VERSION_COLUMN} "
+        f"WHEN MATCHED AND s.{VERSION_COLUMN} > t.{VERSION_COLUMN} "
+        f"THEN UPDATE SET t.{VERSION_COLUMN} = s.{VERSION_COLUMN} "
         f"WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
     )
 
@@ -427,9 +428,7 @@ class DynamoDBSink:
             "WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s AND GENERATION = %s ORDER BY SEGMENT",
             (application_name, self.target.source_table, generation),
         )
-        return [
-            SegmentState(int(r[0]), int(r[1]), SegmentMark(r[2], bool(r[3]), int(r[4])), str(r[5])) for r in rows
-        ]
+        return [SegmentState(int(r[0]), int(r[1]), SegmentMark(r[2], bool(r[3]), int(r[4])), str(r[5])) for r in rows]
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -484,7 +483,12 @@ class DynamoDBSink:
         try:
             for shard_id in sorted(shard_ends):
                 self.sink.advance_ledger(
-                    application_name, generation_id, batch_id, shard_id, shard_starts.get(shard_id), shard_ends[shard_id]
+                    application_name,
+                    generation_id,
+                    batch_id,
+                    shard_id,
+                    shard_starts.get(shard_id),
+                    shard_ends[shard_id],
                 )
             for segment in sorted(segment_ends):
                 assert snapshot_generation is not None
@@ -501,9 +505,12 @@ class DynamoDBSink:
             if rows:
                 loaded = self._copy(stage_dir, rows, columns)
                 result = self._merge(loaded, destination_columns, columns)
-            completes = snapshot_generation is not None and any(m.done for m in segment_ends.values())
-            if completes and self._segments_done(application_name, snapshot_generation, total_segments):
-                assert snapshot_generation is not None
+            finishes = any(m.done for m in segment_ends.values())
+            if (
+                snapshot_generation is not None
+                and finishes
+                and self._segments_done(application_name, snapshot_generation, total_segments)
+            ):
                 self._complete(snapshot_generation, destination_columns, deleted_at)
                 result = MergeResult(
                     result.changes_loaded,
@@ -613,7 +620,9 @@ class DynamoDBSink:
             )
         return loaded
 
-    def _merge(self, loaded: int, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]) -> MergeResult:
+    def _merge(
+        self, loaded: int, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]
+    ) -> MergeResult:
         cur = self.connection.cursor()
         try:
             cur.execute(merge_sql(self.target, destination_columns, staged))
@@ -630,7 +639,9 @@ class DynamoDBSink:
             rows_deleted=int(counts.get("number of rows deleted") or 0),
         )
 
-    def _complete(self, generation: int, destination_columns: Sequence[TableColumn], deleted_at: datetime | None) -> None:
+    def _complete(
+        self, generation: int, destination_columns: Sequence[TableColumn], deleted_at: datetime | None
+    ) -> None:
         params = () if self.target.deletes is Deletes.HARD else ((deleted_at or datetime.now(UTC)).isoformat(),)
         self._execute(unseen_rows_sql(self.target, generation, destination_columns), params)
         if self.target.deletes is Deletes.HARD:

@@ -39,18 +39,26 @@ def snapshot(key: str, generation: int = 0, **attributes: Any) -> ItemChange:
     return ItemChange(
         table="orders",
         keys={"id": {"S": key}},
-        image={"id": {"S": key}, **{k: {"N": str(v)} if isinstance(v, int) else {"S": v} for k, v in attributes.items()}},
+        image={
+            "id": {"S": key},
+            **{k: {"N": str(v)} if isinstance(v, int) else {"S": v} for k, v in attributes.items()},
+        },
         event_name=EventName.SNAPSHOT,
         version=Version.of_snapshot(generation),
-        shard_id=f"segment-0-of-1",
+        shard_id="segment-0-of-1",
         approximate_creation_time=T0,
     )
 
 
-def stream(key: str, event: EventName, sequence: int, generation: int = 0, ttl: bool = False, **attributes: Any) -> ItemChange:
+def stream(
+    key: str, event: EventName, sequence: int, generation: int = 0, ttl: bool = False, **attributes: Any
+) -> ItemChange:
     image = None
     if event is not EventName.REMOVE:
-        image = {"id": {"S": key}, **{k: {"N": str(v)} if isinstance(v, int) else {"S": v} for k, v in attributes.items()}}
+        image = {
+            "id": {"S": key},
+            **{k: {"N": str(v)} if isinstance(v, int) else {"S": v} for k, v in attributes.items()},
+        }
     return ItemChange(
         table="orders",
         keys={"id": {"S": key}},
@@ -122,7 +130,9 @@ class Table:
 
     def stage_many(self, stage_dir: str, changes: Sequence[ItemChange], prefixes: Sequence[str]) -> None:
         """Stage changes of several key spaces (each change's key gets its own prefix) in one file."""
-        renamed = [replace(c, keys={"id": {"S": p + c.keys["id"]["S"]}}) for c, p in zip(changes, prefixes, strict=True)]
+        renamed = [
+            replace(c, keys={"id": {"S": p + c.keys["id"]["S"]}}) for c, p in zip(changes, prefixes, strict=True)
+        ]
         self.stage(stage_dir, renamed)
 
     def apply(self, stage_dir: str, changes: Sequence[ItemChange], prefix: str = "", **kwargs: Any) -> Any:
@@ -145,7 +155,9 @@ class Table:
         extra = ", DYNAMODB_DELETED, DYNAMODB_DELETED_AT, DYNAMODB_DELETED_AT IS NULL" if soft else ""
         item = "ITEM" if self.target.layout is Layout.PACKED else ", ".join(self.attributes)
         result = {}
-        for row in query(self.emulators, f"SELECT ID, DYNAMODB_VERSION, DYNAMODBMETADATA, {item}{extra} FROM {self.target.table}"):
+        for row in query(
+            self.emulators, f"SELECT ID, DYNAMODB_VERSION, DYNAMODBMETADATA, {item}{extra} FROM {self.target.table}"
+        ):
             meta = json.loads(row[2]) if isinstance(row[2], str) else row[2]
             if self.target.layout is Layout.PACKED:
                 image = json.loads(row[3]) if isinstance(row[3], str) else row[3]
@@ -160,10 +172,12 @@ class Table:
         return result
 
     def tombstones(self) -> dict[str, str]:
-        return dict(query(self.emulators, f"SELECT ID, DYNAMODB_VERSION FROM {self.target.tombstones}"))  # type: ignore[arg-type]
+        return dict(query(self.emulators, f"SELECT ID, DYNAMODB_VERSION FROM {self.target.tombstones}"))
 
 
-def make_table(emulators: Emulators, tmp_path: Path, layout: Layout, deletes: Deletes, attributes: str = "") -> Iterator[Table]:
+def make_table(
+    emulators: Emulators, tmp_path: Path, layout: Layout, deletes: Deletes, attributes: str = ""
+) -> Iterator[Table]:
     name = unique("DDB").replace("-", "_").upper()
     soft = ", DYNAMODB_DELETED BOOLEAN, DYNAMODB_DELETED_AT TIMESTAMP_TZ" if deletes is Deletes.SOFT else ""
     body = "ITEM VARIANT" if layout is Layout.PACKED else attributes
@@ -175,7 +189,9 @@ def make_table(emulators: Emulators, tmp_path: Path, layout: Layout, deletes: De
         f"CREATE TABLE ANALYTICS.RAW.{name} (ID VARCHAR NOT NULL, DYNAMODB_VERSION VARCHAR, "
         f"DYNAMODBMETADATA OBJECT{soft}, {body})"
     )
-    target = DynamoDBTarget(Destination("ANALYTICS", "RAW", name), "orders", (KeyColumn("ID", "VARCHAR"),), layout, deletes)
+    target = DynamoDBTarget(
+        Destination("ANALYTICS", "RAW", name), "orders", (KeyColumn("ID", "VARCHAR"),), layout, deletes
+    )
     sink = DynamoDBSink(conn, target)
     sink.ensure_support_objects()
     names = tuple(re.findall(r"(?:^|,\s*)([A-Z_]+)\s", attributes))
@@ -217,15 +233,27 @@ def expected_rows(table: Table, changes: Sequence[ItemChange], prefix: str = "")
         if change.is_removal and not soft:
             continue
         if change.image is None:
-            item: dict[str, Any] = (
-                None if table.target.layout is Layout.PACKED else dict.fromkeys((a.lower() for a in table.attributes))
+            item: dict[str, Any] | None = (
+                None if table.target.layout is Layout.PACKED else dict.fromkeys(a.lower() for a in table.attributes)
             )
         else:
             image = {**plain(change.image), "id": key}
-            item = image if table.target.layout is Layout.PACKED else {a.lower(): image.get(a.lower()) for a in table.attributes}
-        row = {"version": change.version.to_text(), "event": change.event_name.value, "ttl": change.ttl_expiry, "item": item}
+            item = (
+                image
+                if table.target.layout is Layout.PACKED
+                else {a.lower(): image.get(a.lower()) for a in table.attributes}
+            )
+        row: dict[str, Any] = {
+            "version": change.version.to_text(),
+            "event": change.event_name.value,
+            "ttl": change.ttl_expiry,
+            "item": item,
+        }
         if soft:
-            row |= {"deleted": change.is_removal, "deleted_at": change.approximate_creation_time if change.is_removal else None}
+            row |= {
+                "deleted": change.is_removal,
+                "deleted_at": change.approximate_creation_time if change.is_removal else None,
+            }
         rows[key] = row
     return rows
 
@@ -235,7 +263,12 @@ def test_an_upsert_and_a_removal_apply_once(packed_hard: Table) -> None:
     result = table.apply("app/b1", [snapshot("a", v=1), snapshot("b", v=1), stream("b", EventName.REMOVE, 10)])
     assert (result.changes_loaded, result.rows_inserted) == (3, 1)
     assert table.rows() == {
-        "a": {"version": Version.of_snapshot(0).to_text(), "event": "SNAPSHOT", "ttl": False, "item": {"id": "a", "v": 1}}
+        "a": {
+            "version": Version.of_snapshot(0).to_text(),
+            "event": "SNAPSHOT",
+            "ttl": False,
+            "item": {"id": "a", "v": 1},
+        }
     }
     assert table.tombstones() == {"b": Version.of_stream(0, "10").to_text()}
 
@@ -259,7 +292,9 @@ def test_replaying_a_batch_is_rejected_by_the_ledger(packed_hard: Table) -> None
         table.apply("app/b1-segment", [stream("b", EventName.MODIFY, 12, v=3)], **{**marks, "shard_ends": {}})
     assert table.rows() == before
     assert table.sink.read_ledger(table.app, "g") == {"shardId-1": Checkpoint("11")}
-    assert table.sink.read_segments(table.app, 0) == [SegmentState(0, 2, SegmentMark('{"id": {"S": "a"}}', items=1), "app/b1")]
+    assert table.sink.read_segments(table.app, 0) == [
+        SegmentState(0, 2, SegmentMark('{"id": {"S": "a"}}', items=1), "app/b1")
+    ]
 
 
 def test_changes_converge_whatever_order_they_arrive_in(any_table: Table) -> None:
@@ -292,7 +327,7 @@ def test_changes_converge_whatever_order_they_arrive_in(any_table: Table) -> Non
             rows=len(staged), columns=table.sink.sink.describe_columns(),
         )  # fmt: skip
     every_change = [c for batch in batches.values() for c in batch]
-    expected = {}
+    expected: dict[str, dict[str, Any]] = {}
     for n in range(len(orders)):
         expected |= expected_rows(table, every_change, f"o{n}-")
     rows = table.rows()
@@ -325,11 +360,14 @@ def test_completing_a_resnapshot_removes_the_rows_it_did_not_see(
     emulators: Emulators, tmp_path: Path, deletes: Deletes
 ) -> None:
     table = next(make_table(emulators, tmp_path, Layout.PACKED, deletes))
-    table.apply("app/g0", [snapshot("a", v=1), snapshot("b", v=1), snapshot("c", v=1), stream("d", EventName.REMOVE, 5)])
+    table.apply(
+        "app/g0", [snapshot("a", v=1), snapshot("b", v=1), snapshot("c", v=1), stream("d", EventName.REMOVE, 5)]
+    )
     cursor = '{"id": {"S": "a"}}'
     first = table.apply(
         "app/g1-1", [snapshot("a", generation=1, v=2), stream("c", EventName.MODIFY, 100, generation=1, v=3)],
-        snapshot_generation=1, total_segments=2, segment_starts={0: None}, segment_ends={0: SegmentMark(cursor, items=1)},
+        snapshot_generation=1, total_segments=2,
+        segment_starts={0: None}, segment_ends={0: SegmentMark(cursor, items=1)},
     )  # fmt: skip
     assert first.completed_snapshot is None
     # Not complete yet: b may still be scanned.
@@ -359,14 +397,17 @@ def test_completing_a_resnapshot_removes_the_rows_it_did_not_see(
 
 
 def test_a_failing_merge_leaves_the_ledger_where_it_was(emulators: Emulators, tmp_path: Path) -> None:
-    table = next(make_table(emulators, tmp_path, Layout.UNPACKED, Deletes.HARD, "V NUMBER(38,0), NAME VARCHAR NOT NULL"))
+    table = next(
+        make_table(emulators, tmp_path, Layout.UNPACKED, Deletes.HARD, "V NUMBER(38,0), NAME VARCHAR NOT NULL")
+    )
     table.apply("app/b1", [stream("a", EventName.INSERT, 1, v=1, name="x")], shard_starts={"shardId-1": None},
                 shard_ends={"shardId-1": Checkpoint("1")})  # fmt: skip
     with pytest.raises(Exception, match="non-nullable"):
         table.apply(
             "app/b2", [stream("a", EventName.MODIFY, 2, v=2), stream("b", EventName.REMOVE, 3)],
             shard_starts={"shardId-1": Checkpoint("1")}, shard_ends={"shardId-1": Checkpoint("3")},
-            snapshot_generation=0, total_segments=1, segment_starts={0: None}, segment_ends={0: SegmentMark(None, done=True)},
+            snapshot_generation=0, total_segments=1,
+            segment_starts={0: None}, segment_ends={0: SegmentMark(None, done=True)},
         )  # fmt: skip
     assert table.sink.read_ledger(table.app, "g") == {"shardId-1": Checkpoint("1")}
     assert table.sink.read_segments(table.app, 0) == []
