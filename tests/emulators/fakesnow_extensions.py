@@ -14,6 +14,13 @@
   and more. They are DECIMAL(38,0) instead (the connector still reads the values as ints), and
   text that is not a number is refused with Snowflake's message ("Numeric value 'one' is not
   recognized") rather than DuckDB's for a DECIMAL.
+* MERGE inside a transaction that already wrote a table: Snowflake runs it like any DML; fakesnow
+  0.12 runs it through a temporary work table, and records the (absent) comment of every new
+  temporary table in its global catalogue, a second database DuckDB refuses to write in that
+  transaction. A temporary table without a comment records none.
+* A NULL written to a NOT NULL column: Snowflake answers "NULL result in a non-nullable column";
+  fakesnow 0.12 lets DuckDB's constraint error escape, which its server answers with HTTP 500, and
+  the connector retries that for ever.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import re
 import threading
 from typing import Any
 
+import duckdb
 import snowflake.connector
 from fakesnow import copy_into, transforms
 from fakesnow import cursor as fakesnow_cursor
@@ -32,6 +40,7 @@ _original_inserts = copy_into._inserts
 _original_copy_into = copy_into.copy_into
 _original_integer_precision = transforms.integer_precision
 _original_execute = fakesnow_cursor.FakeSnowflakeCursor.execute
+_original_extract_comment_on_table = transforms.extract_comment_on_table
 # DuckDB's words for text a DECIMAL cast refuses, and Snowflake's.
 _NOT_A_NUMBER = re.compile(r'Could not convert string "(.*?)" to DECIMAL\([0-9]+,[0-9]+\)')
 _NUMBER_38_0 = exp.DataType.build("DECIMAL(38, 0)")
@@ -126,13 +135,35 @@ def _integer_precision(expression: exp.Expr) -> exp.Expr:
 def _execute(self: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return _original_execute(self, *args, **kwargs)
+    except duckdb.ConstraintException as err:
+        message = str(err).split("\n")[0]
+        if "NOT NULL constraint failed" not in message:
+            raise
+        raise snowflake.connector.errors.ProgrammingError(
+            msg=f"NULL result in a non-nullable column ({message})", errno=100072, sqlstate="22000"
+        ) from err
     except snowflake.connector.errors.ProgrammingError as err:
         if err.msg:
             err.msg = _NOT_A_NUMBER.sub(r"Numeric value '\1' is not recognized", err.msg)
         raise
 
 
+def _extract_comment_on_table(expression: exp.Expr) -> exp.Expr:
+    """A temporary table created without a comment has none to record."""
+    new = _original_extract_comment_on_table(expression)
+    recorded = new.args.get("table_comment")
+    if (
+        isinstance(new, exp.Create)
+        and recorded is not None
+        and recorded[1] is None
+        and new.find(exp.TemporaryProperty) is not None
+    ):
+        del new.args["table_comment"]
+    return new
+
+
 def install() -> None:
+    transforms.extract_comment_on_table = _extract_comment_on_table
     transforms.integer_precision = _integer_precision
     fakesnow_cursor.FakeSnowflakeCursor.execute = _execute  # type: ignore[method-assign]
     copy_into._inserts = _json_transform_inserts

@@ -685,6 +685,21 @@ class SnowflakeSink:
             raise
         return CommitResult(rows_loaded=loaded, failures_loaded=failed)
 
+    def advance_ledger(
+        self,
+        application_name: str,
+        generation_id: str,
+        batch_id: str,
+        shard_id: str,
+        start: Checkpoint | None,
+        end: Checkpoint,
+    ) -> None:
+        """Move one shard's ledger mark from ``start`` to ``end`` inside the caller's transaction.
+
+        :raises StaleBatchError: the mark is no longer ``start``.
+        """
+        self._advance_ledger(application_name, generation_id, batch_id, shard_id, start, end)
+
     def _advance_ledger(
         self,
         application_name: str,

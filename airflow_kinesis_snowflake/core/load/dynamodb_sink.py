@@ -1,0 +1,648 @@
+"""Apply a DynamoDB table's changes to its Snowflake table: one MERGE per batch, with the ledger.
+
+The destination holds one row per primary key. A batch of :class:`~..sources.dynamodb.model.ItemChange`
+rows, staged as Parquet (key columns, ``DYNAMODB_EVENT``, ``DYNAMODB_VERSION``, ``DYNAMODBMETADATA``,
+and ``ITEM`` or one column per attribute), is applied in one transaction:
+
+1. **Guard.** The ledger moves first: each stream shard's mark (the Kinesis ledger, shard id ->
+   :class:`~..model.Checkpoint`) and each snapshot segment's mark (:data:`SNAPSHOT_LEDGER_TABLE`: its
+   ``LastEvaluatedKey`` cursor, done flag and item count) must still be the one the batch started
+   from, or :class:`~.snowflake_sink.StaleBatchError` rolls everything back. So a replayed or
+   duplicate batch applies nothing.
+2. **COPY** the staged files into a temporary table (created before the transaction: DDL commits).
+3. **MERGE.** The batch is reduced to the newest change per key (by ``DYNAMODB_VERSION``; Snowflake's
+   MERGE with duplicate source keys is nondeterministic), and a change is applied only when its
+   version is greater than the row's: an INSERT, MODIFY or SNAPSHOT change upserts the item (with
+   the ``unpacked`` layout every attribute column is set, NULL where the item lacks the attribute,
+   so the row equals the item); a REMOVE deletes the row (``deletes: hard``) or marks it
+   (``deletes: soft``: ``DYNAMODB_DELETED``, ``DYNAMODB_DELETED_AT`` the removal's time, its version,
+   no attributes).
+4. **Tombstones** (``deletes: hard``). A deleted row remembers nothing, yet a snapshot item scanned
+   before a removal may arrive after it. So each removal also writes its key and version to the
+   table's tombstone table, and a change whose key has a tombstone at least as new is not applied.
+   With ``deletes: soft`` the marked row itself is the tombstone (a removal of a key without a row
+   inserts a marked row).
+5. **Completing a snapshot.** When the batch marks the last segment of snapshot generation ``g``
+   done, the same transaction removes (or marks) the rows whose version is of a generation below
+   ``g`` -- items deleted while the stream was unreadable, which neither the snapshot nor the
+   stream of ``g`` saw -- and purges the tombstones of generations up to ``g``: once the snapshot
+   is complete, only stream records newer than everything loaded (the ledger's order) remain.
+
+The changes applied, the tombstones and the ledger commit together: a failure anywhere rolls all
+of them back. Whatever order the changes of an item arrive in, and however often they are
+replayed, the row ends as the item's newest change made it (:mod:`..sources.dynamodb.model`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from airflow_kinesis_snowflake.core.load.schema import TableColumn
+from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    ROWS_DIR,
+    CommitResult,
+    LoadError,
+    OutcomeKey,
+    SnowflakeSink,
+    StaleBatchError,
+    SupportObjectDDL,
+    qualified_name,
+    quote_identifier,
+)
+from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
+from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Version
+
+# The shared column names of a DynamoDB destination and of its staged batches.
+EVENT_COLUMN = "DYNAMODB_EVENT"
+VERSION_COLUMN = "DYNAMODB_VERSION"
+DELETED_COLUMN = "DYNAMODB_DELETED"
+DELETED_AT_COLUMN = "DYNAMODB_DELETED_AT"
+METADATA_COLUMN = "DYNAMODBMETADATA"
+ITEM_COLUMN = "ITEM"
+#: The metadata key holding a change's time, ISO 8601 text: a soft removal's ``DYNAMODB_DELETED_AT``.
+CHANGE_TIME_KEY = "approximateCreationDateTime"
+
+SNAPSHOT_LEDGER_TABLE = "DYNAMODB_SNAPSHOT_LEDGER"
+TOMBSTONES_SUFFIX = "_DYNAMODB_TOMBSTONES"
+BATCH_SUFFIX = "_DYNAMODB_BATCH"
+
+_BOOKKEEPING = (EVENT_COLUMN, VERSION_COLUMN, DELETED_COLUMN, DELETED_AT_COLUMN, METADATA_COLUMN)
+_SEMI_STRUCTURED = ("VARIANT", "OBJECT", "ARRAY")
+_KEY_TYPE = re.compile(r"^[A-Z][A-Z0-9_]*(\([0-9]{1,3}(, ?[0-9]{1,3})?\))?$")
+# The change time a soft removal records, computed in the MERGE's source.
+_CHANGE_TIME = "DYNAMODB_CHANGE_TIME"
+
+
+class Deletes(StrEnum):
+    """What a removal does to its row: delete it, or mark it deleted."""
+
+    HARD = "hard"
+    SOFT = "soft"
+
+
+class Layout(StrEnum):
+    """How an item is held: one VARIANT ``ITEM`` column, or one column per first-level attribute."""
+
+    PACKED = "packed"
+    UNPACKED = "unpacked"
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    """A primary key attribute's column: the attribute's name upper-cased, and its Snowflake type."""
+
+    name: str
+    column_type: str
+
+    def __post_init__(self) -> None:
+        if not _KEY_TYPE.match(self.column_type):
+            raise ValueError(f"key column {self.name!r}: not a Snowflake column type: {self.column_type!r}")
+
+
+@dataclass(frozen=True)
+class DynamoDBTarget:
+    """One DynamoDB table's destination and how changes are applied to it.
+
+    :param destination: the Snowflake table (one row per primary key).
+    :param source_table: the DynamoDB table's name (the snapshot ledger's key).
+    :param keys: the partition key's column, and the sort key's if the table has one.
+    :param layout: ``packed`` (an ``ITEM`` VARIANT) or ``unpacked`` (a column per attribute).
+    :param deletes: ``hard`` (a removal deletes the row) or ``soft`` (it marks the row).
+    """
+
+    destination: Destination
+    source_table: str
+    keys: tuple[KeyColumn, ...]
+    layout: Layout = Layout.PACKED
+    deletes: Deletes = Deletes.HARD
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.keys) <= 2:
+            raise ValueError(f"a DynamoDB table has a partition key and at most a sort key, got {self.keys}")
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.keys)
+
+    @property
+    def table(self) -> str:
+        return qualified_name(self.destination.database, self.destination.schema, self.destination.table)
+
+    @property
+    def tombstones(self) -> str:
+        d = self.destination
+        return qualified_name(d.database, d.schema, d.table + TOMBSTONES_SUFFIX)
+
+    @property
+    def batch_table(self) -> str:
+        """The session's temporary table of a batch, named within the current schema (the sink
+        uses the destination's schema first)."""
+        return quote_identifier(self.destination.table + BATCH_SUFFIX)
+
+    @property
+    def snapshot_ledger(self) -> str:
+        return qualified_name(self.destination.database, self.destination.schema, SNAPSHOT_LEDGER_TABLE)
+
+
+@dataclass(frozen=True)
+class SegmentMark:
+    """How far one snapshot segment's Scan got.
+
+    :param cursor: the last page's ``LastEvaluatedKey`` as JSON text; None once the segment is done.
+    :param done: the Scan of the segment reached its end.
+    :param items: the items read from the segment so far.
+    """
+
+    cursor: str | None
+    done: bool = False
+    items: int = 0
+
+    def __post_init__(self) -> None:
+        if self.done != (self.cursor is None):
+            raise ValueError("a segment has a cursor until it is done, and none after")
+
+
+@dataclass(frozen=True)
+class SegmentState:
+    """One segment's row of the snapshot ledger."""
+
+    segment: int
+    total_segments: int
+    mark: SegmentMark
+    batch_id: str
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What one batch did: changes loaded, rows the MERGE changed, and a snapshot completed."""
+
+    changes_loaded: int
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    completed_snapshot: int | None = None
+
+
+# -- SQL ------------------------------------------------------------------------------------------
+
+
+def _q(name: str) -> str:
+    return quote_identifier(name)
+
+
+def _column_type(column: TableColumn) -> str:
+    return column.data_type
+
+
+def attribute_columns(target: DynamoDBTarget, columns: Sequence[TableColumn]) -> list[TableColumn]:
+    """The columns of ``columns`` that hold an item's attributes (``ITEM``, or one per attribute)."""
+    reserved = {n.upper() for n in (*target.key_names, *_BOOKKEEPING)}
+    return [c for c in columns if c.name.upper() not in reserved]
+
+
+def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
+    """The snapshot ledger, and the tombstone table with hard deletes (idempotent, run outside any
+    transaction; the Kinesis ledger, stage and outcomes table come from
+    :func:`~.snowflake_sink.support_objects_ddl`)."""
+    ledger = SupportObjectDDL(
+        "snapshot ledger",
+        f"CREATE TABLE IF NOT EXISTS {target.snapshot_ledger} ("
+        "APPLICATION_NAME VARCHAR NOT NULL, TABLE_NAME VARCHAR NOT NULL, GENERATION NUMBER(10,0) NOT NULL, "
+        "SEGMENT NUMBER(10,0) NOT NULL, TOTAL_SEGMENTS NUMBER(10,0) NOT NULL, CURSOR VARCHAR, "
+        "DONE BOOLEAN NOT NULL, ITEMS NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, "
+        "UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+    )
+    if target.deletes is Deletes.SOFT:
+        return (ledger,)
+    keys = ", ".join(f"{_q(k.name)} {k.column_type} NOT NULL" for k in target.keys)
+    return (
+        ledger,
+        SupportObjectDDL(
+            "tombstones",
+            f"CREATE TABLE IF NOT EXISTS {target.tombstones} ({keys}, {VERSION_COLUMN} VARCHAR NOT NULL)",
+        ),
+    )
+
+
+def batch_table_ddl(target: DynamoDBTarget, staged: Sequence[TableColumn]) -> str:
+    """The temporary table a batch is copied into: keys, event, version, metadata, attributes.
+
+    Its columns take every value (no NOT NULL): the destination's constraints apply at the MERGE.
+    """
+    columns = [
+        *(f"{_q(k.name)} {k.column_type}" for k in target.keys),
+        f"{EVENT_COLUMN} VARCHAR",
+        f"{VERSION_COLUMN} VARCHAR",
+        f"{METADATA_COLUMN} OBJECT",
+        *(f"{_q(c.name)} {_column_type(c)}" for c in attribute_columns(target, staged)),
+    ]
+    return f"CREATE OR REPLACE TEMPORARY TABLE {target.batch_table} ({', '.join(columns)})"
+
+
+def _batch_column_names(target: DynamoDBTarget, staged: Sequence[TableColumn]) -> list[tuple[str, bool]]:
+    """The batch table's columns in order, each with whether it is staged as JSON text."""
+    attributes = attribute_columns(target, staged)
+    return [
+        *((k, False) for k in target.key_names),
+        (EVENT_COLUMN, False),
+        (VERSION_COLUMN, False),
+        (METADATA_COLUMN, True),
+        *((c.name, c.base_type in _SEMI_STRUCTURED) for c in attributes),
+    ]
+
+
+def copy_batch_sql(target: DynamoDBTarget, location: str, staged: Sequence[TableColumn]) -> str:
+    """COPY the staged Parquet files at ``location`` into the batch table.
+
+    ``DYNAMODBMETADATA``, ``ITEM`` and other VARIANT, OBJECT or ARRAY columns are staged as JSON text
+    (a Parquet struct would turn DynamoDB numbers into doubles) and parsed here.
+    """
+    columns = _batch_column_names(target, staged)
+
+    def value(name: str, json_text: bool) -> str:
+        path = "$1:" + _q(name)
+        return f"PARSE_JSON({path})" if json_text else path
+
+    return (
+        f"COPY INTO {target.batch_table} ({', '.join(_q(n) for n, _ in columns)}) "
+        f"FROM (SELECT {', '.join(value(n, j) for n, j in columns)} FROM {location}) "
+        "FILE_FORMAT = (TYPE = PARQUET) ON_ERROR = ABORT_STATEMENT"
+    )
+
+
+def _newest_per_key(target: DynamoDBTarget, where: str = "") -> str:
+    keys = ", ".join(_q(k) for k in target.key_names)
+    return (
+        f"SELECT * FROM {target.batch_table}{where} "
+        f"QUALIFY ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY {VERSION_COLUMN} DESC) = 1"
+    )
+
+
+def _keys_match(target: DynamoDBTarget, left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{_q(k)} = {right}.{_q(k)}" for k in target.key_names)
+
+
+def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]) -> str:
+    """The MERGE applying the batch table to the destination (see the module docstring).
+
+    :param destination_columns: the destination's columns; every attribute column is set on an
+        upsert, from the batch where it was staged, NULL where it was not.
+    :param staged: the columns the staged rows were built for.
+    """
+    staged_names = {c.name.upper() for c in attribute_columns(target, staged)}
+    attributes = [c.name for c in attribute_columns(target, destination_columns)]
+    image = {a: (f"s.{_q(a)}" if a.upper() in staged_names else "NULL") for a in attributes}
+    keys = list(target.key_names)
+    soft = target.deletes is Deletes.SOFT
+    tombstone_filter = (
+        ""
+        if soft
+        else f" WHERE NOT EXISTS (SELECT 1 FROM {target.tombstones} AS x "
+        f"WHERE {_keys_match(target, 'x', 'n')} AND x.{VERSION_COLUMN} >= n.{VERSION_COLUMN})"
+    )
+    source = (
+        f"(SELECT n.*, n.{METADATA_COLUMN}:{CHANGE_TIME_KEY}::VARCHAR::TIMESTAMP_TZ AS {_CHANGE_TIME} "
+        f"FROM ({_newest_per_key(target)}) AS n{tombstone_filter}) AS s"
+    )
+    newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
+    removal = f"s.{EVENT_COLUMN} = '{EventName.REMOVE.value}'"
+    common = {VERSION_COLUMN: f"s.{VERSION_COLUMN}", METADATA_COLUMN: f"s.{METADATA_COLUMN}"}
+    upsert = {**image, **common}
+    if soft:
+        upsert |= {DELETED_COLUMN: "FALSE", DELETED_AT_COLUMN: "NULL"}
+        marked = {**dict.fromkeys(attributes, "NULL"), **common}
+        marked |= {DELETED_COLUMN: "TRUE", DELETED_AT_COLUMN: f"s.{_CHANGE_TIME}"}
+
+    def update(values: Mapping[str, str]) -> str:
+        return "UPDATE SET " + ", ".join(f"t.{_q(c)} = {v}" for c, v in values.items())
+
+    def insert(values: Mapping[str, str]) -> str:
+        names = [*keys, *values]
+        exprs = [*(f"s.{_q(k)}" for k in keys), *values.values()]
+        return f"INSERT ({', '.join(_q(n) for n in names)}) VALUES ({', '.join(exprs)})"
+
+    whens = (
+        [
+            f"WHEN MATCHED AND {newer} AND {removal} THEN {update(marked)}",
+            f"WHEN MATCHED AND {newer} THEN {update(upsert)}",
+            f"WHEN NOT MATCHED AND {removal} THEN {insert(marked)}",
+            f"WHEN NOT MATCHED THEN {insert(upsert)}",
+        ]
+        if soft
+        else [
+            f"WHEN MATCHED AND {newer} AND {removal} THEN DELETE",
+            f"WHEN MATCHED AND {newer} THEN {update(upsert)}",
+            f"WHEN NOT MATCHED AND s.{EVENT_COLUMN} <> '{EventName.REMOVE.value}' THEN {insert(upsert)}",
+        ]
+    )
+    return f"MERGE INTO {target.table} AS t USING {source} ON {_keys_match(target, 't', 's')} " + " ".join(whens)
+
+
+def tombstones_merge_sql(target: DynamoDBTarget) -> str:
+    """Record the batch's newest removal per key in the tombstone table (``deletes: hard``)."""
+    keys = list(target.key_names)
+    names = ", ".join(_q(k) for k in [*keys, VERSION_COLUMN])
+    values = ", ".join(f"s.{_q(k)}" for k in [*keys, VERSION_COLUMN])
+    removals = _newest_per_key(target, f" WHERE {EVENT_COLUMN} = '{EventName.REMOVE.value}'")
+    return (
+        f"MERGE INTO {target.tombstones} AS t USING ({removals}) AS s ON {_keys_match(target, 't', 's')} "
+        f"WHEN MATCHED AND s.{VERSION_COLUMN} > t.{VERSION_COLUMN} "
+        f"THEN UPDATE SET t.{VERSION_COLUMN} = s.{VERSION_COLUMN} "
+        f"WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
+    )
+
+
+def unseen_rows_sql(target: DynamoDBTarget, generation: int, destination_columns: Sequence[TableColumn]) -> str:
+    """Delete (or mark, with soft deletes) the rows no change of snapshot ``generation`` or later
+    touched; a soft deletion's time is the statement's one parameter."""
+    older = f"{VERSION_COLUMN} < '{Version.of_snapshot(generation).to_text()}'"
+    if target.deletes is Deletes.HARD:
+        return f"DELETE FROM {target.table} WHERE {older}"
+    cleared = "".join(f", {_q(c.name)} = NULL" for c in attribute_columns(target, destination_columns))
+    return (
+        f"UPDATE {target.table} SET {DELETED_COLUMN} = TRUE, {DELETED_AT_COLUMN} = %s{cleared} "
+        f"WHERE {older} AND ({DELETED_COLUMN} IS NULL OR {DELETED_COLUMN} = FALSE)"
+    )
+
+
+def purge_tombstones_sql(target: DynamoDBTarget, generation: int) -> str:
+    """Delete the tombstones of snapshot generations up to ``generation``."""
+    return f"DELETE FROM {target.tombstones} WHERE {VERSION_COLUMN} < '{Version.of_snapshot(generation + 1).to_text()}'"
+
+
+# -- the sink -------------------------------------------------------------------------------------
+
+
+class DynamoDBSink:
+    """Everything a DynamoDB table's sync does in Snowflake, over a snowflake-connector-python connection.
+
+    The stage, the Kinesis ledger (stream shards' marks) and the batch outcomes table are those of
+    :class:`~.snowflake_sink.SnowflakeSink` for the same destination; this class adds the snapshot
+    ledger, the tombstones and the MERGE.
+    """
+
+    def __init__(self, connection: Any, target: DynamoDBTarget) -> None:
+        self.connection = connection
+        self.target = target
+        self.sink = SnowflakeSink(connection, target.destination)
+
+    def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        cur = self.connection.cursor()
+        try:
+            cur.execute(sql, params)
+            return list(cur.fetchall()) if cur.description else []
+        finally:
+            cur.close()
+
+    def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
+        cur = self.connection.cursor()
+        try:
+            cur.execute(sql, params)
+            return int(cur.rowcount or 0)
+        finally:
+            cur.close()
+
+    def ensure_support_objects(self) -> None:
+        """The Kinesis support objects (ledger, stage, outcomes...), the snapshot ledger and the
+        tombstones; idempotent DDL, run outside any transaction."""
+        self.sink.ensure_support_objects()
+        for ddl in support_objects_ddl(self.target):
+            self._execute(ddl.sql)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read_ledger(self, application_name: str, generation_id: str) -> dict[str, Checkpoint]:
+        """The stream shards' marks (the Kinesis ledger)."""
+        return self.sink.read_ledger(application_name, generation_id)
+
+    def read_segments(self, application_name: str, generation: int) -> list[SegmentState]:
+        """The snapshot ledger's segments of ``generation`` of this table, by segment number; a
+        segment no batch has read yet has no row."""
+        rows = self._execute(
+            f"SELECT SEGMENT, TOTAL_SEGMENTS, CURSOR, DONE, ITEMS, BATCH_ID FROM {self.target.snapshot_ledger} "
+            "WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s AND GENERATION = %s ORDER BY SEGMENT",
+            (application_name, self.target.source_table, generation),
+        )
+        return [SegmentState(int(r[0]), int(r[1]), SegmentMark(r[2], bool(r[3]), int(r[4])), str(r[5])) for r in rows]
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def apply_batch(
+        self,
+        *,
+        application_name: str,
+        generation_id: str,
+        batch_id: str,
+        stage_dir: str,
+        rows: int,
+        columns: Sequence[TableColumn],
+        shard_starts: Mapping[str, Checkpoint | None] | None = None,
+        shard_ends: Mapping[str, Checkpoint] | None = None,
+        snapshot_generation: int | None = None,
+        total_segments: int = 0,
+        segment_starts: Mapping[int, SegmentMark | None] | None = None,
+        segment_ends: Mapping[int, SegmentMark] | None = None,
+        deleted_at: datetime | None = None,
+        outcome: Callable[[CommitResult], tuple[OutcomeKey, BatchResult]] | None = None,
+    ) -> MergeResult:
+        """Apply the changes staged at ``@stage/<stage_dir>/rows/`` and move the ledger, all or nothing.
+
+        :param generation_id: the lease-table generation the stream shards' marks are kept under.
+        :param rows: the changes staged (one per Parquet row).
+        :param columns: the columns the staged rows were built for (keys, bookkeeping, attributes).
+        :param shard_starts: per stream shard, the mark the batch started from (None: no mark yet).
+        :param shard_ends: per stream shard that delivered records, the last record delivered.
+        :param snapshot_generation: the snapshot generation the batch's segments belong to.
+        :param total_segments: that snapshot's segment count.
+        :param segment_starts: per segment read, the mark the batch started from (None: first read).
+        :param segment_ends: per segment read, where the batch left it.
+        :param deleted_at: the deletion time of rows a completed re-snapshot did not see (soft
+            deletes); now when None.
+        :param outcome: given what was loaded, the batch's outcome and whose it is; recorded in the
+            same transaction (:meth:`SnowflakeSink.record_outcome`).
+        :raises StaleBatchError: a mark is no longer the one the batch started from; nothing applied.
+        :raises LoadError: the COPY did not load the staged rows.
+        """
+        shard_ends = shard_ends or {}
+        shard_starts = shard_starts or {}
+        segment_ends = segment_ends or {}
+        segment_starts = segment_starts or {}
+        if segment_ends and snapshot_generation is None:
+            raise ValueError("segment marks need the snapshot generation they belong to")
+        destination_columns = self.sink.describe_columns()
+        d = self.target.destination
+        self._execute(f"USE SCHEMA {_q(d.database)}.{_q(d.schema)}")
+        if rows:
+            self._execute(batch_table_ddl(self.target, columns))
+        self._execute("BEGIN")
+        try:
+            for shard_id in sorted(shard_ends):
+                self.sink.advance_ledger(
+                    application_name,
+                    generation_id,
+                    batch_id,
+                    shard_id,
+                    shard_starts.get(shard_id),
+                    shard_ends[shard_id],
+                )
+            for segment in sorted(segment_ends):
+                assert snapshot_generation is not None
+                self._advance_segment(
+                    application_name,
+                    snapshot_generation,
+                    total_segments,
+                    batch_id,
+                    segment,
+                    segment_starts.get(segment),
+                    segment_ends[segment],
+                )
+            result = MergeResult(changes_loaded=0)
+            if rows:
+                loaded = self._copy(stage_dir, rows, columns)
+                result = self._merge(loaded, destination_columns, columns)
+            finishes = any(m.done for m in segment_ends.values())
+            if (
+                snapshot_generation is not None
+                and finishes
+                and self._segments_done(application_name, snapshot_generation, total_segments)
+            ):
+                self._complete(snapshot_generation, destination_columns, deleted_at)
+                result = MergeResult(
+                    result.changes_loaded,
+                    result.rows_inserted,
+                    result.rows_updated,
+                    result.rows_deleted,
+                    completed_snapshot=snapshot_generation,
+                )
+            if outcome is not None:
+                self.sink.record_outcome(*outcome(CommitResult(rows_loaded=result.changes_loaded, failures_loaded=0)))
+            self._execute("COMMIT")
+        except BaseException:
+            self._execute("ROLLBACK")
+            raise
+        return result
+
+    def complete_snapshot(
+        self, application_name: str, generation: int, total_segments: int, deleted_at: datetime | None = None
+    ) -> None:
+        """Complete snapshot ``generation`` on its own (idempotent): remove (or mark) the rows it did
+        not see and purge the tombstones up to it, in one transaction.
+
+        :meth:`apply_batch` does the same in the transaction that marks the last segment done; this
+        is for a caller that must be sure it happened.
+        :raises StaleBatchError: not every segment of the generation is done in the ledger.
+        """
+        destination_columns = self.sink.describe_columns()
+        self._execute("BEGIN")
+        try:
+            if not self._segments_done(application_name, generation, total_segments):
+                raise StaleBatchError(
+                    f"snapshot {generation} of {self.target.source_table} for application {application_name!r} "
+                    f"has segments not done in {self.target.snapshot_ledger}: it cannot be completed"
+                )
+            self._complete(generation, destination_columns, deleted_at)
+            self._execute("COMMIT")
+        except BaseException:
+            self._execute("ROLLBACK")
+            raise
+
+    def purge_tombstones(self, generation: int) -> int:
+        """Delete the tombstones of snapshot generations up to ``generation`` (whose snapshot is
+        complete); the number deleted. Nothing to do with soft deletes."""
+        if self.target.deletes is Deletes.SOFT:
+            return 0
+        return self._rowcount(purge_tombstones_sql(self.target, generation), ())
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _advance_segment(
+        self,
+        application_name: str,
+        generation: int,
+        total_segments: int,
+        batch_id: str,
+        segment: int,
+        start: SegmentMark | None,
+        end: SegmentMark,
+    ) -> None:
+        if not 0 <= segment < total_segments:
+            raise ValueError(f"segment {segment} is not one of {total_segments} segments")
+        key = (application_name, self.target.source_table, generation, segment)
+        where = "WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s AND GENERATION = %s AND SEGMENT = %s"
+        if start is None:
+            changed = self._rowcount(
+                f"INSERT INTO {self.target.snapshot_ledger} (APPLICATION_NAME, TABLE_NAME, GENERATION, SEGMENT, "
+                "TOTAL_SEGMENTS, CURSOR, DONE, ITEMS, BATCH_ID) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {self.target.snapshot_ledger} {where})",
+                (*key, total_segments, end.cursor, end.done, end.items, batch_id, *key),
+            )
+        elif start.done:
+            changed = 0
+        else:
+            changed = self._rowcount(
+                f"UPDATE {self.target.snapshot_ledger} SET CURSOR = %s, DONE = %s, ITEMS = %s, BATCH_ID = %s, "
+                f"UPDATED_AT = CURRENT_TIMESTAMP() {where} AND CURSOR = %s AND DONE = FALSE AND ITEMS = %s",
+                (end.cursor, end.done, end.items, batch_id, *key, start.cursor, start.items),
+            )
+        if changed != 1:
+            raise StaleBatchError(
+                f"snapshot ledger mark of segment {segment} of {self.target.source_table} (generation {generation}) "
+                f"for application {application_name!r} is no longer {start}: another batch read it first; "
+                "nothing was applied"
+            )
+
+    def _segments_done(self, application_name: str, generation: int, total_segments: int) -> bool:
+        rows = self._execute(
+            f"SELECT COUNT(*) FROM {self.target.snapshot_ledger} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
+            "AND GENERATION = %s AND DONE = TRUE AND TOTAL_SEGMENTS = %s",
+            (application_name, self.target.source_table, generation, total_segments),
+        )
+        return total_segments > 0 and int(rows[0][0]) == total_segments
+
+    def _copy(self, stage_dir: str, expected: int, staged: Sequence[TableColumn]) -> int:
+        location = f"@{self.sink.stage}/{stage_dir}/{ROWS_DIR}/"
+        sql = copy_batch_sql(self.target, location, staged)
+        try:
+            results = self._execute(sql)
+        except Exception as err:
+            raise LoadError(f"{sql} failed: {err}") from err
+        statuses = {str(r[1]) for r in results}
+        loaded = sum(int(r[3] or 0) for r in results)
+        if statuses - {"LOADED"} or loaded != expected:
+            raise LoadError(
+                f"COPY INTO {self.target.batch_table} from {stage_dir} loaded {loaded} of {expected} changes "
+                f"(file statuses: {sorted(statuses)})"
+            )
+        return loaded
+
+    def _merge(
+        self, loaded: int, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]
+    ) -> MergeResult:
+        cur = self.connection.cursor()
+        try:
+            cur.execute(merge_sql(self.target, destination_columns, staged))
+            names = [str(c[0]).lower() for c in cur.description or []]
+            counts = dict(zip(names, cur.fetchone() or (), strict=False))
+        finally:
+            cur.close()
+        if self.target.deletes is Deletes.HARD:
+            self._execute(tombstones_merge_sql(self.target))
+        return MergeResult(
+            changes_loaded=loaded,
+            rows_inserted=int(counts.get("number of rows inserted") or 0),
+            rows_updated=int(counts.get("number of rows updated") or 0),
+            rows_deleted=int(counts.get("number of rows deleted") or 0),
+        )
+
+    def _complete(
+        self, generation: int, destination_columns: Sequence[TableColumn], deleted_at: datetime | None
+    ) -> None:
+        params = () if self.target.deletes is Deletes.HARD else ((deleted_at or datetime.now(UTC)).isoformat(),)
+        self._execute(unseen_rows_sql(self.target, generation, destination_columns), params)
+        if self.target.deletes is Deletes.HARD:
+            self._execute(purge_tombstones_sql(self.target, generation))

@@ -1,0 +1,63 @@
+"""The DynamoDB sink's objects and statements, without a server."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
+    Deletes,
+    DynamoDBTarget,
+    KeyColumn,
+    Layout,
+    SegmentMark,
+    merge_sql,
+    purge_tombstones_sql,
+    support_objects_ddl,
+    unseen_rows_sql,
+)
+from airflow_kinesis_snowflake.core.load.schema import TableColumn
+from airflow_kinesis_snowflake.core.model import Destination
+from airflow_kinesis_snowflake.core.sources.dynamodb.model import Version
+
+KEYS = (KeyColumn("PK", "VARCHAR"), KeyColumn("SK", "NUMBER(38,0)"))
+
+
+def target(deletes: Deletes = Deletes.HARD, layout: Layout = Layout.UNPACKED) -> DynamoDBTarget:
+    return DynamoDBTarget(Destination("DB", "RAW", "ORDERS"), "orders", KEYS, layout, deletes)
+
+
+def test_a_key_column_needs_a_snowflake_type() -> None:
+    with pytest.raises(ValueError, match="PK"):
+        KeyColumn("PK", "VARCHAR; DROP TABLE X")
+
+
+def test_a_table_has_one_or_two_key_columns() -> None:
+    with pytest.raises(ValueError, match="sort key"):
+        DynamoDBTarget(Destination("DB", "RAW", "T"), "t", ())
+
+
+def test_a_segment_has_a_cursor_exactly_until_it_is_done() -> None:
+    with pytest.raises(ValueError):
+        SegmentMark(None, done=False)
+    with pytest.raises(ValueError):
+        SegmentMark('{"pk": {"S": "a"}}', done=True)
+
+
+def test_tombstones_exist_only_with_hard_deletes() -> None:
+    assert [d.kind for d in support_objects_ddl(target(Deletes.HARD))] == ["snapshot ledger", "tombstones"]
+    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == ["snapshot ledger"]
+    assert '"SK" NUMBER(38,0) NOT NULL' in support_objects_ddl(target())[1].sql
+
+
+def test_an_upsert_sets_every_attribute_column_null_where_the_batch_has_none() -> None:
+    destination = [TableColumn("PK", "TEXT"), TableColumn("A", "TEXT"), TableColumn("B", "NUMBER(38,0)")]
+    sql = merge_sql(target(), destination, [TableColumn("PK", "TEXT"), TableColumn("A", "TEXT")])
+    assert 't."A" = s."A"' in sql
+    assert 't."B" = NULL' in sql
+
+
+def test_a_generation_compares_by_its_smallest_version() -> None:
+    assert f"< '{Version.of_snapshot(3).to_text()}'" in unseen_rows_sql(target(), 3, [])
+    assert f"< '{Version.of_snapshot(4).to_text()}'" in purge_tombstones_sql(target(), 3)
+    # every version of generation 2, stream or snapshot, is below generation 3's first
+    assert Version.of_stream(2, "9" * 40).to_text() < Version.of_snapshot(3).to_text()
