@@ -18,6 +18,10 @@
   0.12 runs it through a temporary work table, and records the (absent) comment of every new
   temporary table in its global catalogue, a second database DuckDB refuses to write in that
   transaction. A temporary table without a comment records none.
+* PARSE_JSON keeps numbers exact: Snowflake holds a JSON number of up to 38 digits as a fixed-point
+  number; fakesnow 0.12 turns PARSE_JSON into DuckDB's ``json()``, which re-reads every number with
+  a fraction as a double (``1.23456789012345678901`` comes back as ``1.2345678901234568``). A cast
+  to JSON checks the text and keeps it as written.
 * A NULL written to a NOT NULL column: Snowflake answers "NULL result in a non-nullable column";
   fakesnow 0.12 lets DuckDB's constraint error escape, which its server answers with HTTP 500, and
   the connector retries that for ever.
@@ -41,6 +45,7 @@ _original_copy_into = copy_into.copy_into
 _original_integer_precision = transforms.integer_precision
 _original_execute = fakesnow_cursor.FakeSnowflakeCursor.execute
 _original_extract_comment_on_table = transforms.extract_comment_on_table
+_original_try_parse_json = transforms.try_parse_json
 # DuckDB's words for text a DECIMAL cast refuses, and Snowflake's.
 _NOT_A_NUMBER = re.compile(r'Could not convert string "(.*?)" to DECIMAL\([0-9]+,[0-9]+\)')
 _NUMBER_38_0 = exp.DataType.build("DECIMAL(38, 0)")
@@ -89,6 +94,10 @@ def _as_variant_values(inserts: list[Any]) -> list[Any]:
 
 
 def _json_transform_inserts(expr: exp.Copy, params: Any, urls: list[str], parquet_info: Any = None) -> list[Any]:
+    return [insert.transform(_exact_json) for insert in _copy_inserts(expr, params, urls, parquet_info)]
+
+
+def _copy_inserts(expr: exp.Copy, params: Any, urls: list[str], parquet_info: Any = None) -> list[Any]:
     from_ = expr.args["files"][0]
     if isinstance(from_, exp.Subquery) and isinstance(params.file_format, copy_into.ReadParquet):
         # $1:"key" is the Parquet column named exactly key.
@@ -162,7 +171,22 @@ def _extract_comment_on_table(expression: exp.Expr) -> exp.Expr:
     return new
 
 
+def _exact_json(expression: exp.Expr) -> exp.Expr:
+    """PARSE_JSON(text) as a cast to JSON, which keeps the numbers as written."""
+    if isinstance(expression, exp.ParseJSON) and not expression.args.get("safe"):
+        return exp.Cast(this=expression.this, to=exp.DataType.build("JSON"))
+    return expression
+
+
+def _parse_json(expression: exp.Expr) -> exp.Expr:
+    # A COPY's columns are rewritten by _json_transform_inserts first: its PARSE_JSON calls wait.
+    if expression.find_ancestor(exp.Copy) is None:
+        expression = _exact_json(expression)
+    return _original_try_parse_json(expression)
+
+
 def install() -> None:
+    transforms.try_parse_json = _parse_json
     transforms.extract_comment_on_table = _extract_comment_on_table
     transforms.integer_precision = _integer_precision
     fakesnow_cursor.FakeSnowflakeCursor.execute = _execute  # type: ignore[method-assign]

@@ -42,6 +42,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
+    DELETED_AT_COLUMN,
+    DELETED_COLUMN,
+    EVENT_COLUMN,
+    METADATA_COLUMN,
+    VERSION_COLUMN,
+    Layout,
+)
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     ROWS_DIR,
@@ -56,18 +64,14 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Version
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SnapshotStart
 
-# The shared column names of a DynamoDB destination and of its staged batches.
-EVENT_COLUMN = "DYNAMODB_EVENT"
-VERSION_COLUMN = "DYNAMODB_VERSION"
-DELETED_COLUMN = "DYNAMODB_DELETED"
-DELETED_AT_COLUMN = "DYNAMODB_DELETED_AT"
-METADATA_COLUMN = "DYNAMODBMETADATA"
-ITEM_COLUMN = "ITEM"
 #: The metadata key holding a change's time, ISO 8601 text: a soft removal's ``DYNAMODB_DELETED_AT``.
 CHANGE_TIME_KEY = "approximateCreationDateTime"
 
 SNAPSHOT_LEDGER_TABLE = "DYNAMODB_SNAPSHOT_LEDGER"
+GENERATIONS_TABLE = "DYNAMODB_SYNC_GENERATIONS"
 TOMBSTONES_SUFFIX = "_DYNAMODB_TOMBSTONES"
 BATCH_SUFFIX = "_DYNAMODB_BATCH"
 
@@ -83,13 +87,6 @@ class Deletes(StrEnum):
 
     HARD = "hard"
     SOFT = "soft"
-
-
-class Layout(StrEnum):
-    """How an item is held: one VARIANT ``ITEM`` column, or one column per first-level attribute."""
-
-    PACKED = "packed"
-    UNPACKED = "unpacked"
 
 
 @dataclass(frozen=True)
@@ -148,6 +145,10 @@ class DynamoDBTarget:
     def snapshot_ledger(self) -> str:
         return qualified_name(self.destination.database, self.destination.schema, SNAPSHOT_LEDGER_TABLE)
 
+    @property
+    def generations(self) -> str:
+        return qualified_name(self.destination.database, self.destination.schema, GENERATIONS_TABLE)
+
 
 @dataclass(frozen=True)
 class SegmentMark:
@@ -168,7 +169,7 @@ class SegmentMark:
 
 
 @dataclass(frozen=True)
-class SegmentState:
+class SegmentRow:
     """One segment's row of the snapshot ledger."""
 
     segment: int
@@ -217,11 +218,19 @@ def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
         "DONE BOOLEAN NOT NULL, ITEMS NUMBER(20,0) NOT NULL, BATCH_ID VARCHAR NOT NULL, "
         "UPDATED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
     )
+    generations = SupportObjectDDL(
+        "sync generations",
+        f"CREATE TABLE IF NOT EXISTS {target.generations} ("
+        "APPLICATION_NAME VARCHAR NOT NULL, TABLE_NAME VARCHAR NOT NULL, GENERATION NUMBER(10,0) NOT NULL, "
+        "STARTED_AT VARCHAR NOT NULL, TOTAL_SEGMENTS NUMBER(10,0) NOT NULL, STREAM_FROM_TRIM_HORIZON BOOLEAN NOT NULL, "
+        "REASON VARCHAR NOT NULL, COMPLETED BOOLEAN NOT NULL, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+    )
     if target.deletes is Deletes.SOFT:
-        return (ledger,)
+        return (ledger, generations)
     keys = ", ".join(f"{_q(k.name)} {k.column_type} NOT NULL" for k in target.keys)
     return (
         ledger,
+        generations,
         SupportObjectDDL(
             "tombstones",
             f"CREATE TABLE IF NOT EXISTS {target.tombstones} ({keys}, {VERSION_COLUMN} VARCHAR NOT NULL)",
@@ -414,13 +423,18 @@ class DynamoDBSink:
         for ddl in support_objects_ddl(self.target):
             self._execute(ddl.sql)
 
+    def ensure_destination(self, columns: Sequence[TableColumn]) -> None:
+        """Create the destination table with ``columns`` (:func:`~.dynamodb_rows.table_columns`) unless it exists."""
+        definitions = ", ".join(f"{_q(c.name)} {c.data_type}{'' if c.nullable else ' NOT NULL'}" for c in columns)
+        self._execute(f"CREATE TABLE IF NOT EXISTS {self.target.table} ({definitions})")
+
     # -- reads ----------------------------------------------------------------------------------
 
     def read_ledger(self, application_name: str, generation_id: str) -> dict[str, Checkpoint]:
         """The stream shards' marks (the Kinesis ledger)."""
         return self.sink.read_ledger(application_name, generation_id)
 
-    def read_segments(self, application_name: str, generation: int) -> list[SegmentState]:
+    def read_segments(self, application_name: str, generation: int) -> list[SegmentRow]:
         """The snapshot ledger's segments of ``generation`` of this table, by segment number; a
         segment no batch has read yet has no row."""
         rows = self._execute(
@@ -428,9 +442,57 @@ class DynamoDBSink:
             "WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s AND GENERATION = %s ORDER BY SEGMENT",
             (application_name, self.target.source_table, generation),
         )
-        return [SegmentState(int(r[0]), int(r[1]), SegmentMark(r[2], bool(r[3]), int(r[4])), str(r[5])) for r in rows]
+        return [SegmentRow(int(r[0]), int(r[1]), SegmentMark(r[2], bool(r[3]), int(r[4])), str(r[5])) for r in rows]
+
+    def current_generation(self, application_name: str) -> Generation | None:
+        """The table's newest sync generation, as recorded when it started; None before the first.
+
+        Two workers that started the same generation at once recorded it twice: the earlier start
+        counts (its stream is read from the earlier time, which misses nothing).
+        """
+        rows = self._execute(
+            f"SELECT GENERATION, MIN(STARTED_AT), MAX(TOTAL_SEGMENTS), "
+            "MAX(CASE WHEN STREAM_FROM_TRIM_HORIZON THEN 1 ELSE 0 END), MAX(CASE WHEN COMPLETED THEN 1 ELSE 0 END) "
+            f"FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
+            "GROUP BY GENERATION ORDER BY GENERATION DESC LIMIT 1",
+            (application_name, self.target.source_table),
+        )
+        if not rows:
+            return None
+        number, started, total, trim_horizon, completed = rows[0]
+        started_at = datetime.fromisoformat(str(started))
+        snapshot = SnapshotStart(int(number), started_at, int(total)) if int(total) else None
+        return Generation(int(number), started_at, snapshot, bool(trim_horizon), bool(completed))
 
     # -- writes ---------------------------------------------------------------------------------
+
+    def record_generation(self, application_name: str, generation: Generation, reason: str) -> bool:
+        """Record a generation's start, before anything of it is read; False when this or a later
+        generation is already recorded (another worker started it: the caller reads it back)."""
+        total = generation.snapshot.total_segments if generation.snapshot else 0
+        return (
+            self._rowcount(
+                f"INSERT INTO {self.target.generations} (APPLICATION_NAME, TABLE_NAME, GENERATION, STARTED_AT, "
+                "TOTAL_SEGMENTS, STREAM_FROM_TRIM_HORIZON, REASON, COMPLETED) "
+                "SELECT %s, %s, %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
+                f"SELECT 1 FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
+                "AND GENERATION >= %s)",
+                (
+                    application_name,
+                    self.target.source_table,
+                    generation.number,
+                    generation.started_at.isoformat(),
+                    total,
+                    generation.stream_from_trim_horizon,
+                    reason,
+                    generation.completed,
+                    application_name,
+                    self.target.source_table,
+                    generation.number,
+                ),
+            )
+            == 1
+        )
 
     def apply_batch(
         self,
@@ -511,7 +573,7 @@ class DynamoDBSink:
                 and finishes
                 and self._segments_done(application_name, snapshot_generation, total_segments)
             ):
-                self._complete(snapshot_generation, destination_columns, deleted_at)
+                self._complete(application_name, snapshot_generation, destination_columns, deleted_at)
                 result = MergeResult(
                     result.changes_loaded,
                     result.rows_inserted,
@@ -545,7 +607,7 @@ class DynamoDBSink:
                     f"snapshot {generation} of {self.target.source_table} for application {application_name!r} "
                     f"has segments not done in {self.target.snapshot_ledger}: it cannot be completed"
                 )
-            self._complete(generation, destination_columns, deleted_at)
+            self._complete(application_name, generation, destination_columns, deleted_at)
             self._execute("COMMIT")
         except BaseException:
             self._execute("ROLLBACK")
@@ -640,8 +702,17 @@ class DynamoDBSink:
         )
 
     def _complete(
-        self, generation: int, destination_columns: Sequence[TableColumn], deleted_at: datetime | None
+        self,
+        application_name: str,
+        generation: int,
+        destination_columns: Sequence[TableColumn],
+        deleted_at: datetime | None,
     ) -> None:
+        self._execute(
+            f"UPDATE {self.target.generations} SET COMPLETED = TRUE "
+            "WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s AND GENERATION = %s",
+            (application_name, self.target.source_table, generation),
+        )
         params = () if self.target.deletes is Deletes.HARD else ((deleted_at or datetime.now(UTC)).isoformat(),)
         self._execute(unseen_rows_sql(self.target, generation, destination_columns), params)
         if self.target.deletes is Deletes.HARD:

@@ -25,6 +25,8 @@ pytestmark = pytest.mark.integration
 KEYS = (KeyAttribute("pk", "S"), KeyAttribute("sk", "N"))
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 THIRTY_EIGHT = "-12345678901234567890123456789012345678"
+# 37 digits, 17 of them after the point: a double would keep 17 in all.
+FRACTION = "-7047450285813637669.56736289691636857"
 
 
 def test_packed_rows_load_through_copy_and_read_back_exactly(emulators: Emulators, tmp_path: Path) -> None:
@@ -32,6 +34,7 @@ def test_packed_rows_load_through_copy_and_read_back_exactly(emulators: Emulator
     image: Item = {
         **keys,
         "big": {"N": THIRTY_EIGHT},
+        "fraction": {"N": FRACTION},
         "huge": {"N": "1E+125"},
         "tiny": {"N": "1E-130"},
         "doc": {"M": {"l": {"L": [{"N": "0.10"}, {"NULL": True}, {"B": b"\x00\xff"}]}}},
@@ -79,6 +82,7 @@ def test_packed_rows_load_through_copy_and_read_back_exactly(emulators: Emulator
         "pk": "user#1",
         "sk": Decimal("1.5"),
         "big": Decimal(THIRTY_EIGHT),
+        "fraction": Decimal(FRACTION),
         "huge": "1E+125",
         "tiny": "1E-130",
         "doc": {"l": [Decimal("0.1"), None, "AP8="]},

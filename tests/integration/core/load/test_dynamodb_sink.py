@@ -22,7 +22,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     KeyColumn,
     Layout,
     SegmentMark,
-    SegmentState,
+    SegmentRow,
 )
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, StaleBatchError
 from airflow_kinesis_snowflake.core.model import Checkpoint, Destination
@@ -293,7 +293,7 @@ def test_replaying_a_batch_is_rejected_by_the_ledger(packed_hard: Table) -> None
     assert table.rows() == before
     assert table.sink.read_ledger(table.app, "g") == {"shardId-1": Checkpoint("11")}
     assert table.sink.read_segments(table.app, 0) == [
-        SegmentState(0, 2, SegmentMark('{"id": {"S": "a"}}', items=1), "app/b1")
+        SegmentRow(0, 2, SegmentMark('{"id": {"S": "a"}}', items=1), "app/b1")
     ]
 
 
