@@ -153,8 +153,10 @@ class Emulators:
             time.sleep(0.2)
         raise RuntimeError(f"the fakesnow server was not restarted {restarts} times: {self.snowflake_server_state()}")
 
-    def boto3_client(self, service: str) -> Any:
+    def boto3_client(self, service: str, **config: Any) -> Any:
+        """A client of the moto server; ``config``: botocore ``Config`` settings (retries, ...)."""
         import boto3
+        from botocore.config import Config
 
         return boto3.client(
             service,
@@ -162,6 +164,7 @@ class Emulators:
             endpoint_url=self.aws_endpoint,
             aws_access_key_id=AWS_KEY,
             aws_secret_access_key=AWS_KEY,
+            config=Config(**config),
         )
 
     def snowflake_params(self) -> dict[str, Any]:

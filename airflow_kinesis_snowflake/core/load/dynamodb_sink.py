@@ -401,20 +401,10 @@ class DynamoDBSink:
         self.sink = SnowflakeSink(connection, target.destination)
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        cur = self.connection.cursor()
-        try:
-            cur.execute(sql, params)
-            return list(cur.fetchall()) if cur.description else []
-        finally:
-            cur.close()
+        return self.sink._execute(sql, params)
 
     def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
-        cur = self.connection.cursor()
-        try:
-            cur.execute(sql, params)
-            return int(cur.rowcount or 0)
-        finally:
-            cur.close()
+        return self.sink._rowcount(sql, params)
 
     def ensure_support_objects(self) -> None:
         """The Kinesis support objects (ledger, stage, outcomes...), the snapshot ledger and the

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName
 from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
@@ -22,7 +20,6 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
 from tests.conftest import unique
 from tests.emulators import Emulators
 from tests.emulators.dynamodb_streams import expire_item, roll_shard, trim
-from tests.emulators.servers import AWS_KEY, REGION
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +27,7 @@ LATER = datetime.now(UTC) + timedelta(days=1)
 
 
 def client(emulators: Emulators, service: str, **config: Any) -> Any:
-    return boto3.client(
-        service,
-        region_name=REGION,
-        endpoint_url=emulators.aws_endpoint,
-        aws_access_key_id=AWS_KEY,
-        aws_secret_access_key=AWS_KEY,
-        config=Config(**config),
-    )
+    return emulators.boto3_client(service, **config)
 
 
 @dataclass
