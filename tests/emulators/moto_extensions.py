@@ -8,11 +8,13 @@
   context is simulated; their keys are reported as missing context values.
 * Resource scoping under IAM enforcement (``INITIAL_NO_AUTH_ACTION_COUNT``): moto authorises a
   request against the resource its response class names in ``_determine_resource()``, and ``*``
-  when there is none, which is the case for Kinesis and DynamoDB. Without a resource a policy
+  when there is none, which is the case for Kinesis, DynamoDB and DynamoDB Streams. Without a resource a policy
   scoped to ARNs denies everything; with one, it is honoured as on AWS. A denial is answered as
   those services do, ``AccessDeniedException`` naming the resource, not IAM's XML error. Action and
   resource patterns are matched as the simulator does (moto matches actions case-sensitively and
-  knows no ``?``). CreateTable with tags also needs ``dynamodb:TagResource``, as on AWS.
+  knows no ``?``). CreateTable with tags also needs ``dynamodb:TagResource``, as on AWS. A DynamoDB
+  Streams request is authorised on its stream's ARN (``StreamArn``, or the one a shard iterator
+  begins with), as ``dynamodb:<Action>``; ListStreams on ``*``.
 * Identities moto does not have: GetCallerIdentity with :data:`ROOT_ACCESS_KEY_ID` answers the
   account root user (``arn:aws:iam::<account>:root``), as AWS does for a root access key; and
   GetFederationToken issues credentials of their own, for which GetCallerIdentity answers the
@@ -37,6 +39,7 @@ from moto.core.authorization import ActionAuthenticatorMixin
 from moto.core.exceptions import AccessDeniedError, JsonRESTError
 from moto.core.responses import ActionResult
 from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.iam.access_control import IAMPolicyStatement, IAMRequest
 from moto.iam.exceptions import InvalidInput, NoSuchEntity
 from moto.iam.models import IAMBackend, iam_backends
@@ -267,6 +270,21 @@ def _dynamodb_resource(self: DynamoHandler) -> str:
     return arn
 
 
+def _dynamodb_streams_resource(self: DynamoDBStreamsHandler) -> str:
+    """The stream ARN a DynamoDB Streams request acts on; ``*`` for ListStreams.
+
+    A shard iterator is ``<stream ARN>|<version>|<token>``, as on AWS, so GetRecords is authorised
+    on the stream it reads.
+    """
+    params = _json_body(self)
+    if params.get("StreamArn"):
+        return str(params["StreamArn"])
+    iterator = params.get("ShardIterator")
+    if iterator and str(iterator).startswith("arn:"):
+        return str(iterator).split("|", 1)[0]
+    return "*"
+
+
 def _iam_resource(original: Any) -> Any:
     def determine(self: IamResponse) -> str:
         # AWS authorises SimulatePrincipalPolicy on the simulated principal.
@@ -361,7 +379,8 @@ def install(*, policy_simulator: bool = True) -> None:
     IamResponse._determine_resource = _iam_resource(IamResponse._determine_resource)  # type: ignore[method-assign]
     KinesisResponse._determine_resource = _kinesis_resource  # type: ignore[attr-defined]
     DynamoHandler._determine_resource = _dynamodb_resource  # type: ignore[attr-defined]
-    for response_class in (KinesisResponse, DynamoHandler):
+    DynamoDBStreamsHandler._determine_resource = _dynamodb_streams_resource  # type: ignore[attr-defined]
+    for response_class in (KinesisResponse, DynamoHandler, DynamoDBStreamsHandler):
         response_class._authenticate_and_authorize_normal_action = _json_access_denied(  # type: ignore[method-assign]
             response_class._authenticate_and_authorize_normal_action
         )
