@@ -4,8 +4,8 @@
 repository's ``dags/kinesis_snowflake_connectors.py``) and, when it has no connector file yet, a
 ``connectors/`` directory with a commented example and the example's DAG file. ``validate`` checks
 every connector file of a directory, and across files, printing each problem with its file and
-field. ``policy`` prints the least-privilege IAM policy for one connector file, for an AWS
-administrator to attach to the connector's user or role. ``dag-file`` writes the small DAG file
+field. ``policy`` prints the least-privilege IAM policy for one connector file (a Kinesis stream's
+or DynamoDB tables'), for an AWS administrator to attach to the connector's user or role. ``dag-file`` writes the small DAG file
 that builds one connector file's DAGs, so that each connector is a DAG file of its own in Airflow.
 ``status`` prints, per connector and shard, the checkpoint, the lag and the last batch's rows and
 dead letters, read from the lease table and Snowflake's batch outcomes table through Airflow's
@@ -23,17 +23,23 @@ from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
 
+import yaml
+
 from airflow_kinesis_snowflake.config import (
+    DYNAMODB_SOURCE,
     ConnectorConfig,
     ConnectorConfigError,
     connector_files,
     duplicate_connector_id_error,
     duplicate_connector_ids,
     load_connector_config,
+    load_dynamodb_connector_config,
+    source_type,
 )
 from airflow_kinesis_snowflake.core.admin.iam import (
     ACCOUNT_ID_PLACEHOLDER,
     IamPolicyError,
+    dynamodb_source_permissions,
     policy_document,
     required_permissions,
 )
@@ -51,7 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     policy = commands.add_parser(
         "policy",
         help="print the IAM policy a connector needs",
-        description="Print the least-privilege IAM policy (JSON) that a connector file needs.",
+        description="Print the least-privilege IAM policy (JSON) that a connector file needs: for a Kinesis "
+        "stream, the stream and the lease table; for DynamoDB tables (source.type: dynamodb), the tables, their "
+        "streams, the tagging API when they are discovered by tags, and the lease table.",
     )
     policy.add_argument("config", metavar="CONNECTOR_YAML", help="a connector file, e.g. dags/connectors/orders.yaml")
     policy.add_argument(
@@ -329,7 +337,56 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_dynamodb(path: str) -> bool:
+    """Whether a connector file names ``source.type: dynamodb`` (an unreadable file is left to the loader)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return source_type(data) == DYNAMODB_SOURCE
+
+
+# Options of the Kinesis policy that have no counterpart for a DynamoDB source, and why.
+_KINESIS_ONLY_OPTIONS = {
+    "include_migration_table": (
+        "--include-migration-table",
+        "a DynamoDB source has no legacy KCL lease table to migrate",
+    ),
+    "include_maintenance": (
+        "--include-maintenance",
+        "the reset, restore and clean-up DAGs do not act on a DynamoDB source's tables in this version",
+    ),
+    "active_application_name": (
+        "--active-application-name",
+        "a DynamoDB source is not reset to a new application name in this version",
+    ),
+}
+
+
+def _dynamodb_policy(args: argparse.Namespace) -> int:
+    for option, (flag, why) in _KINESIS_ONLY_OPTIONS.items():
+        if getattr(args, option):
+            print(f"error: {args.config}: {flag} does not apply: {why}; leave it out", file=sys.stderr)
+            return 1
+    try:
+        config = load_dynamodb_connector_config(args.config)
+        requirements = dynamodb_source_permissions(
+            region=config.source.region,
+            account_id=args.account_id,
+            application_name=config.source.application_name,
+            tables=config.source.tables,
+            partition=args.partition,
+        )
+    except (ConnectorConfigError, IamPolicyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(policy_document(requirements), indent=2))
+    return 0
+
+
 def _policy(args: argparse.Namespace) -> int:
+    if _is_dynamodb(args.config):
+        return _dynamodb_policy(args)
     try:
         config = load_connector_config(args.config)
         common = {

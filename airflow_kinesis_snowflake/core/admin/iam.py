@@ -421,13 +421,8 @@ def dynamodb_source_permissions(
             sid="DynamoDBSourceStreams",
             actions=("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"),
             resources=streams,
-            purpose="Follow each table's stream: list its shards and their parents, and read each shard's records.",
-        ),
-        Requirement(
-            sid="DynamoDBListStreams",
-            actions=("dynamodb:ListStreams",),
-            resources=("*",),
-            purpose="List a table's streams (ListStreams has no resource-level permission).",
+            purpose="Follow each table's stream (its ARN is DescribeTable's LatestStreamArn, so no ListStreams): "
+            "list its shards and their parents, and read each shard's records.",
         ),
     ]
     if tables is None:
