@@ -6,6 +6,10 @@ reason. The reasons to keep are checked first, and some are absolute:
 
 * a table without this provider's ``created-by`` tag is never touched;
 * a table with a live lease (a batch holds a shard) is never touched;
+* a table holding a DynamoDB source's leases (keys ``<table>/g<generation>/<shard or segment>``)
+  is never touched: its metadata names a DynamoDB table, not a Kinesis stream, so neither a stream's
+  retention nor its fan-out consumers say anything about it, and its gap check (the age of each
+  stream shard's last read) lives in those leases. Its stream and ledger are not read;
 * a table a reset or restore is working on is never touched, nor one that DynamoDB reports as not
   ACTIVE;
 * the active and the configured application of the connectors given (one DAG folder's) are never
@@ -32,6 +36,7 @@ reason. The reasons to keep are checked first, and some are absolute:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -49,6 +54,11 @@ RETENTION_MARGIN_SECONDS = 24 * 3600
 # confirmed gone (ResourceNotFoundException), which clean-up only looks at as a successor.
 ACTIVE = "ACTIVE"
 GONE = "GONE"
+
+# A DynamoDB source's lease key (core/sources/dynamodb/progress.lease_key): a DynamoDB table name
+# (no '/'), the generation, then a stream shard id or a snapshot segment. A Kinesis lease's key is a
+# shard id, without '/'.
+_DYNAMODB_SOURCE_KEY = re.compile(r"^[A-Za-z0-9_.\-]{3,255}/g\d+/[^/]+$")
 
 LEASE_TABLE = "lease-table"
 MIGRATION_TABLE = "migration-table"
@@ -84,6 +94,7 @@ class Rule(StrEnum):
     NO_DESTINATION = "no-destination"
     NO_LEDGER_COMMIT = "no-ledger-commit"
     TABLE_NOT_ACTIVE = "table-not-active"
+    DYNAMODB_SOURCE = "dynamodb-source"
     SUCCESSOR_UNKNOWN = "successor-unknown"
     REACHED_FROM_KEPT_TABLE = "reached-from-kept-table"
     LEASE_TABLE_KEPT = "lease-table-kept"
@@ -143,6 +154,8 @@ class LeaseTableFacts:
     :param ledger_problem: why the ledger could not be read (None: it was read).
     :param status: DescribeTable's ``TableStatus``, or :data:`GONE` for a successor that does not exist.
     :param has_checkpoints: some lease of it holds a checkpoint (it loaded something).
+    :param dynamodb_source_leases: lease keys of a DynamoDB source's tables
+        (:func:`dynamodb_source_keys`); a table holding any is left alone.
     """
 
     name: str
@@ -163,10 +176,21 @@ class LeaseTableFacts:
     ledger_problem: str | None = None
     status: str = ACTIVE
     has_checkpoints: bool = True
+    dynamodb_source_leases: tuple[str, ...] = ()
 
     @property
     def tagged(self) -> bool:
         return self.tags.get(CREATED_BY_TAG) == CREATED_BY
+
+    @property
+    def kinesis(self) -> bool:
+        """Whether it is a Kinesis stream's lease table: its ``stream_name`` names a Kinesis stream."""
+        return not self.dynamodb_source_leases
+
+
+def dynamodb_source_keys(lease_keys: Iterable[str]) -> tuple[str, ...]:
+    """The lease keys of a DynamoDB source (``<table>/g<generation>/<shard or segment>``), sorted."""
+    return tuple(sorted(k for k in lease_keys if _DYNAMODB_SOURCE_KEY.match(k)))
 
 
 @dataclass(frozen=True)
@@ -269,6 +293,14 @@ def decide_lease_table(
         return keep(Rule.OUT_OF_SCOPE, f"application {application!r} matches none of {list(patterns)}")
     if facts.application_name is None:
         return keep(Rule.NO_METADATA, "no metadata item: being created, or not a lease table this provider can read")
+    if facts.dynamodb_source_leases:
+        tables = sorted({k.split("/", 1)[0] for k in facts.dynamodb_source_leases})
+        return keep(
+            Rule.DYNAMODB_SOURCE,
+            f"holds the leases of a DynamoDB source (tables {', '.join(tables)}; keys <table>/g<generation>/...): "
+            "clean-up does not decide on a DynamoDB source's lease table; delete it by hand once no connector "
+            "syncs those tables",
+        )
     if facts.live_leases:
         return keep(Rule.LIVE_LEASE, f"leases held now on {', '.join(facts.live_leases)}")
     if facts.reset_in_progress:
@@ -565,7 +597,7 @@ def plan_cleanup(
     )
     by_application: dict[tuple[str, str], Decision] = {}
     for t, d in zip(ordered, table_decisions, strict=True):
-        if t.tagged and t.stream_name and t.application_name:
+        if t.tagged and t.kinesis and t.stream_name and t.application_name:
             by_application[(t.stream_name, t.application_name)] = d
     consumer_decisions = [
         decide_consumer(c, connectors, by_application, patterns=patterns)

@@ -54,6 +54,7 @@ from airflow_kinesis_snowflake.core.admin.cleanup import (
     decide_lease_tables,
     decide_migration_table,
     deletion_order,
+    dynamodb_source_keys,
     in_scope,
     plan_cleanup,
 )
@@ -193,6 +194,8 @@ class Evidence:
         """
         if not facts.tagged or facts.application_name is None or not in_scope(facts.application_name, patterns):
             return facts
+        if not facts.kinesis:
+            return facts  # a DynamoDB source's table: its stream_name is a DynamoDB table, and it is kept
         retention, stream_problem = self._stream_retention(facts.stream_name or "", facts.stream_arn)
         last_load, ledger_problem = self._last_load(facts.destination, facts.application_name)
         return replace(
@@ -300,7 +303,8 @@ class _Cleanup:
             if facts.superseded_by:
                 self._chain(facts.name, now, known=known)
         tables = list(known.values())
-        streams = {u.stream_name for u in self.uses} | {t.stream_name for t in tables if t.tagged and t.stream_name}
+        streams = {u.stream_name for u in self.uses}
+        streams |= {t.stream_name for t in tables if t.tagged and t.kinesis and t.stream_name}
         consumers = self._consumers(sorted(streams))
         decisions = plan_cleanup(
             tables=tables,
@@ -405,6 +409,7 @@ class _Cleanup:
             last_ingest_at=marks.last_ingest_at,
             stream_arn=marks.stream_arn,
             has_checkpoints=any(lease.checkpoint is not None for lease in leases.values()),
+            dynamodb_source_leases=dynamodb_source_keys(leases),
         )
 
     def _chain(
