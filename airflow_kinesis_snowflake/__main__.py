@@ -5,8 +5,9 @@ repository's ``dags/kinesis_snowflake_connectors.py``) and, when it has no conne
 ``connectors/`` directory with a commented example and the example's DAG file. ``validate`` checks
 every connector file of a directory, and across files, printing each problem with its file and
 field. ``policy`` prints the least-privilege IAM policy for one connector file (a Kinesis stream's
-or DynamoDB tables'), for an AWS administrator to attach to the connector's user or role. ``dag-file`` writes the small DAG file
-that builds one connector file's DAGs, so that each connector is a DAG file of its own in Airflow.
+or DynamoDB tables'), for an AWS administrator to attach to the connector's user or role.
+``dag-file`` writes the small DAG file that builds one connector file's DAGs, so that each
+connector is a DAG file of its own in Airflow.
 ``status`` prints, per connector and shard, the checkpoint, the lag and the last batch's rows and
 dead letters, read from the lease table and Snowflake's batch outcomes table through Airflow's
 connections (``docs/lag.md``).

@@ -35,8 +35,8 @@ reason. The reasons to keep are checked first, and some are absolute:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
 import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase

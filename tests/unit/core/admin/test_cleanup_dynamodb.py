@@ -63,7 +63,9 @@ def test_a_lease_table_holding_dynamodb_source_leases_is_kept_and_says_why() -> 
 
 def test_a_kinesis_consumer_is_not_judged_by_a_dynamodb_lease_table_of_the_same_names() -> None:
     # A Kinesis stream named like the DynamoDB table, with a consumer named like the application.
-    consumer = ConsumerFacts("orders", "orders-ddb", "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/x:1")
+    consumer = ConsumerFacts(
+        "orders", "orders-ddb", "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/x:1"
+    )
     kinesis_use = ConnectorUse("clicks", "clicks", "clicks-app", "clicks-app")
     decisions = plan_cleanup(
         tables=[idle_dynamodb_lease_table()],
