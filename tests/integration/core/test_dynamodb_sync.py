@@ -27,8 +27,15 @@ from botocore.config import Config
 
 from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
-from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout, key_attributes
-from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBSink, DynamoDBTarget, KeyColumn
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Layout, Widening, key_attributes
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
+    Deletes,
+    DynamoDBSink,
+    DynamoDBTarget,
+    KeyColumn,
+    widening_sql,
+)
+from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb import types
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, OnGap, StreamGapError, SyncSettings
@@ -176,7 +183,6 @@ def make_source(
 def run(
     emulators: Emulators, sync: TableSync, attempt: int, now: Callable[[], datetime] | None = None
 ) -> dynamodb_sync.TableOutcome:
-    clock = {} if now is None else {"now": now}
     return sync_table(
         sync,
         lease_dynamodb=client(emulators, "dynamodb"),
@@ -184,7 +190,7 @@ def run(
         streams=client(emulators, "dynamodbstreams"),
         connect_snowflake=emulators.snowflake_connect,
         owner=f"ddb/sync/run/-1/try-{attempt}/{os.getpid()}",
-        **clock,
+        now=now or (lambda: datetime.now(UTC)),
     )
 
 
@@ -542,3 +548,26 @@ def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap(emulators: Emula
     actual, _ = destination_rows(emulators, sync)
     assert actual == source_items(workload)
     assert not gone & set(actual)
+
+
+# -- widening an unpacked column ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stopped", ["after the copy", "after the drop"])
+def test_a_widening_cut_short_is_finished_by_the_next_batch(emulators: Emulators, stopped: str) -> None:
+    _, sync = make_source(emulators, Layout.UNPACKED)
+    conn = emulators.snowflake_connect()
+    try:
+        sink = DynamoDBSink(conn, sync.target)
+        sink.ensure_destination([*sync.destination_columns, TableColumn("QTY", "NUMBER(38,0)")])
+        table = sync.target.table
+        sink._execute(f"INSERT INTO {table} (PK, SK, DYNAMODB_VERSION, QTY) VALUES ('a', '1', 'v', 42)")
+        statements = widening_sql(sync.target, Widening("QTY", "VARCHAR"), added=False)
+        for sql in statements[: 2 if stopped == "after the copy" else 3]:
+            sink._execute(sql)
+        columns = {c.name: c.data_type for c in sink.widen_columns(())}
+        assert columns["QTY"].startswith(("VARCHAR", "TEXT")), columns
+        assert not [c for c in columns if c.endswith(WIDENING_SUFFIX)], columns
+        assert sink._execute(f"SELECT QTY FROM {table}") == [("42",)]
+    finally:
+        conn.close()
