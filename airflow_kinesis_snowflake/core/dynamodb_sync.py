@@ -6,12 +6,16 @@ reads what, and a cache of the positions. Each batch:
 
 1. **Decides** from Snowflake's records and the leases' last reads (:func:`.progress.next_step`):
    start a generation (recorded in Snowflake before anything is read, so its stream position is
-   fixed before its snapshot starts), complete a snapshot, or read.
+   fixed before its snapshot starts), complete a snapshot, or read. A gap (a shard of the current
+   generation last read longer than ``max_checkpoint_age`` ago by the run's ``now``, or a trimmed
+   position found by a read) starts the next generation with ``on_gap: resnapshot``, or raises
+   :class:`.progress.StreamGapError` with ``on_gap: fail`` before anything is recorded.
 2. **Leases** the segments the step names and the generation's stream shards whose parents are
    finished (conditional writes; a retry of the same task takes over its earlier try's leases).
 3. **Reads** each segment from its cursor in the snapshot ledger, and each shard after its ledger
    mark, up to the run's cut-off and the caps. A trimmed position is a gap (:class:`.streams.StreamGap`).
-4. **Applies** the changes and moves the ledgers in one Snowflake transaction, guarded by the marks
+4. **Applies** the changes (``unpacked``: after widening and adding the columns they need,
+   :func:`_staging_columns`) and moves the ledgers in one Snowflake transaction, guarded by the marks
    the batch read (:meth:`.load.dynamodb_sink.DynamoDBSink.apply_batch`): a batch replayed or run
    twice applies nothing the second time. *Crash before the commit:* nothing is visible, the next
    batch reads the same. *After it:* the next batch starts from the new marks.
