@@ -6,12 +6,16 @@ reads what, and a cache of the positions. Each batch:
 
 1. **Decides** from Snowflake's records and the leases' last reads (:func:`.progress.next_step`):
    start a generation (recorded in Snowflake before anything is read, so its stream position is
-   fixed before its snapshot starts), complete a snapshot, or read.
+   fixed before its snapshot starts), complete a snapshot, or read. A gap (a shard of the current
+   generation last read longer than ``max_checkpoint_age`` ago by the run's ``now``, or a trimmed
+   position found by a read) starts the next generation with ``on_gap: resnapshot``, or raises
+   :class:`.progress.StreamGapError` with ``on_gap: fail`` before anything is recorded.
 2. **Leases** the segments the step names and the generation's stream shards whose parents are
    finished (conditional writes; a retry of the same task takes over its earlier try's leases).
 3. **Reads** each segment from its cursor in the snapshot ledger, and each shard after its ledger
    mark, up to the run's cut-off and the caps. A trimmed position is a gap (:class:`.streams.StreamGap`).
-4. **Applies** the changes and moves the ledgers in one Snowflake transaction, guarded by the marks
+4. **Applies** the changes (``unpacked``: after widening and adding the columns they need,
+   :func:`_staging_columns`) and moves the ledgers in one Snowflake transaction, guarded by the marks
    the batch read (:meth:`.load.dynamodb_sink.DynamoDBSink.apply_batch`): a batch replayed or run
    twice applies nothing the second time. *Crash before the commit:* nothing is visible, the next
    batch reads the same. *After it:* the next batch starts from the new marks.
@@ -38,7 +42,16 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, packed_rows, table_columns
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
+    ITEM_COLUMN,
+    KeyAttribute,
+    Layout,
+    packed_rows,
+    summarize,
+    table_columns,
+    unpacked_rows,
+    widenings,
+)
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
     DynamoDBSink,
@@ -46,6 +59,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     MergeResult,
     SegmentMark,
 )
+from airflow_kinesis_snowflake.core.load.evolution import plan_changes
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
@@ -206,7 +220,7 @@ def sync_table(
                 continue
             try:
                 figures = _read_batch(
-                    sync, step, segment_marks, shards, leases, sink, source_dynamodb, streams, owner, cutoff
+                    sync, step, segment_marks, shards, leases, sink, source_dynamodb, streams, owner, cutoff, now
                 )
             except StreamGap as err:
                 gap = Gap(err.shard_id, str(err))
@@ -291,6 +305,7 @@ def _read_batch(
     streams: Any,
     owner: str,
     cutoff: datetime,
+    now: Callable[[], datetime],
 ) -> BatchFigures | None:
     """Steps 2 to 5 of one batch; None when it could take no lease."""
     generation = step.generation
@@ -315,7 +330,7 @@ def _read_batch(
         )
         batch.read(source_dynamodb, streams, cutoff)
         merge = batch.apply(sink)
-        batch.cache(leases, held, task_of)
+        batch.cache(leases, held, task_of, now().timestamp())
         return batch.figures(merge)
     finally:
         for lease in held.values():
@@ -368,8 +383,10 @@ class _Batch:
         changes: list[ItemChange] = [c for r in self.segment_reads for c in r.changes]
         changes += [c for r in self.stream_reads.values() for c in r.changes]
         stage_dir = f"{self.sync.application_name}/{self.sync.table}/{self.batch_id}/{uuid.uuid4().hex[:12]}"
+        columns = self.sync.destination_columns
         if changes:
-            _stage(sink, changes, self.sync.keys, stage_dir)
+            columns = _staging_columns(sink, self.sync, changes)
+            _stage(sink, changes, self.sync.keys, columns, stage_dir)
         shard_ends = {}
         for key, read in self.stream_reads.items():
             start = self.marks.get(key)
@@ -390,7 +407,7 @@ class _Batch:
             batch_id=self.batch_id,
             stage_dir=stage_dir,
             rows=len(changes),
-            columns=self.sync.destination_columns,
+            columns=columns,
             shard_starts={k: self.marks.get(k) for k in shard_ends},
             shard_ends=shard_ends,
             snapshot_generation=self.generation.number if segment_ends else None,
@@ -399,11 +416,14 @@ class _Batch:
             segment_ends=segment_ends,
         )
 
-    def cache(self, leases: LeaseTable, held: dict[str, Lease], task_of: Mapping[str, SegmentTask]) -> None:
+    def cache(
+        self, leases: LeaseTable, held: dict[str, Lease], task_of: Mapping[str, SegmentTask], read_at: float
+    ) -> None:
         """Step 5: the lease table caches what the ledger now holds; a lease lost meanwhile is left.
 
         A shard read to the cut-off is checkpointed even when it had nothing new: its lease's
-        ``checkpointed_at`` is when a batch last read it, which the safe-age rule measures.
+        ``checkpointed_at`` is when a batch last read it (``read_at``, on the run's clock, which
+        the safe-age rule measures against).
         """
         done = {r.segment.number for r in self.segment_reads if r.done}
         for key, lease in list(held.items()):
@@ -411,9 +431,9 @@ class _Batch:
                 if key in self.stream_reads:
                     read = self.stream_reads[key]
                     mark = Checkpoint(read.last_sequence_number) if read.last_sequence_number else None
-                    held[key] = leases.checkpoint(lease, mark, shard_end=read.shard_end)
+                    held[key] = leases.checkpoint(lease, mark, shard_end=read.shard_end, now=read_at)
                 elif key in task_of and task_of[key].segment.number in done:
-                    held[key] = leases.checkpoint(lease, None, shard_end=True)
+                    held[key] = leases.checkpoint(lease, None, shard_end=True, now=read_at)
             except LeaseLostError:
                 log.warning("The lease on %s was taken meanwhile: its new owner reads from the ledger", key)
 
@@ -441,8 +461,47 @@ def _scan(sync: TableSync, tasks: Sequence[SegmentTask], client: Any) -> list[Se
     return [scan_segment(client, table, t.segment, t.cursor, sync.max_items_per_segment, limiter) for t in tasks]
 
 
-def _stage(sink: DynamoDBSink, changes: Sequence[ItemChange], keys: Sequence[KeyAttribute], stage_dir: str) -> None:
-    rows = packed_rows(changes, keys)
+#: Widenings a batch runs at most before it stages (each pass widens every column it can).
+_WIDENING_PASSES = 3
+
+
+def _staging_columns(sink: DynamoDBSink, sync: TableSync, changes: Sequence[ItemChange]) -> list[TableColumn]:
+    """The columns the batch is staged with; with ``unpacked``, the destination's once it fits them.
+
+    As for Kinesis records (:func:`~.job.evolve_schema`), before anything is staged: an attribute
+    column that cannot hold a value of the batch exactly is widened (``NUMBER(38,0)`` and an S value
+    give ``VARCHAR``; :func:`~.load.dynamodb_rows.widenings`), then a column is added for each new
+    attribute (:func:`~.load.dynamodb_rows.summarize`, :func:`~.load.evolution.plan_changes`; all
+    of the batch's, so that no value is left without a column).
+    """
+    if sync.target.layout is Layout.PACKED:
+        return sync.destination_columns
+    columns = sink.widen_columns(())
+    for _ in range(_WIDENING_PASSES):
+        wider = widenings(changes, columns, sync.keys)
+        if not wider:
+            break
+        log.info("%s: widening %s", sync.table, ", ".join(f"{w.column} to {w.sql_type}" for w in wider))
+        columns = sink.widen_columns(wider)
+    summary = summarize(changes, columns, sync.keys)
+    plan = plan_changes(summary, columns, evolve=True, max_new_columns=max(len(summary.keys), 1))
+    if plan.add:
+        log.info("%s: adding columns %s", sync.table, ", ".join(f"{c.name} {c.type.sql}" for c in plan.add))
+        columns = sink.sink.evolve([(c.name, c.type.sql) for c in plan.add], ())
+    return columns
+
+
+def _stage(
+    sink: DynamoDBSink,
+    changes: Sequence[ItemChange],
+    keys: Sequence[KeyAttribute],
+    columns: Sequence[TableColumn],
+    stage_dir: str,
+) -> None:
+    if any(c.name == ITEM_COLUMN for c in columns):
+        rows = packed_rows(changes, keys)
+    else:
+        rows = unpacked_rows(changes, keys, columns)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "changes.parquet"
         pq.write_table(rows, path)

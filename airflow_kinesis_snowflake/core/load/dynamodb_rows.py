@@ -12,8 +12,12 @@ values are typed onto its lattice (:func:`attribute_type`), summarised per batch
 (:func:`summarize`) and :func:`~.evolution.plan_changes` decides the new columns, named as for
 Kinesis keys. So an attribute that is N in one item and S in another within a batch gets a
 ``VARCHAR`` column, the numbers landing as their exact text. A value is written into an existing
-column only when the column holds it exactly (:func:`column_value`); otherwise
-:class:`AttributeTypeError` says which column and value, rather than losing it.
+column only when the column holds it exactly (:func:`column_value`). An attribute whose value an
+existing column cannot hold (N in earlier batches, so ``NUMBER(38,0)``, and now S) widens the
+column before staging (:func:`widenings`): to the lattice's join of the column's type and the
+value's (N and S give ``VARCHAR``, the numbers as their exact text), or ``VARIANT``, which holds
+every value. :class:`AttributeTypeError` remains for what no column can hold (a name that is one of
+this source's columns, two attributes differing only by case).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_kinesis_snowflake.core.load.evolution import JsonType, KeyStats, KeySummary, column_name, widen
-from airflow_kinesis_snowflake.core.load.schema import TableColumn, arrow_type, coerce
+from airflow_kinesis_snowflake.core.load.schema import _INTEGER_TYPES, _NUMBER_TYPES, TableColumn, arrow_type, coerce
 from airflow_kinesis_snowflake.core.sources.dynamodb import types
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import AttributeValue, ItemChange
 
@@ -42,6 +46,8 @@ EVENT_COLUMN = "DYNAMODB_EVENT"
 RESERVED_COLUMNS = frozenset(
     {VERSION_COLUMN, DELETED_COLUMN, DELETED_AT_COLUMN, METADATA_COLUMN, ITEM_COLUMN, EVENT_COLUMN}
 )
+#: A column being widened is copied into ``<column><WIDENING_SUFFIX>`` first; never an attribute's.
+WIDENING_SUFFIX = "__DYNAMODB_WIDENING"
 #: The keys of DYNAMODBMETADATA, in order.
 METADATA_KEYS = (
     "table",
@@ -281,8 +287,7 @@ def unpacked_rows(
         them case-insensitively, as Kinesis keys do; an attribute without a column, or two that
         differ only by case, raise :class:`AttributeTypeError` (nothing is lost quietly).
     """
-    ours = RESERVED_COLUMNS | {k.column for k in keys}
-    attribute_columns = [c for c in columns if c.name.upper() not in ours]
+    attribute_columns = _attribute_columns(columns, keys)
     by_fold = {c.name.casefold(): c for c in attribute_columns}
     key_names = frozenset(k.name for k in keys)
     values: dict[str, list[Any]] = {c.name: [None] * len(changes) for c in attribute_columns}
@@ -300,3 +305,69 @@ def unpacked_rows(
             values[column.name][row] = column_value(value, column, name)
     arrays = [(pa.field(c.name, _arrow_type(c)), pa.array(values[c.name], _arrow_type(c))) for c in attribute_columns]
     return _table([*_common(changes, keys), *arrays])
+
+
+def _attribute_columns(columns: Sequence[TableColumn], keys: Sequence[KeyAttribute]) -> list[TableColumn]:
+    ours = RESERVED_COLUMNS | {k.column for k in keys}
+    return [c for c in columns if c.name.upper() not in ours and not c.name.upper().endswith(WIDENING_SUFFIX)]
+
+
+@dataclass(frozen=True)
+class Widening:
+    """An attribute column that must take a wider type before a batch is staged.
+
+    :param column: the column's name, as the table has it.
+    :param sql_type: its new type: ``VARCHAR`` or ``VARIANT``.
+    """
+
+    column: str
+    sql_type: str
+
+
+def lattice_type(column: TableColumn) -> JsonType | None:
+    """Where an existing column sits on the schema-evolution lattice; None for a type off it
+    (``DATE``, ``BINARY``, a ``NUMBER`` with a scale, a bounded ``VARCHAR``...)."""
+    base = column.base_type
+    if base in ("VARIANT", "OBJECT", "ARRAY"):
+        return JsonType.VARIANT
+    if base in ("VARCHAR", "TEXT", "STRING") and (column.max_length is None or column.max_length >= 16_777_216):
+        return JsonType.VARCHAR
+    if base == "BOOLEAN":
+        return JsonType.BOOLEAN
+    if base in _INTEGER_TYPES or (base in _NUMBER_TYPES and column.numeric_scale == 0):
+        return JsonType.INTEGER
+    return None
+
+
+def widenings(
+    changes: Iterable[ItemChange], columns: Sequence[TableColumn], keys: Sequence[KeyAttribute]
+) -> list[Widening]:
+    """The attribute columns that cannot hold some value of ``changes`` exactly, and their new types.
+
+    The new type is the lattice's join of the column's type and every such value's
+    (:func:`~.evolution.widen`): ``NUMBER(38,0)`` and an S value give ``VARCHAR``, a fraction or a
+    map give ``VARIANT``. Whatever the join cannot hold (or a column off the lattice) becomes
+    ``VARIANT``, which holds every value exactly. In column order; empty when every value fits.
+    """
+    by_fold = {c.name.casefold(): c for c in _attribute_columns(columns, keys)}
+    key_names = frozenset(k.name for k in keys)
+    wanted: dict[str, JsonType] = {}
+    for change in changes:
+        for name, value in _attributes(change, key_names):
+            column = by_fold.get(name.casefold())
+            if column is None:
+                continue
+            kind = attribute_type(value)
+            if column.name in wanted:
+                wanted[column.name] = widen(wanted[column.name], kind) or JsonType.VARIANT
+                continue
+            try:
+                column_value(value, column, name)
+            except AttributeTypeError:
+                current = lattice_type(column)
+                joined = widen(current, kind) if current is not None else None
+                if joined is None or joined is current or joined not in (JsonType.VARCHAR, JsonType.VARIANT):
+                    joined = JsonType.VARIANT
+                wanted[column.name] = joined
+    order = [c.name for c in columns]
+    return [Widening(name, wanted[name].sql) for name in sorted(wanted, key=order.index)]

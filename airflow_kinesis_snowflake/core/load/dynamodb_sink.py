@@ -48,7 +48,9 @@ from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     EVENT_COLUMN,
     METADATA_COLUMN,
     VERSION_COLUMN,
+    WIDENING_SUFFIX,
     Layout,
+    Widening,
 )
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
@@ -203,7 +205,7 @@ def _column_type(column: TableColumn) -> str:
 def attribute_columns(target: DynamoDBTarget, columns: Sequence[TableColumn]) -> list[TableColumn]:
     """The columns of ``columns`` that hold an item's attributes (``ITEM``, or one per attribute)."""
     reserved = {n.upper() for n in (*target.key_names, *_BOOKKEEPING)}
-    return [c for c in columns if c.name.upper() not in reserved]
+    return [c for c in columns if c.name.upper() not in reserved and not c.name.upper().endswith(WIDENING_SUFFIX)]
 
 
 def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
@@ -379,6 +381,26 @@ def unseen_rows_sql(target: DynamoDBTarget, generation: int, destination_columns
     )
 
 
+def widening_sql(target: DynamoDBTarget, widening: Widening, *, added: bool) -> list[str]:
+    """The statements that widen an attribute column, each idempotent, in order.
+
+    Snowflake cannot change a ``NUMBER`` or ``BOOLEAN`` column into ``VARCHAR`` or ``VARIANT``, so
+    the values are copied into ``<column><WIDENING_SUFFIX>`` of the new type (numbers as their
+    exact text, or as VARIANT numbers), the column dropped and the copy renamed. ``added``: the copy
+    column exists already (a widening that stopped half-way is taken up from its copy).
+    """
+    column = _q(widening.column)
+    copy = _q(widening.column + WIDENING_SUFFIX)
+    cast = "TO_VARIANT" if widening.sql_type == "VARIANT" else "TO_VARCHAR"
+    statements = [] if added else [f"ALTER TABLE {target.table} ADD COLUMN {copy} {widening.sql_type}"]
+    return [
+        *statements,
+        f"UPDATE {target.table} SET {copy} = {cast}({column})",
+        f"ALTER TABLE {target.table} DROP COLUMN {column}",
+        f"ALTER TABLE {target.table} RENAME COLUMN {copy} TO {column}",
+    ]
+
+
 def purge_tombstones_sql(target: DynamoDBTarget, generation: int) -> str:
     """Delete the tombstones of snapshot generations up to ``generation``."""
     return f"DELETE FROM {target.tombstones} WHERE {VERSION_COLUMN} < '{Version.of_snapshot(generation + 1).to_text()}'"
@@ -417,6 +439,33 @@ class DynamoDBSink:
         """Create the destination table with ``columns`` (:func:`~.dynamodb_rows.table_columns`) unless it exists."""
         definitions = ", ".join(f"{_q(c.name)} {c.data_type}{'' if c.nullable else ' NOT NULL'}" for c in columns)
         self._execute(f"CREATE TABLE IF NOT EXISTS {self.target.table} ({definitions})")
+
+    def widen_columns(self, widenings: Sequence[Widening]) -> list[TableColumn]:
+        """Widen attribute columns (:func:`widening_sql`), first finishing any widening a crash cut
+        short; the table's columns afterwards. Run outside any transaction, before staging.
+
+        *Crash* after the copy column was added: the next call finds it and copies, drops and
+        renames again (the old column still holds every value); after the drop: it renames the copy.
+        """
+        columns = self.sink.describe_columns()
+        names = {c.name.upper(): c.name for c in columns}
+        pending = {
+            c.name[: -len(WIDENING_SUFFIX)]: c
+            for c in columns
+            if c.name.upper().endswith(WIDENING_SUFFIX) and len(c.name) > len(WIDENING_SUFFIX)
+        }
+        for base, copy in pending.items():
+            if base.upper() in names:
+                for sql in widening_sql(self.target, Widening(base, copy.base_type), added=True):
+                    self._execute(sql)
+            else:
+                self._execute(f"ALTER TABLE {self.target.table} RENAME COLUMN {_q(copy.name)} TO {_q(base)}")
+        for widening in widenings:
+            if widening.column in pending:
+                continue
+            for sql in widening_sql(self.target, widening, added=False):
+                self._execute(sql)
+        return self.sink.describe_columns() if widenings or pending else columns
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -478,9 +478,14 @@ class LeaseTable:
             return None
         return replace(lease, lease_owner=owner, lease_expires_at=expires, lease_counter=lease.lease_counter + 1)
 
-    def checkpoint(self, lease: Lease, checkpoint: Checkpoint | None, *, shard_end: bool = False) -> Lease:
-        """Move the checkpoint of a lease we hold; :class:`LeaseLostError` if we no longer hold it."""
-        now = time.time()
+    def checkpoint(
+        self, lease: Lease, checkpoint: Checkpoint | None, *, shard_end: bool = False, now: float | None = None
+    ) -> Lease:
+        """Move the checkpoint of a lease we hold; :class:`LeaseLostError` if we no longer hold it.
+
+        :param now: the ``checkpointed_at`` to record (the caller's clock); the time now when None.
+        """
+        now = time.time() if now is None else now
         values: dict[str, Any] = {":state": _s(STATE_SHARD_END if shard_end else lease.state), ":now": _n(now)}
         update = "SET lease_counter = :next, #state = :state, checkpointed_at = :now"
         if checkpoint is not None:

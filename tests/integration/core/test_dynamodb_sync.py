@@ -10,12 +10,14 @@ DynamoDB table returns, item by item, value by value.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
 import random
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -25,15 +27,23 @@ from botocore.config import Config
 
 from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
-from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout, key_attributes
-from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBSink, DynamoDBTarget, KeyColumn
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Layout, Widening, key_attributes
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
+    Deletes,
+    DynamoDBSink,
+    DynamoDBTarget,
+    KeyColumn,
+    widening_sql,
+)
+from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Destination
-from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
+from airflow_kinesis_snowflake.core.sources.dynamodb import types
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, OnGap, StreamGapError, SyncSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from tests.conftest import query, unique
 from tests.emulators import Emulators
-from tests.emulators.dynamodb_streams import expire_item, roll_shard
+from tests.emulators.dynamodb_streams import expire_item, roll_shard, trim
 from tests.emulators.servers import AWS_KEY, REGION
 
 pytestmark = pytest.mark.integration
@@ -70,6 +80,7 @@ class Workload:
     table: str
     dynamodb: Any
     rng: random.Random
+    ever_put: set[str] = field(default_factory=set)
 
     def item(self, n: int, kind: int) -> dict[str, Any]:
         key = {"pk": {"S": f"user#{n % 7}"}, "sk": {"N": f"{n}.{kind}"}}
@@ -78,10 +89,17 @@ class Workload:
             "doc": {"M": {"tags": {"SS": sorted({f"t{self.rng.randint(0, 5)}", "x"})}, "n": {"N": "1E+125"}}},
             "flag": {"BOOL": bool(kind % 2)},
             "blob": {"B": bytes([n % 256, kind])},
+            "qty": {"N": str(n * 10 + kind)},
         }
         if kind % 3 == 0:  # the same attribute, another type
             attributes["amount"] = {"S": f"text {n}"}
+        if kind in (3, 6):  # a whole number first (the snapshot's puts), text in a later change
+            attributes["qty"] = {"S": f"{n} pieces"}
         return {**key, **attributes}
+
+    def put_item(self, item: dict[str, Any]) -> None:
+        self.dynamodb.put_item(TableName=self.table, Item=item)
+        self.ever_put.add(key_text(item))
 
     def keys(self) -> list[dict[str, Any]]:
         items = self.scan()
@@ -89,7 +107,7 @@ class Workload:
 
     def put(self, count: int, start: int) -> None:
         for n in range(start, start + count):
-            self.dynamodb.put_item(TableName=self.table, Item=self.item(n, 0))
+            self.put_item(self.item(n, 0))
 
     def churn(self, steps: int) -> None:
         """Updates (some changing a type), user deletes and time-to-live expiries of existing items."""
@@ -103,7 +121,7 @@ class Workload:
             if roll < 0.5:
                 item = self.item(n, self.rng.randint(1, 6))
                 item["sk"] = key["sk"]
-                self.dynamodb.put_item(TableName=self.table, Item=item)
+                self.put_item(item)
             elif roll < 0.75:
                 self.dynamodb.delete_item(TableName=self.table, Key=key)
             else:
@@ -120,8 +138,13 @@ class Workload:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-@pytest.fixture
-def source(emulators: Emulators) -> Iterator[tuple[Workload, TableSync]]:
+def make_source(
+    emulators: Emulators,
+    layout: Layout = Layout.PACKED,
+    deletes: Deletes = Deletes.HARD,
+    settings: SyncSettings | None = None,
+) -> tuple[Workload, TableSync]:
+    """A table with a partition and a sort key, its stream, its destination, and its sync."""
     dynamodb = client(emulators, "dynamodb")
     name = unique("orders")
     description = dynamodb.create_table(
@@ -136,13 +159,7 @@ def source(emulators: Emulators) -> Iterator[tuple[Workload, TableSync]]:
     )["TableDescription"]
     keys = key_attributes(description)
     destination = Destination("ANALYTICS", "RAW", name.replace("-", "_").upper())
-    target = DynamoDBTarget(
-        destination,
-        name,
-        tuple(KeyColumn(k.column, k.sql_type) for k in keys),
-        Layout.PACKED,
-        Deletes.HARD,
-    )
+    target = DynamoDBTarget(destination, name, tuple(KeyColumn(k.column, k.sql_type) for k in keys), layout, deletes)
     conn = emulators.snowflake_connect()
     try:
         conn.cursor().execute("CREATE DATABASE IF NOT EXISTS ANALYTICS")
@@ -155,15 +172,17 @@ def source(emulators: Emulators) -> Iterator[tuple[Workload, TableSync]]:
         stream_arn=description["LatestStreamArn"],
         target=target,
         keys=keys,
-        settings=SyncSettings(total_segments=3, max_segments_per_batch=2),
+        settings=settings or SyncSettings(total_segments=3, max_segments_per_batch=2),
         max_items_per_segment=7,
         max_records_per_shard=25,
         lease_duration_seconds=2.0,
     )
-    yield Workload(emulators, name, dynamodb, random.Random(15)), sync
+    return Workload(emulators, name, dynamodb, random.Random(15)), sync
 
 
-def run(emulators: Emulators, sync: TableSync, attempt: int) -> dynamodb_sync.TableOutcome:
+def run(
+    emulators: Emulators, sync: TableSync, attempt: int, now: Callable[[], datetime] | None = None
+) -> dynamodb_sync.TableOutcome:
     return sync_table(
         sync,
         lease_dynamodb=client(emulators, "dynamodb"),
@@ -171,7 +190,28 @@ def run(emulators: Emulators, sync: TableSync, attempt: int) -> dynamodb_sync.Ta
         streams=client(emulators, "dynamodbstreams"),
         connect_snowflake=emulators.snowflake_connect,
         owner=f"ddb/sync/run/-1/try-{attempt}/{os.getpid()}",
+        now=now or (lambda: datetime.now(UTC)),
     )
+
+
+def current_generation(emulators: Emulators, sync: TableSync) -> Generation | None:
+    conn = emulators.snowflake_connect()
+    try:
+        return DynamoDBSink(conn, sync.target).current_generation(sync.application_name)
+    finally:
+        conn.close()
+
+
+def run_until_complete(
+    emulators: Emulators, sync: TableSync, attempt: int, now: Callable[[], datetime] | None = None
+) -> int:
+    """Run until the current generation's snapshot is complete and a run loads nothing; the runs made."""
+    for runs in range(1, 21):
+        outcome = run(emulators, sync, attempt + runs, now)
+        generation = current_generation(emulators, sync)
+        if generation is not None and generation.completed and outcome.changes == 0:
+            return runs
+    raise AssertionError(f"the snapshot of {sync.table} did not complete in 20 runs")
 
 
 def _die_at(target: str, when: str) -> None:
@@ -208,25 +248,96 @@ def run_dying(emulators: Emulators, sync: TableSync, target: str, when: str) -> 
     return process.exitcode
 
 
-def destination_items(emulators: Emulators, sync: TableSync) -> dict[str, Any]:
+def destination_rows(emulators: Emulators, sync: TableSync) -> tuple[dict[str, Any], set[str]]:
+    """The destination's items by key, as JSON values (numbers exact), and the keys marked deleted.
+
+    ``packed``: the ``ITEM`` column. ``unpacked``: each attribute column's value, named by the
+    attribute; a column holds an N attribute as a number, or as its exact text in a ``VARCHAR``
+    column (:func:`cell`).
+    """
     table = sync.target.destination.qualified_name
-    rows = query(emulators, f"SELECT ITEM FROM {table}")
-    return {_key_text(json.loads(r[0], parse_float=Decimal)): json.loads(r[0], parse_float=Decimal) for r in rows}
+    semi_structured = {n for n, t in column_types(emulators, sync).items() if t.startswith(("VARIANT", "OBJECT"))}
+    cur = emulators.snowflake_connect().cursor()
+    try:
+        cur.execute(f"SELECT * FROM {table}")
+        names = [str(c[0]) for c in cur.description]
+        rows = cur.fetchall()
+    finally:
+        cur.connection.close()
+    items: dict[str, Any] = {}
+    deleted: set[str] = set()
+    ours = {"PK", "SK", "DYNAMODB_VERSION", "DYNAMODB_DELETED", "DYNAMODB_DELETED_AT", "DYNAMODBMETADATA"}
+    for row in rows:
+        values = dict(zip(names, row, strict=True))
+        key = f"{values['PK']}|{values['SK']}"
+        if values.get("DYNAMODB_DELETED"):
+            deleted.add(key)
+            assert all(values[n] is None for n in names if n not in ours), f"the deleted row {key} holds attributes"
+            continue
+        if "ITEM" in values:
+            items[key] = json.loads(values["ITEM"], parse_float=Decimal)
+        else:
+            attributes = {
+                n.lower(): json.loads(v, parse_float=Decimal) if n in semi_structured else v
+                for n, v in values.items()
+                if n not in ours and v is not None
+            }
+            items[key] = {"pk": values["PK"], "sk": values["SK"], **attributes}
+    return items, deleted
 
 
-def source_items(workload: Workload) -> dict[str, Any]:
-    items = [json.loads(item_to_json(i), parse_float=Decimal) for i in workload.scan()]
-    return {_key_text(i): i for i in items}
+def source_items(workload: Workload, columns: dict[str, str] | None = None) -> dict[str, Any]:
+    """A full Scan's items by key as JSON values; with ``columns`` (attribute -> column type), as the
+    unpacked layout holds them."""
+    items: dict[str, Any] = {}
+    for item in workload.scan():
+        key = key_text(item)
+        if columns is None:
+            items[key] = json.loads(item_to_json(item), parse_float=Decimal)
+        else:
+            items[key] = {
+                name: cell(value, columns[name.upper()]) for name, value in item.items() if name not in ("pk", "sk")
+            }
+            items[key] |= {"pk": item["pk"]["S"], "sk": types.number_text(types.decimal_of(item["sk"]["N"]))}
+    return items
 
 
-def _key_text(item: dict[str, Any]) -> str:
-    return f"{item['pk']}|{item['sk']}"
+def cell(value: dict[str, Any], column_type: str) -> Any:
+    """What an unpacked column of ``column_type`` holds for an attribute value (docs/dynamodb.md's mapping)."""
+    if column_type.startswith("VARIANT"):
+        return json.loads(types.to_json(value), parse_float=Decimal)
+    if column_type.startswith(("VARCHAR", "TEXT")):
+        return types.text_of(value)
+    if column_type.startswith("NUMBER"):
+        return Decimal(value["N"])
+    if column_type == "BOOLEAN":
+        return value["BOOL"]
+    raise AssertionError(f"an unexpected column type {column_type}")
 
 
+def column_types(emulators: Emulators, sync: TableSync) -> dict[str, str]:
+    conn = emulators.snowflake_connect()
+    try:
+        columns = DynamoDBSink(conn, sync.target).sink.describe_columns()
+    finally:
+        conn.close()
+    return {c.name: c.data_type for c in columns}
+
+
+def key_text(item: dict[str, Any]) -> str:
+    """``pk|sk``, the number as the SK column holds it (its canonical exact text)."""
+    return f"{item['pk']['S']}|{types.number_text(types.decimal_of(item['sk']['N']))}"
+
+
+@pytest.mark.parametrize(
+    ("layout", "deletes"),
+    [(Layout.PACKED, Deletes.HARD), (Layout.PACKED, Deletes.SOFT), (Layout.UNPACKED, Deletes.HARD)],
+    ids=["packed-hard", "packed-soft", "unpacked-hard"],
+)
 def test_the_table_converges_through_snapshot_stream_reshard_and_a_death_at_every_step(
-    emulators: Emulators, source: tuple[Workload, TableSync]
+    emulators: Emulators, layout: Layout, deletes: Deletes
 ) -> None:
-    workload, sync = source
+    workload, sync = make_source(emulators, layout, deletes)
     workload.put(40, start=0)
     deaths: list[str] = []
     attempt = 0
@@ -245,21 +356,218 @@ def test_the_table_converges_through_snapshot_stream_reshard_and_a_death_at_ever
     # Every step's death happened (a run that had nothing to do at that step would not prove it).
     assert deaths == [step for step, _, _ in STEPS]
     workload.churn(10)
-    completed = False
-    for _ in range(20):
-        attempt += 1
-        outcome = run(emulators, sync, attempt + 1)
-        conn = emulators.snowflake_connect()
-        try:
-            generation = DynamoDBSink(conn, sync.target).current_generation(sync.application_name)
-        finally:
-            conn.close()
-        completed = generation is not None and generation.completed
-        if completed and outcome.changes == 0:
-            break
-    assert completed, "the snapshot did not complete"
-    expected, actual = source_items(workload), destination_items(emulators, sync)
+    run_until_complete(emulators, sync, attempt + 1)
+    columns = None
+    if layout is Layout.UNPACKED:
+        columns = column_types(emulators, sync)
+        # qty was a whole number in the snapshot's batches, text in a later one: its column was widened.
+        assert columns["QTY"].startswith(("VARCHAR", "TEXT")), columns
+        assert not [c for c in columns if c.endswith("__DYNAMODB_WIDENING")], columns
+    expected = source_items(workload, columns)
+    actual, deleted = destination_rows(emulators, sync)
     assert set(actual) == set(expected)
     assert actual == expected
+    if deletes is Deletes.SOFT:
+        # Every key put and no longer in the table (deleted by a user or by time to live) is marked.
+        assert deleted == workload.ever_put - set(expected)
+        assert deleted
+    else:
+        assert not deleted
     leases = LeaseTable(client(emulators, "dynamodb"), sync.application_name).leases()
     assert leases, "the sync kept no leases"
+
+
+# -- soft deletes and time to live --------------------------------------------------------------
+
+
+def test_soft_deletes_mark_rows_tell_ttl_expiries_apart_and_a_later_put_clears_the_mark(emulators: Emulators) -> None:
+    workload, sync = make_source(emulators, deletes=Deletes.SOFT, settings=SyncSettings(total_segments=1))
+    workload.put(3, start=0)
+    keys = {key_text(workload.item(n, 0)): workload.item(n, 0) for n in range(3)}
+    deleted, expired, kept = sorted(keys)
+    run_until_complete(emulators, sync, 0)
+    workload.dynamodb.delete_item(TableName=workload.table, Key=_key(keys[deleted]))
+    assert expire_item(emulators.aws_endpoint, workload.table, _key(keys[expired]))
+    run(emulators, sync, 30)
+    rows = marked_rows(emulators, sync)
+    assert set(rows) == {deleted, expired, kept}
+    for key, ttl in ((deleted, False), (expired, True)):
+        is_deleted, deleted_at, metadata = rows[key]
+        assert is_deleted is True and deleted_at is True
+        assert metadata["eventName"] == "REMOVE"
+        assert metadata["ttlExpiry"] is ttl, f"{key}: {metadata}"
+    assert rows[kept][:2] == (False, False)
+    workload.put_item(keys[deleted])
+    run(emulators, sync, 31)
+    rows = marked_rows(emulators, sync)
+    assert rows[deleted][:2] == (False, False)
+    assert rows[deleted][2]["eventName"] == "INSERT"
+    assert rows[expired][0] is True
+    items, marked = destination_rows(emulators, sync)
+    assert items == source_items(workload)
+    assert marked == {expired}
+
+
+def _key(item: dict[str, Any]) -> dict[str, Any]:
+    return {"pk": item["pk"], "sk": item["sk"]}
+
+
+def marked_rows(emulators: Emulators, sync: TableSync) -> dict[str, tuple[Any, Any, dict[str, Any]]]:
+    """Per key: DYNAMODB_DELETED, whether DYNAMODB_DELETED_AT is set, DYNAMODBMETADATA."""
+    rows = query(
+        emulators,
+        "SELECT PK, SK, DYNAMODB_DELETED, DYNAMODB_DELETED_AT IS NOT NULL, DYNAMODBMETADATA "
+        f"FROM {sync.target.destination.qualified_name}",
+    )
+    return {f"{r[0]}|{r[1]}": (r[2], r[3], json.loads(r[4])) for r in rows}
+
+
+# -- gaps ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Positions:
+    """A table's positions: the lease items by key, and the ledger's stream marks by generation."""
+
+    leases: dict[str, Any]
+    marks: dict[int, dict[str, Any]]
+
+
+def positions(emulators: Emulators, sync: TableSync, generations: int) -> Positions:
+    leases = LeaseTable(client(emulators, "dynamodb"), sync.application_name).leases()
+    conn = emulators.snowflake_connect()
+    try:
+        sink = DynamoDBSink(conn, sync.target)
+        marks = {
+            g: dict(sink.read_ledger(sync.application_name, dynamodb_sync.generation_id(sync.table, g)))
+            for g in range(generations)
+        }
+    finally:
+        conn.close()
+    return Positions(dict(leases), marks)
+
+
+def synced_then_changed_unseen(emulators: Emulators, workload: Workload, sync: TableSync) -> set[str]:
+    """Sync a table to the end of its first snapshot, then delete items and trim their REMOVE
+    records (and every other record) away: the stream lost changes the ledger had not reached.
+    The deleted keys."""
+    workload.put(24, start=0)
+    run_until_complete(emulators, sync, 0)
+    gone = set()
+    for item in [workload.item(n, 0) for n in (1, 5, 9, 14)]:
+        workload.dynamodb.delete_item(TableName=workload.table, Key=_key(item))
+        gone.add(key_text(item))
+    workload.put(2, start=50)
+    trim(emulators.aws_endpoint, workload.table, before=datetime.now(UTC) + timedelta(seconds=2))
+    return gone
+
+
+def test_a_trimmed_stream_with_on_gap_fail_stops_naming_the_table_cause_and_fix_and_changes_nothing(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators, settings=SyncSettings(total_segments=3, on_gap=OnGap.FAIL))
+    gone = synced_then_changed_unseen(emulators, workload, sync)
+    before_rows, before_generation = destination_rows(emulators, sync), current_generation(emulators, sync)
+    before_positions = positions(emulators, sync, 2)
+    with pytest.raises(StreamGapError) as raised:
+        run(emulators, sync, 20)
+    message = str(raised.value)
+    assert sync.table in message
+    assert "trim" in message.lower()  # the cause: the records after the checkpoint were trimmed
+    assert "on_gap: resnapshot" in message  # the fix
+    assert destination_rows(emulators, sync) == before_rows
+    assert set(before_rows[0]) & gone == gone, "the deleted items' rows are still there"
+    assert current_generation(emulators, sync) == before_generation
+    after = positions(emulators, sync, 2)
+    assert after.marks == before_positions.marks
+    assert {k: v.checkpoint for k, v in after.leases.items()} == {
+        k: v.checkpoint for k, v in before_positions.leases.items()
+    }
+
+
+def test_a_trimmed_stream_with_on_gap_resnapshot_takes_a_resumable_snapshot_that_removes_deleted_rows(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators)
+    gone = synced_then_changed_unseen(emulators, workload, sync)
+    old = positions(emulators, sync, 1)
+    outcome = run(emulators, sync, 20)
+    assert any("gap" in reason for reason in outcome.generations_started), outcome.generations_started
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1 and not generation.completed
+    # The batch that found the gap took and released the old generation's leases; none does again.
+    old_leases = {k: v for k, v in positions(emulators, sync, 1).leases.items() if k.startswith(f"{sync.table}/g0/")}
+    # The new snapshot resumes per segment from the ledger like the first: some segments have a
+    # cursor, and the rows of the deleted items stay until it is complete.
+    conn = emulators.snowflake_connect()
+    try:
+        segments = DynamoDBSink(conn, sync.target).read_segments(sync.application_name, 1)
+    finally:
+        conn.close()
+    assert segments and any(not s.mark.done and s.mark.cursor for s in segments), segments
+    assert gone <= set(destination_rows(emulators, sync)[0])
+    workload.put(1, start=60)  # a change after the new generation started: read from its stream
+    run_until_complete(emulators, sync, 21)
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+    assert not gone & set(actual)
+    # The new generation's positions are its own; the old generation's are left as they were
+    # (harmless: no batch reads a generation's leases or marks once a newer one started).
+    new = positions(emulators, sync, 2)
+    assert new.marks[0] == old.marks[0]
+    assert new.marks[1] and set(new.marks[1]) <= {k for k in new.leases if k.startswith(f"{sync.table}/g1/")}
+    assert old_leases.keys() == old.leases.keys()
+    assert {k: v for k, v in new.leases.items() if k.startswith(f"{sync.table}/g0/")} == old_leases
+    assert {k for k in new.leases if k.startswith(f"{sync.table}/g1/")}
+
+
+def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap(emulators: Emulators) -> None:
+    settings = SyncSettings(total_segments=2, max_checkpoint_age=timedelta(hours=20))
+    workload, sync = make_source(emulators, settings=settings)
+    workload.put(10, start=0)
+
+    def yesterday() -> datetime:
+        return datetime.now(UTC) - timedelta(hours=21)
+
+    # The first snapshot and stream reads happen 21 hours ago, by the run's clock.
+    run_until_complete(emulators, sync, 0, now=yesterday)
+    gone = {key_text(workload.item(n, 0)) for n in (2, 7)}
+    for n in (2, 7):
+        workload.dynamodb.delete_item(TableName=workload.table, Key=_key(workload.item(n, 0)))
+    failing = dataclasses.replace(sync, settings=dataclasses.replace(settings, on_gap=OnGap.FAIL))
+    with pytest.raises(StreamGapError, match="older than"):
+        run(emulators, failing, 10)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 0
+    # Now, by the real clock: the shard's last read is 21 hours old.
+    outcome = run(emulators, sync, 11)
+    assert any("gap" in reason for reason in outcome.generations_started), outcome.generations_started
+    run_until_complete(emulators, sync, 12)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1 and generation.completed
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+    assert not gone & set(actual)
+
+
+# -- widening an unpacked column ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stopped", ["after the copy", "after the drop"])
+def test_a_widening_cut_short_is_finished_by_the_next_batch(emulators: Emulators, stopped: str) -> None:
+    _, sync = make_source(emulators, Layout.UNPACKED)
+    conn = emulators.snowflake_connect()
+    try:
+        sink = DynamoDBSink(conn, sync.target)
+        sink.ensure_destination([*sync.destination_columns, TableColumn("QTY", "NUMBER(38,0)")])
+        table = sync.target.table
+        sink._execute(f"INSERT INTO {table} (PK, SK, DYNAMODB_VERSION, QTY) VALUES ('a', '1', 'v', 42)")
+        statements = widening_sql(sync.target, Widening("QTY", "VARCHAR"), added=False)
+        for sql in statements[: 2 if stopped == "after the copy" else 3]:
+            sink._execute(sql)
+        columns = {c.name: c.data_type for c in sink.widen_columns(())}
+        assert columns["QTY"].startswith(("VARCHAR", "TEXT")), columns
+        assert not [c for c in columns if c.endswith(WIDENING_SUFFIX)], columns
+        assert sink._execute(f"SELECT QTY FROM {table}") == [("42",)]
+    finally:
+        conn.close()

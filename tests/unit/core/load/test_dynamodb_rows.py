@@ -17,6 +17,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     AttributeTypeError,
     KeyAttribute,
     Layout,
+    Widening,
     attribute_type,
     column_value,
     key_attributes,
@@ -24,6 +25,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     summarize,
     table_columns,
     unpacked_rows,
+    widenings,
 )
 from airflow_kinesis_snowflake.core.load.evolution import JsonType, plan_changes
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
@@ -177,3 +179,32 @@ def test_attributes_without_a_column_or_named_like_our_columns_are_refused_not_d
         )
     with pytest.raises(AttributeTypeError, match="own columns"):
         summarize([change("1", {"dynamodb_version": {"S": "x"}}, EventName.INSERT)], [], KEYS)
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "widened"),
+    [
+        (TableColumn("QTY", "NUMBER(38,0)"), [{"N": "3"}, {"S": "3 pieces"}], "VARCHAR"),
+        (TableColumn("QTY", "NUMBER(38,0)"), [{"N": "1.5"}], "VARIANT"),
+        (TableColumn("QTY", "NUMBER(38,0)"), [{"S": "x"}, {"M": {"a": {"N": "1"}}}], "VARIANT"),
+        (TableColumn("QTY", "BOOLEAN"), [{"N": "2"}], "VARCHAR"),
+        (TableColumn("QTY", "VARCHAR(3)", max_length=3), [{"S": "four"}], "VARIANT"),
+        (TableColumn("QTY", "DATE"), [{"S": "not a date"}], "VARIANT"),
+    ],
+)
+def test_a_column_that_cannot_hold_a_later_value_is_widened_to_the_join_or_variant(column, values, widened):
+    columns = table_columns(KEYS, Layout.UNPACKED, soft_deletes=False, attributes=[column])
+    changes = [change(str(n), {"qty": v}, EventName.MODIFY, str(100 + n)) for n, v in enumerate(values)]
+    assert widenings(changes, columns, KEYS) == [Widening("QTY", widened)]
+    wider = [c if c.name != "QTY" else TableColumn("QTY", widened) for c in columns]
+    assert widenings(changes, wider, KEYS) == []
+    unpacked_rows(changes, KEYS, wider)  # every value now fits its column exactly
+
+
+def test_values_that_fit_their_columns_widen_nothing():
+    columns = table_columns(KEYS, Layout.UNPACKED, soft_deletes=False, attributes=[TableColumn("QTY", "NUMBER(38,0)")])
+    changes = [
+        change("1", {"qty": {"N": "7"}, "other": {"S": "new"}}, EventName.INSERT),
+        change("2", None, EventName.REMOVE),
+    ]
+    assert widenings(changes, columns, KEYS) == []

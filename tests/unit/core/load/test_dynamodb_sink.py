@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Widening
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
     DynamoDBTarget,
@@ -14,6 +15,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     purge_tombstones_sql,
     support_objects_ddl,
     unseen_rows_sql,
+    widening_sql,
 )
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Destination
@@ -62,3 +64,25 @@ def test_a_generation_compares_by_its_smallest_version() -> None:
     assert f"< '{Version.of_snapshot(4).to_text()}'" in purge_tombstones_sql(target(), 3)
     # every version of generation 2, stream or snapshot, is below generation 3's first
     assert Version.of_stream(2, "9" * 40).to_text() < Version.of_snapshot(3).to_text()
+
+
+def test_a_widening_copies_the_values_into_a_wider_column_then_replaces_the_old_one() -> None:
+    t = target()
+    statements = widening_sql(t, Widening("QTY", "VARCHAR"), added=False)
+    copy = f'"QTY{WIDENING_SUFFIX}"'
+    assert statements == [
+        f"ALTER TABLE {t.table} ADD COLUMN {copy} VARCHAR",
+        f'UPDATE {t.table} SET {copy} = TO_VARCHAR("QTY")',
+        f'ALTER TABLE {t.table} DROP COLUMN "QTY"',
+        f'ALTER TABLE {t.table} RENAME COLUMN {copy} TO "QTY"',
+    ]
+    resumed = widening_sql(t, Widening("QTY", "VARIANT"), added=True)
+    assert resumed[0] == f'UPDATE {t.table} SET {copy} = TO_VARIANT("QTY")'
+    assert len(resumed) == 3
+
+
+def test_the_merge_never_sets_a_column_being_widened() -> None:
+    columns = [TableColumn("QTY", "NUMBER(38,0)"), TableColumn(f"QTY{WIDENING_SUFFIX}", "VARCHAR")]
+    sql = merge_sql(target(), columns, columns)
+    assert "QTY" in sql
+    assert WIDENING_SUFFIX not in sql
