@@ -21,9 +21,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
@@ -44,7 +42,6 @@ from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from tests.conftest import query, unique
 from tests.emulators import Emulators
 from tests.emulators.dynamodb_streams import expire_item, roll_shard, trim
-from tests.emulators.servers import AWS_KEY, REGION
 
 pytestmark = pytest.mark.integration
 
@@ -62,14 +59,7 @@ STEPS: list[tuple[str, str, str]] = [
 
 
 def client(emulators: Emulators, service: str) -> Any:
-    return boto3.client(
-        service,
-        region_name=REGION,
-        endpoint_url=emulators.aws_endpoint,
-        aws_access_key_id=AWS_KEY,
-        aws_secret_access_key=AWS_KEY,
-        config=Config(retries={"total_max_attempts": 2}),
-    )
+    return emulators.boto3_client(service, retries={"total_max_attempts": 2})
 
 
 @dataclass
