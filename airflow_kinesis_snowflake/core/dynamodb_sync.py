@@ -30,26 +30,30 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from airflow_kinesis_snowflake.core.dynamodb_job import (
+    SegmentOutcome,
+    SegmentUnit,
+    ShardOutcome,
+    ShardUnit,
+    TableBatchPlan,
+    TableBatchResult,
+    apply_units,
+    new_stage_dir,
+    stage_changes,
+    staging_columns,
+)
+from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
-    ITEM_COLUMN,
     KeyAttribute,
-    Layout,
-    packed_rows,
     summarize,
     table_columns,
-    unpacked_rows,
     widenings,
 )
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
@@ -59,9 +63,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     MergeResult,
     SegmentMark,
 )
-from airflow_kinesis_snowflake.core.load.evolution import plan_changes
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
-from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import ItemChange
@@ -78,6 +80,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter, ReadRateSettings, segment_read_rate
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import (
+    Segment,
     SegmentCursor,
     SegmentRead,
     SegmentState,
@@ -148,6 +151,10 @@ class BatchFigures:
     merge: MergeResult
 
 
+#: Runs a batch's data plane elsewhere (spark-submit): takes the plan, answers what was applied.
+Submit = Callable[[TableBatchPlan], TableBatchResult]
+
+
 @dataclass
 class TableOutcome:
     """What a run of :func:`sync_table` did: its batches, the generations it started, snapshots completed."""
@@ -162,11 +169,6 @@ class TableOutcome:
         return sum(b.merge.changes_loaded for b in self.batches)
 
 
-def generation_id(table: str, generation: int) -> str:
-    """The ledger's generation of a table's stream marks."""
-    return f"{table}/g{generation}"
-
-
 def sync_table(
     sync: TableSync,
     *,
@@ -178,6 +180,8 @@ def sync_table(
     cutoff: datetime | None = None,
     max_rounds: int = MAX_ROUNDS,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    submit: Submit | None = None,
+    region: str = "",
 ) -> TableOutcome:
     """Run one table's batches for one run (the module docstring tells the steps).
 
@@ -187,6 +191,10 @@ def sync_table(
     :param connect_snowflake: opens a Snowflake connection.
     :param owner: the lease owner this run writes (:class:`~.state.leases.LeaseOwner`).
     :param cutoff: stream records created after it are left for the next run; now when None.
+    :param submit: runs each batch's data plane (read, stage, apply) from its
+        :class:`~.dynamodb_job.TableBatchPlan`, e.g. through spark-submit; None runs it here, with
+        ``source_dynamodb`` and ``streams``.
+    :param region: the table's region, written into the plans (for ``submit``).
     :raises StreamGapError: the stream lost changes and ``on_gap: fail`` is set.
     """
     cutoff = cutoff or now()
@@ -220,7 +228,16 @@ def sync_table(
                 continue
             try:
                 figures = _read_batch(
-                    sync, step, segment_marks, shards, leases, sink, source_dynamodb, streams, owner, cutoff, now
+                    sync,
+                    step,
+                    segment_marks,
+                    shards,
+                    leases,
+                    sink,
+                    owner,
+                    cutoff,
+                    now,
+                    _DataPlane(source_dynamodb, streams, submit, region),
                 )
             except StreamGap as err:
                 gap = Gap(err.shard_id, str(err))
@@ -294,6 +311,16 @@ def _take(
     return held
 
 
+@dataclass(frozen=True)
+class _DataPlane:
+    """Where a batch's data plane runs: here with these clients, or through ``submit``."""
+
+    source_dynamodb: Any
+    streams: Any
+    submit: Submit | None = None
+    region: str = ""
+
+
 def _read_batch(
     sync: TableSync,
     step: ReadBatch,
@@ -301,11 +328,10 @@ def _read_batch(
     shards: Sequence[Shard],
     leases: LeaseTable,
     sink: DynamoDBSink,
-    source_dynamodb: Any,
-    streams: Any,
     owner: str,
     cutoff: datetime,
     now: Callable[[], datetime],
+    data_plane: _DataPlane,
 ) -> BatchFigures | None:
     """Steps 2 to 5 of one batch; None when it could take no lease."""
     generation = step.generation
@@ -328,10 +354,17 @@ def _read_batch(
             segment_marks=segment_marks,
             marks=sink.read_ledger(sync.application_name, generation_id(sync.table, generation.number)),
         )
-        batch.read(source_dynamodb, streams, cutoff)
-        merge = batch.apply(sink)
-        batch.cache(leases, held, task_of, now().timestamp())
-        return batch.figures(merge)
+        plan = batch.plan(cutoff, data_plane.region)
+        if data_plane.submit is None:
+            result = _run_here(plan, sink, data_plane.source_dynamodb, data_plane.streams)
+        else:
+            result = data_plane.submit(plan)
+            if result.gap is not None:
+                gap = result.gap
+                raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
+        assert result.merge is not None  # a result without one carries its gap
+        batch.cache(leases, held, task_of, result, now().timestamp())
+        return batch.figures(result, result.merge)
     finally:
         for lease in held.values():
             try:
@@ -342,7 +375,7 @@ def _read_batch(
 
 @dataclass
 class _Batch:
-    """One batch's units, where each starts (Snowflake's marks), and what was read."""
+    """One batch's units, and where each starts (Snowflake's marks)."""
 
     sync: TableSync
     generation: Generation
@@ -350,8 +383,6 @@ class _Batch:
     shards: dict[str, str]  # lease key -> stream shard id
     segment_marks: Mapping[int, SegmentMark]
     marks: Mapping[str, Checkpoint]
-    segment_reads: list[SegmentRead] = field(default_factory=list)
-    stream_reads: dict[str, StreamRead] = field(default_factory=dict)
 
     @property
     def batch_id(self) -> str:
@@ -361,63 +392,42 @@ class _Batch:
         parts += [f"{k}:{self.marks[k].sequence_number if k in self.marks else ''}" for k in sorted(self.shards)]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
-    def read(self, source_dynamodb: Any, streams: Any, cutoff: datetime) -> None:
-        """Step 3: each segment from its cursor, each shard after its ledger mark."""
-        self.segment_reads = _scan(self.sync, self.segments, source_dynamodb)
-        for key, shard_id in self.shards.items():
-            mark = self.marks.get(key)
-            self.stream_reads[key] = read_stream_shard(
-                streams,
-                self.sync.stream_arn,
-                shard_id,
-                table=self.sync.table,
-                snapshot=self.generation.number,
-                cutoff=cutoff,
-                max_records=self.sync.max_records_per_shard,
-                after=mark.sequence_number if mark else None,
-                not_before=self.generation.stream_not_before,
-            )
-
-    def apply(self, sink: DynamoDBSink) -> MergeResult:
-        """Step 4: stage the changes, then apply them and move the ledgers in one transaction."""
-        changes: list[ItemChange] = [c for r in self.segment_reads for c in r.changes]
-        changes += [c for r in self.stream_reads.values() for c in r.changes]
-        stage_dir = f"{self.sync.application_name}/{self.sync.table}/{self.batch_id}/{uuid.uuid4().hex[:12]}"
-        columns = self.sync.destination_columns
-        if changes:
-            columns = _staging_columns(sink, self.sync, changes)
-            _stage(sink, changes, self.sync.keys, columns, stage_dir)
-        shard_ends = {}
-        for key, read in self.stream_reads.items():
-            start = self.marks.get(key)
-            if read.last_sequence_number is not None and (
-                start is None or start.sequence_number != read.last_sequence_number
-            ):
-                shard_ends[key] = Checkpoint(read.last_sequence_number)
-        segment_ends = {}
-        for scanned in self.segment_reads:
-            before = self.segment_marks.get(scanned.segment.number)
-            items = (before.items if before else 0) + len(scanned.changes)
-            cursor = None if scanned.cursor is None else scanned.cursor.to_text()
-            segment_ends[scanned.segment.number] = SegmentMark(cursor, done=cursor is None, items=items)
+    def plan(self, cutoff: datetime, region: str) -> TableBatchPlan:
+        """The data plane's plan: each segment from its cursor, each shard after its ledger mark."""
         snapshot = self.generation.snapshot
-        return sink.apply_batch(
+        return TableBatchPlan(
             application_name=self.sync.application_name,
-            generation_id=generation_id(self.sync.table, self.generation.number),
-            batch_id=self.batch_id,
-            stage_dir=stage_dir,
-            rows=len(changes),
-            columns=columns,
-            shard_starts={k: self.marks.get(k) for k in shard_ends},
-            shard_ends=shard_ends,
-            snapshot_generation=self.generation.number if segment_ends else None,
+            table=self.sync.table,
+            region=region,
+            stream_arn=self.sync.stream_arn,
+            generation=self.generation.number,
+            stream_not_before=self.generation.stream_not_before,
             total_segments=snapshot.total_segments if snapshot else 0,
-            segment_starts={n: self.segment_marks.get(n) for n in segment_ends},
-            segment_ends=segment_ends,
+            cutoff=cutoff,
+            batch_id=self.batch_id,
+            segments=tuple(
+                SegmentUnit(
+                    t.segment.number,
+                    t.cursor.to_text() if t.cursor else None,
+                    self.segment_marks.get(t.segment.number),
+                )
+                for t in self.segments
+            ),
+            shards=tuple(ShardUnit(k, shard_id, self.marks.get(k)) for k, shard_id in self.shards.items()),
+            max_items_per_segment=self.sync.max_items_per_segment,
+            max_records_per_shard=self.sync.max_records_per_shard,
+            read_rate=self.sync.read_rate,
+            target=self.sync.target,
+            keys=self.sync.keys,
         )
 
     def cache(
-        self, leases: LeaseTable, held: dict[str, Lease], task_of: Mapping[str, SegmentTask], read_at: float
+        self,
+        leases: LeaseTable,
+        held: dict[str, Lease],
+        task_of: Mapping[str, SegmentTask],
+        result: TableBatchResult,
+        read_at: float,
     ) -> None:
         """Step 5: the lease table caches what the ledger now holds; a lease lost meanwhile is left.
 
@@ -425,11 +435,12 @@ class _Batch:
         ``checkpointed_at`` is when a batch last read it (``read_at``, on the run's clock, which
         the safe-age rule measures against).
         """
-        done = {r.segment.number for r in self.segment_reads if r.done}
+        done = {s.number for s in result.segments if s.done}
+        reads = {s.key: s for s in result.shards}
         for key, lease in list(held.items()):
             try:
-                if key in self.stream_reads:
-                    read = self.stream_reads[key]
+                if key in reads:
+                    read = reads[key]
                     mark = Checkpoint(read.last_sequence_number) if read.last_sequence_number else None
                     held[key] = leases.checkpoint(lease, mark, shard_end=read.shard_end, now=read_at)
                 elif key in task_of and task_of[key].segment.number in done:
@@ -437,72 +448,77 @@ class _Batch:
             except LeaseLostError:
                 log.warning("The lease on %s was taken meanwhile: its new owner reads from the ledger", key)
 
-    def figures(self, merge: MergeResult) -> BatchFigures:
+    def figures(self, result: TableBatchResult, merge: MergeResult) -> BatchFigures:
         return BatchFigures(
             generation=self.generation.number,
             batch_id=self.batch_id,
-            segments={r.segment.number: len(r.changes) for r in self.segment_reads},
-            shards={self.shards[k]: r.records_read for k, r in self.stream_reads.items()},
-            segments_done=tuple(sorted(r.segment.number for r in self.segment_reads if r.done)),
-            shards_ended=tuple(sorted(self.shards[k] for k, r in self.stream_reads.items() if r.shard_end)),
+            segments={s.number: s.items for s in result.segments},
+            shards={s.shard_id: s.records_read for s in result.shards},
+            segments_done=tuple(sorted(s.number for s in result.segments if s.done)),
+            shards_ended=tuple(sorted(s.shard_id for s in result.shards if s.shard_end)),
             merge=merge,
         )
 
 
-def _scan(sync: TableSync, tasks: Sequence[SegmentTask], client: Any) -> list[SegmentRead]:
-    if not tasks:
+def _run_here(plan: TableBatchPlan, sink: DynamoDBSink, source_dynamodb: Any, streams: Any) -> TableBatchResult:
+    """The data plane in this process: read each unit, stage the changes, apply them with the ledgers."""
+    segment_reads = _scan(plan, source_dynamodb)
+    stream_reads: dict[str, StreamRead] = {}
+    for unit in plan.shards:
+        stream_reads[unit.key] = read_stream_shard(
+            streams,
+            plan.stream_arn,
+            unit.shard_id,
+            table=plan.table,
+            snapshot=plan.generation,
+            cutoff=plan.cutoff,
+            max_records=plan.max_records_per_shard,
+            after=unit.start.sequence_number if unit.start else None,
+            not_before=plan.stream_not_before,
+        )
+    changes: list[ItemChange] = [c for r in segment_reads for c in r.changes]
+    changes += [c for r in stream_reads.values() for c in r.changes]
+    stage_dir = new_stage_dir(plan)
+    columns = plan.destination_columns
+    if changes:
+        columns = _staging_columns(sink, plan, changes)
+        stage_changes(sink.sink.put_file, changes, plan.keys, columns, stage_dir)
+    segments = tuple(
+        SegmentOutcome(r.segment.number, len(r.changes), None if r.cursor is None else r.cursor.to_text())
+        for r in segment_reads
+    )
+    shards = tuple(
+        ShardOutcome(u.key, u.shard_id, r.records_read, r.last_sequence_number, r.shard_end)
+        for u, r in ((u, stream_reads[u.key]) for u in plan.shards)
+    )
+    merge = apply_units(
+        plan, sink, stage_dir=stage_dir, rows=len(changes), columns=columns, segments=segments, shards=shards
+    )
+    return TableBatchResult(plan.batch_id, merge, segments, shards)
+
+
+def _scan(plan: TableBatchPlan, client: Any) -> list[SegmentRead]:
+    if not plan.segments:
         return []
-    description = client.describe_table(TableName=sync.table)["Table"]
+    description = client.describe_table(TableName=plan.table)["Table"]
     table = SnapshotTable.from_description(description)
     limiter = None
-    if sync.read_rate is not None:
-        rate = segment_read_rate(table.capacity, sync.read_rate, len(tasks))
+    if plan.read_rate is not None:
+        rate = segment_read_rate(table.capacity, plan.read_rate, len(plan.segments))
         limiter = ReadRateLimiter(rate)
-    return [scan_segment(client, table, t.segment, t.cursor, sync.max_items_per_segment, limiter) for t in tasks]
+    reads = []
+    for unit in plan.segments:
+        segment = Segment(plan.generation, unit.number, plan.total_segments)
+        cursor = SegmentCursor.from_text(unit.cursor) if unit.cursor is not None else None
+        reads.append(scan_segment(client, table, segment, cursor, plan.max_items_per_segment, limiter))
+    return reads
 
 
-#: Widenings a batch runs at most before it stages (each pass widens every column it can).
-_WIDENING_PASSES = 3
-
-
-def _staging_columns(sink: DynamoDBSink, sync: TableSync, changes: Sequence[ItemChange]) -> list[TableColumn]:
-    """The columns the batch is staged with; with ``unpacked``, the destination's once it fits them.
-
-    As for Kinesis records (:func:`~.job.evolve_schema`), before anything is staged: an attribute
-    column that cannot hold a value of the batch exactly is widened (``NUMBER(38,0)`` and an S value
-    give ``VARCHAR``; :func:`~.load.dynamodb_rows.widenings`), then a column is added for each new
-    attribute (:func:`~.load.dynamodb_rows.summarize`, :func:`~.load.evolution.plan_changes`; all
-    of the batch's, so that no value is left without a column).
-    """
-    if sync.target.layout is Layout.PACKED:
-        return sync.destination_columns
-    columns = sink.widen_columns(())
-    for _ in range(_WIDENING_PASSES):
-        wider = widenings(changes, columns, sync.keys)
-        if not wider:
-            break
-        log.info("%s: widening %s", sync.table, ", ".join(f"{w.column} to {w.sql_type}" for w in wider))
-        columns = sink.widen_columns(wider)
-    summary = summarize(changes, columns, sync.keys)
-    plan = plan_changes(summary, columns, evolve=True, max_new_columns=max(len(summary.keys), 1))
-    if plan.add:
-        log.info("%s: adding columns %s", sync.table, ", ".join(f"{c.name} {c.type.sql}" for c in plan.add))
-        columns = sink.sink.evolve([(c.name, c.type.sql) for c in plan.add], ())
-    return columns
-
-
-def _stage(
-    sink: DynamoDBSink,
-    changes: Sequence[ItemChange],
-    keys: Sequence[KeyAttribute],
-    columns: Sequence[TableColumn],
-    stage_dir: str,
-) -> None:
-    if any(c.name == ITEM_COLUMN for c in columns):
-        rows = packed_rows(changes, keys)
-    else:
-        rows = unpacked_rows(changes, keys, columns)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "changes.parquet"
-        pq.write_table(rows, path)
-        sink.sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+def _staging_columns(sink: DynamoDBSink, plan: TableBatchPlan, changes: Sequence[ItemChange]) -> list[TableColumn]:
+    """The columns the batch is staged with (:func:`~.dynamodb_job.staging_columns`, over every change)."""
+    return staging_columns(
+        sink,
+        plan,
+        lambda columns: widenings(changes, columns, plan.keys),
+        lambda columns: summarize(changes, columns, plan.keys),
+    )
