@@ -29,6 +29,15 @@ from airflow.sdk.exceptions import AirflowException
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun, encode_run
+from airflow_kinesis_snowflake.core.dynamodb_job import (
+    STREAMS_ENDPOINT_ENV,
+    SUBMIT_PLAN_ARG,
+    TableBatchPlan,
+    TableBatchResult,
+    TablePlanTooLargeError,
+    encode_table_plan,
+)
+from airflow_kinesis_snowflake.core.dynamodb_job import report_lines as table_report_lines
 from airflow_kinesis_snowflake.core.job import (
     ATTEMPT_ARG,
     CONTINUOUS_ARG,
@@ -41,7 +50,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, Snowf
 from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
 from airflow_kinesis_snowflake.environment import check_spark_distribution
-from airflow_kinesis_snowflake.spark_jobs import kinesis_to_snowflake
+from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
 
 if TYPE_CHECKING:
     from airflow_kinesis_snowflake.core.planning import BatchPlan
@@ -50,6 +59,8 @@ if TYPE_CHECKING:
 
 # The file spark-submit runs: the job's entry point, shipped in this package.
 DEFAULT_APPLICATION = kinesis_to_snowflake.__file__
+# The DynamoDB source's batches: one Spark task per snapshot segment and per stream shard.
+DYNAMODB_APPLICATION = dynamodb_to_snowflake.__file__
 
 CLIENT = "client"
 CLUSTER = "cluster"
@@ -419,6 +430,62 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             )
         return result
 
+    def run_table_batch(
+        self,
+        plan: TableBatchPlan,
+        *,
+        aws: KinesisStreamHook,
+        snowflake: KinesisSnowflakeHook,
+        application: str | None = None,
+    ) -> TableBatchResult:
+        """Run the data plane of one DynamoDB table batch on Spark and read back what it applied.
+
+        As :meth:`run_batch` does for Kinesis: the plan goes as the ``--plan`` argument (encoded, no
+        credential in it) with a fresh ``--attempt`` id, the credentials as spark-submit's
+        environment only (:meth:`submit_job`), ``core`` as ``--py-files``; the job records its
+        :class:`~.dynamodb_job.TableBatchResult` in the batch outcomes table, read here once
+        spark-submit returned. Give it as ``submit`` to :func:`~.dynamodb_sync.sync_table`.
+
+        :param aws: the hook of the AWS connection the job reads DynamoDB and its stream with
+            (anything with ``job_environment``, ``job_location`` and ``conn_config``).
+        :raises AirflowException: the plan is too large for one argument (before anything is
+            submitted), spark-submit fails, or the job recorded no outcome.
+        """
+        self.check_credential_delivery()
+        try:
+            self._plan_argument = encode_table_plan(plan)
+        except TablePlanTooLargeError as err:
+            raise AirflowException(str(err)) from err
+        self._plan_label = f"<plan of batch {plan.batch_id} of {plan.table}: {len(self._plan_argument)} characters>"
+        key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex)
+        workdir = Path(tempfile.mkdtemp(prefix=f"dynamodb-{plan.batch_id}-"))
+        streams = _StreamsLocation(aws)
+        try:
+            self.submit_job(
+                application or DYNAMODB_APPLICATION,
+                application_args=[SUBMIT_PLAN_ARG, self._plan_argument, ATTEMPT_ARG, key.attempt_id],
+                kinesis=streams,  # type: ignore[arg-type]
+                snowflake=snowflake,
+                name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
+                py_files=str(package_core(workdir)),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        with closing(snowflake.get_conn()) as conn:
+            sink = SnowflakeSink(conn, plan.target.destination)
+            recorded = sink.read_outcome(key)
+        if recorded is None:
+            raise AirflowException(
+                f"the Spark job of batch {plan.batch_id} of DynamoDB table {plan.table} (attempt {key.attempt_id}) "
+                f"exited successfully but recorded no outcome in {sink.outcomes}. Whether or not it applied the "
+                "batch, nothing is lost or applied twice: the next run plans from the ledgers in Snowflake."
+            )
+        result = TableBatchResult.from_batch_result(recorded)
+        if self.deploy_mode == CLUSTER:
+            for line in table_report_lines(result):
+                self.log.info("%s", line)
+        return result
+
     def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
         """The command as logged and quoted in errors: the encoded plan by its batch and length."""
         if self._plan_argument and isinstance(connection_cmd, list):
@@ -433,3 +500,20 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         """
         self.check_credential_delivery()
         return super().submit(application, **kwargs)
+
+
+class _StreamsLocation:
+    """An AWS hook's job environment, with the DynamoDB Streams endpoint when the connection sets one."""
+
+    def __init__(self, aws: Any) -> None:
+        self.aws = aws
+
+    def _streams(self) -> dict[str, str]:
+        endpoint = self.aws.conn_config.get_service_endpoint_url(service_name="dynamodbstreams")
+        return {STREAMS_ENDPOINT_ENV: endpoint} if endpoint else {}
+
+    def job_environment(self) -> dict[str, str]:
+        return {**self.aws.job_environment(), **self._streams()}
+
+    def job_location(self) -> dict[str, str]:
+        return {**self.aws.job_location(), **self._streams()}
