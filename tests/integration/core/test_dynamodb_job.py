@@ -1,0 +1,97 @@
+"""A DynamoDB table's batch runs on Spark (a real ``spark-submit --master local[2]``) and the table converges.
+
+One spark-submit: :func:`~.core.dynamodb_sync.sync_table` plans the batch (3 snapshot segments and
+the stream's shard) and hands it to :meth:`~.hooks.spark.KinesisJobSubmitHook.run_table_batch`,
+which runs one Spark task per unit against the moto server and fakesnow, and reads the result back
+from Snowflake. The stream holds the items' puts, an update that changes an attribute's type and a
+delete; the ``unpacked`` table evolves on the driver before staging.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
+from airflow_kinesis_snowflake.core.dynamodb_sync import sync_table
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from tests.emulators import Emulators
+from tests.emulators.servers import REGION
+from tests.emulators.spark_env import spark_env
+from tests.integration.core.test_dynamodb_sync import (
+    client,
+    column_types,
+    destination_rows,
+    make_source,
+    source_items,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_snapshot_of_three_segments_and_a_stream_batch_run_as_spark_tasks_and_the_table_equals_a_scan(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in spark_env().items():
+        monkeypatch.setenv(name, value)
+    settings = SyncSettings(total_segments=3, max_segments_per_batch=3)
+    workload, sync = make_source(aws_connections, Layout.UNPACKED, Deletes.HARD, settings)
+    sync = replace(sync, max_items_per_segment=100, max_records_per_shard=100)
+    workload.put(12, start=0)
+    updated = {**workload.item(5, 3), "sk": {"N": "5.0"}}  # qty becomes text: its column must hold N and S
+    workload.put_item(updated)
+    deleted = {"pk": {"S": "user#4"}, "sk": {"N": "4.0"}}
+    workload.dynamodb.delete_item(TableName=workload.table, Key=deleted)
+
+    spark = KinesisJobSubmitHook(conn_id="spark_default")
+    aws, snowflake = KinesisStreamHook(aws_conn_id="aws_default"), KinesisSnowflakeHook()
+    plans: list[TableBatchPlan] = []
+    results: list[TableBatchResult] = []
+
+    def submit(plan: TableBatchPlan) -> TableBatchResult:
+        plans.append(plan)
+        results.append(spark.run_table_batch(plan, aws=aws, snowflake=snowflake))
+        return results[-1]
+
+    outcome = sync_table(
+        sync,
+        lease_dynamodb=client(aws_connections, "dynamodb"),
+        source_dynamodb=None,  # the data plane runs on Spark: this process reads no item
+        streams=client(aws_connections, "dynamodbstreams"),  # the control plane lists the stream's shards
+        connect_snowflake=aws_connections.snowflake_connect,
+        owner=f"ddb/spark/run/-1/try-1/{os.getpid()}",
+        now=lambda: datetime.now(UTC),
+        submit=submit,
+        region=REGION,
+    )
+
+    # One spark-submit: one batch of one unit per segment and per stream shard.
+    assert len(plans) == 1
+    assert [u.number for u in plans[0].segments] == [0, 1, 2]
+    assert len(plans[0].shards) == 1
+    result = results[0]
+    assert sorted(s.number for s in result.segments) == [0, 1, 2]
+    assert all(s.done for s in result.segments)
+    assert sum(s.items for s in result.segments) == 11  # 12 put, 1 deleted before the Scan
+    # The stream's shard: 12 inserts, the update and the delete.
+    assert [s.records_read for s in result.shards] == [14]
+    assert result.merge is not None and result.merge.completed_snapshot == 0
+    assert [b.batch_id for b in outcome.batches] == [plans[0].batch_id]
+    assert outcome.snapshots_completed == [0]
+
+    columns = column_types(aws_connections, sync)
+    assert columns["QTY"].startswith(("VARCHAR", "TEXT")), columns
+    expected = source_items(workload, columns)
+    actual, tombstoned = destination_rows(aws_connections, sync)
+    assert "user#4|4" not in actual
+    assert actual["user#5|5"]["qty"] == "5 pieces"
+    assert actual == expected
+    assert not tombstoned
