@@ -1,0 +1,238 @@
+"""The DynamoDB source's tasks: find the tables, sync one table, provision one table's objects.
+
+A DynamoDB connector's tables are discovered at the start of each run; the per-table tasks are
+mapped over what discovery pushed (one task instance per table, labelled with its name), so the
+targets travel as XCom: plain mappings (:func:`target_to_xcom`, :func:`target_from_xcom`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kinesis_snowflake.config import table_sync
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import DynamoDBSink
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget, TableSelection
+from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
+from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
+from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+# The label of each mapped task instance: the DynamoDB table it works on.
+TABLE_MAP_INDEX = "{{ task.target['table'] }}"
+
+
+def target_to_xcom(target: SyncTarget) -> dict[str, Any]:
+    """A discovered table as a JSON-serialisable mapping (the inverse of :func:`target_from_xcom`)."""
+    return {
+        "table": target.table,
+        "arn": target.arn,
+        "stream_arn": target.stream_arn,
+        "keys": [[k.name, k.key_type, k.attribute_type] for k in target.keys],
+        "read_capacity_units": target.read_capacity_units,
+        "destination_table": target.destination_table,
+    }
+
+
+def target_from_xcom(value: Mapping[str, Any]) -> SyncTarget:
+    """The :class:`SyncTarget` a mapping of :func:`target_to_xcom` holds."""
+    return SyncTarget(
+        table=value["table"],
+        arn=value["arn"],
+        stream_arn=value["stream_arn"],
+        keys=tuple(KeyAttribute(*key) for key in value["keys"]),
+        read_capacity_units=value["read_capacity_units"],
+        destination_table=value["destination_table"],
+    )
+
+
+class DiscoverDynamoDBTablesOperator(BaseOperator):
+    """Find the tables a DynamoDB connector syncs, by name or by tags; push them for the mapped tasks.
+
+    Each table that is named or tagged but cannot be synced is logged with the reason and the fix
+    (no stream, a ``KEYS_ONLY`` or ``OLD_IMAGE`` stream, not ACTIVE, not found, DescribeTable denied).
+
+    :param tables: the tables named in the connector file; None to discover them by tags.
+    :param ingestion_tag_key: with ``tables`` None, the tag a table must carry (any value).
+    :param environment_tag_key: and, when set, this tag with ``environment_tag_value``.
+    :param environment_tag_value: the value of ``environment_tag_key``.
+    :param destination_table_template: the Snowflake table of each table (``{table}`` its name).
+    :param aws_conn_id: the Airflow AWS connection.
+    :param region_name: the tables' region; defaults to the connection's.
+    :return: one :func:`target_to_xcom` mapping per table to sync, in table-name order.
+    """
+
+    template_fields: Sequence[str] = ("aws_conn_id", "region_name")
+
+    def __init__(
+        self,
+        *,
+        tables: Sequence[str] | None = None,
+        ingestion_tag_key: str | None = None,
+        environment_tag_key: str | None = None,
+        environment_tag_value: str | None = None,
+        destination_table_template: str = "{table}",
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tables = tuple(tables) if tables is not None else None
+        self.ingestion_tag_key = ingestion_tag_key
+        self.environment_tag_key = environment_tag_key
+        self.environment_tag_value = environment_tag_value
+        self.destination_table_template = destination_table_template
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        selection = TableSelection(
+            self.tables, self.ingestion_tag_key, self.environment_tag_key, self.environment_tag_value
+        )
+        hook = DynamoDBSourceHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        found = hook.discover(selection, self.destination_table_template)
+        for skipped in found.skipped:
+            self.log.warning("Not synced: %s", skipped.describe())
+        for target in found.targets:
+            self.log.info("Syncing %s into %s", target.table, target.destination_table)
+        if not found.targets:
+            self.log.warning("No table to sync: %s", "none named is syncable" if self.tables else "none tagged")
+        return [target_to_xcom(t) for t in found.targets]
+
+
+class _TableOperator(BaseOperator):
+    """One discovered table's task: ``target`` is mapped, the rest comes from the connector file."""
+
+    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
+
+    def __init__(
+        self,
+        *,
+        target: Mapping[str, Any],
+        sync_options: Mapping[str, Any],
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("map_index_template", TABLE_MAP_INDEX)
+        super().__init__(**kwargs)
+        self.target = target
+        self.sync_options = dict(sync_options)
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.snowflake_conn_id = snowflake_conn_id
+
+    def table_sync(self) -> TableSync:
+        return table_sync(target_from_xcom(self.target), self.sync_options)
+
+
+class SyncDynamoDBTableOperator(_TableOperator):
+    """Sync one DynamoDB table into its Snowflake table (:func:`~.core.dynamodb_sync.sync_table`).
+
+    The run's batches take a new snapshot when one is due, and follow the table's stream up to the
+    DAG run's start; a retry of the task takes over its earlier try's leases and plans from the
+    same Snowflake records, so it loads nothing twice.
+
+    :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it (mapped).
+    :param sync_options: the connector file's settings
+        (:meth:`~airflow_kinesis_snowflake.config.DynamoDBConnectorConfig.sync_options`).
+    :param aws_conn_id: the Airflow AWS connection: the tables, their streams and the lease table.
+    :param region_name: AWS region; defaults to the connection's.
+    :param snowflake_conn_id: the Airflow Snowflake connection.
+    :return: the run's figures: table, batches, changes loaded, generations started, snapshots completed.
+    """
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        sync = self.table_sync()
+        aws = {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
+        outcome = sync_table(
+            sync,
+            lease_dynamodb=LeaseTableHook(**aws).conn,
+            source_dynamodb=DynamoDBSourceHook(scan=True, **aws).conn,
+            streams=DynamoDBStreamsHook(**aws).conn,
+            connect_snowflake=KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn,
+            # A retry takes over what an earlier try of this task instance still holds.
+            owner=str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id)),
+            # The run's start is shared by every try, so a retry reads up to the same records.
+            cutoff=getattr(context.get("dag_run"), "start_date", None),
+        )
+        self.log.info(
+            "%s -> %s: %d batch(es), %d change(s) loaded; generations started: %s; snapshots completed: %s",
+            sync.table,
+            sync.target.table,
+            len(outcome.batches),
+            outcome.changes,
+            outcome.generations_started or "none",
+            outcome.snapshots_completed or "none",
+        )
+        return {
+            "table": sync.table,
+            "destination": sync.target.table,
+            "batches": len(outcome.batches),
+            "changes": outcome.changes,
+            "generations_started": outcome.generations_started,
+            "snapshots_completed": outcome.snapshots_completed,
+        }
+
+
+class ProvisionDynamoDBTableOperator(_TableOperator):
+    """Create one discovered table's Snowflake table and the support objects (ledgers, stage, tombstones).
+
+    Idempotent (``CREATE ... IF NOT EXISTS``); the database and schema must exist.
+
+    :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it (mapped).
+    :param sync_options: the connector file's settings, for the destination's name, layout and deletes.
+    :param aws_conn_id: unused by this task; accepted so that both table tasks take the same arguments.
+    :param region_name: likewise.
+    :param snowflake_conn_id: the Airflow Snowflake connection.
+    """
+
+    def execute(self, context: Context) -> str:
+        sync = self.table_sync()
+        conn = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
+        try:
+            sink = DynamoDBSink(conn, sync.target)
+            sink.ensure_support_objects()
+            sink.ensure_destination(sync.destination_columns)
+        finally:
+            conn.close()
+        self.log.info("%s: Snowflake table %s and its support objects exist", sync.table, sync.target.table)
+        return sync.target.table
+
+
+class CreateDynamoDBLeaseTableOperator(BaseOperator):
+    """Create a DynamoDB connector's lease table, named after its application name, unless it exists.
+
+    On-demand and tagged as the Kinesis connectors' lease tables are; its leases are keyed
+    ``<table>/g<generation>/<shard or segment>``. Running again is a no-op.
+
+    :param application_name: the connector's application name, which is the table name.
+    :param aws_conn_id: the Airflow AWS connection.
+    :param region_name: AWS region; defaults to the connection's.
+    """
+
+    template_fields: Sequence[str] = ("application_name", "aws_conn_id", "region_name")
+
+    def __init__(
+        self,
+        *,
+        application_name: str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.application_name = application_name
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def execute(self, context: Context) -> bool:
+        hook = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name)
+        # The metadata item's stream is the application itself: the table serves several DynamoDB tables.
+        created = hook.lease_table.create(stream_name=self.application_name, application_name=self.application_name)
+        self.log.info("Lease table %s %s", self.application_name, "created" if created else "already exists")
+        return created
