@@ -21,7 +21,7 @@ from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoD
 from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
-# The label of each mapped task instance: the DynamoDB table it works on.
+# The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
 
 
@@ -106,24 +106,19 @@ class DiscoverDynamoDBTablesOperator(BaseOperator):
 class _TableOperator(BaseOperator):
     """One discovered table's task: ``target`` is mapped, the rest comes from the connector file."""
 
-    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
+    template_fields: Sequence[str] = ("target", "snowflake_conn_id")
 
     def __init__(
         self,
         *,
         target: Mapping[str, Any],
         sync_options: Mapping[str, Any],
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("map_index_template", TABLE_MAP_INDEX)
         super().__init__(**kwargs)
         self.target = target
         self.sync_options = dict(sync_options)
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
         self.snowflake_conn_id = snowflake_conn_id
 
     def table_sync(self) -> TableSync:
@@ -145,6 +140,15 @@ class SyncDynamoDBTableOperator(_TableOperator):
     :param snowflake_conn_id: the Airflow Snowflake connection.
     :return: the run's figures: table, batches, changes loaded, generations started, snapshots completed.
     """
+
+    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
+
+    def __init__(
+        self, *, aws_conn_id: str | None = "aws_default", region_name: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
 
     def execute(self, context: Context) -> dict[str, Any]:
         sync = self.table_sync()
@@ -186,8 +190,6 @@ class ProvisionDynamoDBTableOperator(_TableOperator):
 
     :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it (mapped).
     :param sync_options: the connector file's settings, for the destination's name, layout and deletes.
-    :param aws_conn_id: unused by this task; accepted so that both table tasks take the same arguments.
-    :param region_name: likewise.
     :param snowflake_conn_id: the Airflow Snowflake connection.
     """
 
@@ -231,7 +233,9 @@ class CreateDynamoDBLeaseTableOperator(BaseOperator):
         self.region_name = region_name
 
     def execute(self, context: Context) -> bool:
-        hook = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name)
+        hook = LeaseTableHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
+        )
         # The metadata item's stream is the application itself: the table serves several DynamoDB tables.
         created = hook.lease_table.create(stream_name=self.application_name, application_name=self.application_name)
         self.log.info("Lease table %s %s", self.application_name, "created" if created else "already exists")
