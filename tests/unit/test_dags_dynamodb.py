@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.sdk import DAG
 
 from airflow_kinesis_snowflake.config import (
     ConnectorConfigError,
@@ -83,6 +84,18 @@ def config(data: dict[str, Any] | None = None) -> DynamoDBConnectorConfig:
     return parse_dynamodb_connector_config(copy.deepcopy(data or TAGGED), source="connectors/orders_ddb.yaml")
 
 
+def task(dag: DAG, task_id: str) -> Any:
+    """A task of the DAG, its operator's own attributes read as they are (a mapped one's too)."""
+    return dag.get_task(task_id)
+
+
+def mapped_over(mapped: Any) -> Any:
+    """The task whose result a mapped task is expanded over, by its only argument ``target``."""
+    (argument,) = mapped.expand_input.value
+    assert argument == "target"
+    return mapped.expand_input.value["target"].operator
+
+
 def with_(section: str, **values: Any) -> dict[str, Any]:
     data = copy.deepcopy(TAGGED)
     data[section] = {**data.get(section, {}), **values}
@@ -93,13 +106,12 @@ def test_the_sync_dag_discovers_then_maps_one_sync_task_over_the_tables() -> Non
     dag = build_dynamodb_sync_dag(config())
     assert dag.dag_id == "kinesis_snowflake_orders_ddb_sync"
     assert set(dag.task_ids) == {"discover_tables", "sync_table"}
-    discover, sync = dag.get_task("discover_tables"), dag.get_task("sync_table")
+    discover, sync = task(dag, "discover_tables"), task(dag, "sync_table")
     assert isinstance(discover, DiscoverDynamoDBTablesOperator)
     assert sync.downstream_task_ids == set() and discover.downstream_task_ids == {"sync_table"}
     # Mapped over what discovery returns, one task instance per table, labelled with the table.
     assert sync.operator_class is SyncDynamoDBTableOperator
-    (argument,) = sync.expand_input.value
-    assert argument == "target" and sync.expand_input.value["target"].operator is discover
+    assert mapped_over(sync) is discover
     assert sync.partial_kwargs["map_index_template"] == TABLE_MAP_INDEX == "{{ task.target['table'] }}"
     assert sync.partial_kwargs["sync_options"] == config().sync_options()
     assert (sync.partial_kwargs["aws_conn_id"], sync.partial_kwargs["region_name"]) == ("aws_ddb", "eu-west-1")
@@ -123,11 +135,11 @@ def test_the_provision_dag_creates_the_lease_table_then_each_discovered_table_ob
     dag = build_dynamodb_provision_dag(config())
     assert dag.dag_id == "kinesis_snowflake_orders_ddb_provision"
     assert (dag.schedule, dag.max_active_runs) == (None, 1)
-    lease, discover, provision = (dag.get_task(t) for t in ("create_lease_table", "discover_tables", "provision_table"))
+    lease, discover, provision = (task(dag, t) for t in ("create_lease_table", "discover_tables", "provision_table"))
     assert lease.downstream_task_ids == {"discover_tables"} and discover.downstream_task_ids == {"provision_table"}
     assert lease.application_name == "orders-ddb" and lease.aws_conn_id == "aws_ddb"
     assert provision.operator_class is ProvisionDynamoDBTableOperator
-    assert provision.expand_input.value["target"].operator is discover
+    assert mapped_over(provision) is discover
     assert provision.partial_kwargs["snowflake_conn_id"] == "snowflake_ddb"
 
 
@@ -137,7 +149,7 @@ def test_listed_tables_are_discovered_by_name() -> None:
         del data["source"][key]
     data["source"]["tables"] = ["orders", "order-lines"]
     dag = build_dynamodb_sync_dag(config(data))
-    discover = dag.get_task("discover_tables")
+    discover = task(dag, "discover_tables")
     assert (discover.tables, discover.ingestion_tag_key) == (("orders", "order-lines"), None)
     assert dag.description == "DynamoDB tables orders, order-lines -> Snowflake ANALYTICS.RAW"
 
@@ -246,6 +258,7 @@ def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_the_kinesi
         "kinesis_snowflake_orders_ddb_provision",
         "kinesis_snowflake_orders_ddb_sync",
     }
+    cleanup: Any
     (cleanup,) = dags["kinesis_snowflake_cleanup"].tasks
     assert [c["connector_id"] for c in cleanup.connectors] == ["orders"]
     # The way of a DAG file per connector file: the DynamoDB file gets one too.
