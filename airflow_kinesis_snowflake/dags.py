@@ -18,12 +18,16 @@ has its DAG file, since a connector file without one would have no DAGs and no i
 connector, but one invalid connector file is an import error of that file, and no connector's DAGs
 load. The two ways never share a DAG folder: each refuses when it finds the other there.
 
-Each connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
+A DynamoDB connector file (``source.type: dynamodb``) gets ``kinesis_snowflake_<id>_provision``
+(manual: lease table, then each discovered table's Snowflake objects) and
+``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table).
+
+Each Kinesis connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
 micro-batches), ``kinesis_snowflake_<id>_reset`` and ``kinesis_snowflake_<id>_restore`` (manual,
 with a trigger form; dry run unless told otherwise). Each directory of connector files also gets
 one ``kinesis_snowflake_cleanup`` (daily report of orphaned lease tables, migration copies and
-fan-out consumers; deletes only when triggered to).
+fan-out consumers of its Kinesis connectors; deletes only when triggered to).
 """
 
 from __future__ import annotations
