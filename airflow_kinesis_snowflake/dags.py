@@ -65,10 +65,12 @@ from airflow_kinesis_snowflake.core.state.marks import ResetMode
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.dynamodb import (
     TABLE_MAP_INDEX,
-    CreateDynamoDBLeaseTableOperator,
     DiscoverDynamoDBTablesOperator,
-    ProvisionDynamoDBTableOperator,
     SyncDynamoDBTableOperator,
+)
+from airflow_kinesis_snowflake.operators.dynamodb_provision import (
+    CreateDynamoDBLeaseTableOperator,
+    ProvisionDynamoDBTableOperator,
 )
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator

@@ -59,7 +59,10 @@ def get_provider_info() -> dict[str, Any]:
             },
             {
                 "integration-name": "Amazon DynamoDB to Snowflake",
-                "python-modules": ["airflow_kinesis_snowflake.operators.dynamodb"],
+                "python-modules": [
+                    "airflow_kinesis_snowflake.operators.dynamodb",
+                    "airflow_kinesis_snowflake.operators.dynamodb_provision",
+                ],
             },
         ],
         "sensors": [

@@ -1,4 +1,4 @@
-"""The DynamoDB source's tasks: find the tables, sync one table, provision one table's objects.
+"""The DynamoDB source's tasks: find the tables, sync one table (provisioning: :mod:`.dynamodb_provision`).
 
 A DynamoDB connector's tables are discovered at the start of each run; the per-table tasks are
 mapped over what discovery pushed (one task instance per table, labelled with its name), so the
@@ -14,7 +14,6 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kinesis_snowflake.config import table_sync
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
-from airflow_kinesis_snowflake.core.load.dynamodb_sink import DynamoDBSink
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget, TableSelection
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
@@ -103,8 +102,14 @@ class DiscoverDynamoDBTablesOperator(BaseOperator):
         return [target_to_xcom(t) for t in found.targets]
 
 
-class _TableOperator(BaseOperator):
-    """One discovered table's task: ``target`` is mapped, the rest comes from the connector file."""
+class DynamoDBTableOperator(BaseOperator):
+    """One discovered table's task: ``target`` is mapped, the rest comes from the connector file.
+
+    :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it.
+    :param sync_options: the connector file's settings
+        (:meth:`~airflow_kinesis_snowflake.config.DynamoDBConnectorConfig.sync_options`).
+    :param snowflake_conn_id: the Airflow Snowflake connection.
+    """
 
     template_fields: Sequence[str] = ("target", "snowflake_conn_id")
 
@@ -125,7 +130,7 @@ class _TableOperator(BaseOperator):
         return table_sync(target_from_xcom(self.target), self.sync_options)
 
 
-class SyncDynamoDBTableOperator(_TableOperator):
+class SyncDynamoDBTableOperator(DynamoDBTableOperator):
     """Sync one DynamoDB table into its Snowflake table (:func:`~.core.dynamodb_sync.sync_table`).
 
     The run's batches take a new snapshot when one is due, and follow the table's stream up to the
@@ -181,62 +186,3 @@ class SyncDynamoDBTableOperator(_TableOperator):
             "generations_started": outcome.generations_started,
             "snapshots_completed": outcome.snapshots_completed,
         }
-
-
-class ProvisionDynamoDBTableOperator(_TableOperator):
-    """Create one discovered table's Snowflake table and the support objects (ledgers, stage, tombstones).
-
-    Idempotent (``CREATE ... IF NOT EXISTS``); the database and schema must exist.
-
-    :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it (mapped).
-    :param sync_options: the connector file's settings, for the destination's name, layout and deletes.
-    :param snowflake_conn_id: the Airflow Snowflake connection.
-    """
-
-    def execute(self, context: Context) -> str:
-        sync = self.table_sync()
-        conn = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
-        try:
-            sink = DynamoDBSink(conn, sync.target)
-            sink.ensure_support_objects()
-            sink.ensure_destination(sync.destination_columns)
-        finally:
-            conn.close()
-        self.log.info("%s: Snowflake table %s and its support objects exist", sync.table, sync.target.table)
-        return sync.target.table
-
-
-class CreateDynamoDBLeaseTableOperator(BaseOperator):
-    """Create a DynamoDB connector's lease table, named after its application name, unless it exists.
-
-    On-demand and tagged as the Kinesis connectors' lease tables are; its leases are keyed
-    ``<table>/g<generation>/<shard or segment>``. Running again is a no-op.
-
-    :param application_name: the connector's application name, which is the table name.
-    :param aws_conn_id: the Airflow AWS connection.
-    :param region_name: AWS region; defaults to the connection's.
-    """
-
-    template_fields: Sequence[str] = ("application_name", "aws_conn_id", "region_name")
-
-    def __init__(
-        self,
-        *,
-        application_name: str,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.application_name = application_name
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-
-    def execute(self, context: Context) -> bool:
-        hook = LeaseTableHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name, table_name=self.application_name
-        )
-        # The metadata item's stream is the application itself: the table serves several DynamoDB tables.
-        created = hook.lease_table.create(stream_name=self.application_name, application_name=self.application_name)
-        self.log.info("Lease table %s %s", self.application_name, "created" if created else "already exists")
-        return created

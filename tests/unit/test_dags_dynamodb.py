@@ -36,8 +36,10 @@ from airflow_kinesis_snowflake.dags import (
 from airflow_kinesis_snowflake.operators.dynamodb import (
     TABLE_MAP_INDEX,
     DiscoverDynamoDBTablesOperator,
-    ProvisionDynamoDBTableOperator,
     SyncDynamoDBTableOperator,
+)
+from airflow_kinesis_snowflake.operators.dynamodb_provision import (
+    ProvisionDynamoDBTableOperator,
 )
 
 TAGGED: dict[str, Any] = {

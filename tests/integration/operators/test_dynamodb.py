@@ -8,8 +8,10 @@ from airflow_kinesis_snowflake.config import parse_dynamodb_connector_config
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import ITEM_COLUMN, METADATA_COLUMN, VERSION_COLUMN
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.operators.dynamodb import (
-    CreateDynamoDBLeaseTableOperator,
     DiscoverDynamoDBTablesOperator,
+)
+from airflow_kinesis_snowflake.operators.dynamodb_provision import (
+    CreateDynamoDBLeaseTableOperator,
     ProvisionDynamoDBTableOperator,
 )
 from tests.conftest import query, unique

@@ -6,12 +6,14 @@ import json
 
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget
 from airflow_kinesis_snowflake.operators.dynamodb import (
-    CreateDynamoDBLeaseTableOperator,
     DiscoverDynamoDBTablesOperator,
-    ProvisionDynamoDBTableOperator,
     SyncDynamoDBTableOperator,
     target_from_xcom,
     target_to_xcom,
+)
+from airflow_kinesis_snowflake.operators.dynamodb_provision import (
+    CreateDynamoDBLeaseTableOperator,
+    ProvisionDynamoDBTableOperator,
 )
 
 TARGET = SyncTarget(
