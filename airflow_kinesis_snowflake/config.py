@@ -51,6 +51,9 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
     check_destination_template,
     decide_destinations,
 )
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
+    KeyAttribute as DiscoveredKey,
+)
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import OnGap, SnapshotMode, StreamStart, SyncSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
 
@@ -1131,6 +1134,31 @@ def table_sync(target: SyncTarget, options: Mapping[str, Any]) -> TableSync:
         max_items_per_segment=options["max_items_per_segment"],
         max_records_per_shard=options["max_records_per_shard"],
         lease_duration_seconds=float(options["lease_duration_seconds"]),
+    )
+
+
+def sync_target_to_dict(target: SyncTarget) -> dict[str, Any]:
+    """A discovered table as a JSON-serialisable mapping, as the DAGs pass it to each table's task
+    (the inverse of :func:`sync_target_from_dict`)."""
+    return {
+        "table": target.table,
+        "arn": target.arn,
+        "stream_arn": target.stream_arn,
+        "keys": [[k.name, k.key_type, k.attribute_type] for k in target.keys],
+        "read_capacity_units": target.read_capacity_units,
+        "destination_table": target.destination_table,
+    }
+
+
+def sync_target_from_dict(value: Mapping[str, Any]) -> SyncTarget:
+    """The :class:`SyncTarget` a mapping of :func:`sync_target_to_dict` holds."""
+    return SyncTarget(
+        table=value["table"],
+        arn=value["arn"],
+        stream_arn=value["stream_arn"],
+        keys=tuple(DiscoveredKey(*key) for key in value["keys"]),
+        read_capacity_units=value["read_capacity_units"],
+        destination_table=value["destination_table"],
     )
 
 

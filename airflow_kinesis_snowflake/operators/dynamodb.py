@@ -2,7 +2,7 @@
 
 A DynamoDB connector's tables are discovered at the start of each run; the per-table tasks are
 mapped over what discovery pushed (one task instance per table, labelled with its name), so the
-targets travel as XCom: plain mappings (:func:`target_to_xcom`, :func:`target_from_xcom`).
+targets travel as XCom: plain mappings (:func:`~airflow_kinesis_snowflake.config.sync_target_to_dict`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kinesis_snowflake.config import table_sync
+from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict, table_sync
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
-from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget, TableSelection
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
 from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
@@ -22,30 +22,6 @@ from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 # The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
-
-
-def target_to_xcom(target: SyncTarget) -> dict[str, Any]:
-    """A discovered table as a JSON-serialisable mapping (the inverse of :func:`target_from_xcom`)."""
-    return {
-        "table": target.table,
-        "arn": target.arn,
-        "stream_arn": target.stream_arn,
-        "keys": [[k.name, k.key_type, k.attribute_type] for k in target.keys],
-        "read_capacity_units": target.read_capacity_units,
-        "destination_table": target.destination_table,
-    }
-
-
-def target_from_xcom(value: Mapping[str, Any]) -> SyncTarget:
-    """The :class:`SyncTarget` a mapping of :func:`target_to_xcom` holds."""
-    return SyncTarget(
-        table=value["table"],
-        arn=value["arn"],
-        stream_arn=value["stream_arn"],
-        keys=tuple(KeyAttribute(*key) for key in value["keys"]),
-        read_capacity_units=value["read_capacity_units"],
-        destination_table=value["destination_table"],
-    )
 
 
 class DiscoverDynamoDBTablesOperator(BaseOperator):
@@ -61,7 +37,8 @@ class DiscoverDynamoDBTablesOperator(BaseOperator):
     :param destination_table_template: the Snowflake table of each table (``{table}`` its name).
     :param aws_conn_id: the Airflow AWS connection.
     :param region_name: the tables' region; defaults to the connection's.
-    :return: one :func:`target_to_xcom` mapping per table to sync, in table-name order.
+    :return: one :func:`~airflow_kinesis_snowflake.config.sync_target_to_dict` mapping per table to
+        sync, in table-name order.
     """
 
     template_fields: Sequence[str] = ("aws_conn_id", "region_name")
@@ -99,38 +76,10 @@ class DiscoverDynamoDBTablesOperator(BaseOperator):
             self.log.info("Syncing %s into %s", target.table, target.destination_table)
         if not found.targets:
             self.log.warning("No table to sync: %s", "none named is syncable" if self.tables else "none tagged")
-        return [target_to_xcom(t) for t in found.targets]
+        return [sync_target_to_dict(t) for t in found.targets]
 
 
-class DynamoDBTableOperator(BaseOperator):
-    """One discovered table's task: ``target`` is mapped, the rest comes from the connector file.
-
-    :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it.
-    :param sync_options: the connector file's settings
-        (:meth:`~airflow_kinesis_snowflake.config.DynamoDBConnectorConfig.sync_options`).
-    :param snowflake_conn_id: the Airflow Snowflake connection.
-    """
-
-    template_fields: Sequence[str] = ("target", "snowflake_conn_id")
-
-    def __init__(
-        self,
-        *,
-        target: Mapping[str, Any],
-        sync_options: Mapping[str, Any],
-        snowflake_conn_id: str = "snowflake_default",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.target = target
-        self.sync_options = dict(sync_options)
-        self.snowflake_conn_id = snowflake_conn_id
-
-    def table_sync(self) -> TableSync:
-        return table_sync(target_from_xcom(self.target), self.sync_options)
-
-
-class SyncDynamoDBTableOperator(DynamoDBTableOperator):
+class SyncDynamoDBTableOperator(BaseOperator):
     """Sync one DynamoDB table into its Snowflake table (:func:`~.core.dynamodb_sync.sync_table`).
 
     The run's batches take a new snapshot when one is due, and follow the table's stream up to the
@@ -149,11 +98,25 @@ class SyncDynamoDBTableOperator(DynamoDBTableOperator):
     template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
 
     def __init__(
-        self, *, aws_conn_id: str | None = "aws_default", region_name: str | None = None, **kwargs: Any
+        self,
+        *,
+        target: Mapping[str, Any],
+        sync_options: Mapping[str, Any],
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.target = target
+        self.sync_options = dict(sync_options)
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
+        self.snowflake_conn_id = snowflake_conn_id
+
+    def table_sync(self) -> TableSync:
+        """The sync of :attr:`target` with the connector file's settings."""
+        return table_sync(sync_target_from_dict(self.target), self.sync_options)
 
     def execute(self, context: Context) -> dict[str, Any]:
         sync = self.table_sync()

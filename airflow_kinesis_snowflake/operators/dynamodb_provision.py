@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kinesis_snowflake.config import sync_target_from_dict, table_sync
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import DynamoDBSink
 from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.operators.dynamodb import DynamoDBTableOperator
 
 
-class ProvisionDynamoDBTableOperator(DynamoDBTableOperator):
+class ProvisionDynamoDBTableOperator(BaseOperator):
     """Create one discovered table's Snowflake table and the support objects (ledgers, stage, tombstones).
 
     Idempotent (``CREATE ... IF NOT EXISTS``); the database and schema must exist.
@@ -22,6 +23,24 @@ class ProvisionDynamoDBTableOperator(DynamoDBTableOperator):
     :param sync_options: the connector file's settings, for the destination's name, layout and deletes.
     :param snowflake_conn_id: the Airflow Snowflake connection.
     """
+
+    template_fields: Sequence[str] = ("target", "snowflake_conn_id")
+
+    def __init__(
+        self,
+        *,
+        target: Mapping[str, Any],
+        sync_options: Mapping[str, Any],
+        snowflake_conn_id: str = "snowflake_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.sync_options = dict(sync_options)
+        self.snowflake_conn_id = snowflake_conn_id
+
+    def table_sync(self) -> TableSync:
+        return table_sync(sync_target_from_dict(self.target), self.sync_options)
 
     def execute(self, context: Context) -> str:
         sync = self.table_sync()

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
+from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget
 from airflow_kinesis_snowflake.operators.dynamodb import (
     DiscoverDynamoDBTablesOperator,
     SyncDynamoDBTableOperator,
-    target_from_xcom,
-    target_to_xcom,
 )
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     CreateDynamoDBLeaseTableOperator,
@@ -44,8 +43,8 @@ OPTIONS = {
 
 
 def test_a_target_travels_as_json_and_comes_back_equal() -> None:
-    value = target_to_xcom(TARGET)
-    assert target_from_xcom(json.loads(json.dumps(value))) == TARGET
+    value = sync_target_to_dict(TARGET)
+    assert sync_target_from_dict(json.loads(json.dumps(value))) == TARGET
 
 
 def test_each_operator_templates_its_connections_and_what_it_is_given_per_run() -> None:
@@ -57,7 +56,7 @@ def test_each_operator_templates_its_connections_and_what_it_is_given_per_run() 
 
 def test_the_sync_operator_builds_the_table_sync_of_its_target_and_nothing_in_its_constructor() -> None:
     task = SyncDynamoDBTableOperator(
-        task_id="sync_table", target=target_to_xcom(TARGET), sync_options=OPTIONS, aws_conn_id="missing"
+        task_id="sync_table", target=sync_target_to_dict(TARGET), sync_options=OPTIONS, aws_conn_id="missing"
     )
     sync = task.table_sync()
     assert (sync.table, sync.stream_arn) == (TARGET.table, TARGET.stream_arn)
