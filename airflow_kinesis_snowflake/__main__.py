@@ -28,11 +28,12 @@ import yaml
 
 from airflow_kinesis_snowflake.config import (
     DYNAMODB_SOURCE,
-    ConnectorConfig,
+    AnyConnectorConfig,
     ConnectorConfigError,
     connector_files,
     duplicate_connector_id_error,
     duplicate_connector_ids,
+    load_any_connector_config,
     load_connector_config,
     load_dynamodb_connector_config,
     source_type,
@@ -165,7 +166,7 @@ def _dag_file(args: argparse.Namespace) -> int:
     connector = Path(args.config)
     folder = Path(args.dag_folder) if args.dag_folder else connector.resolve().parent.parent
     try:
-        load_connector_config(connector)
+        load_any_connector_config(connector)
         target = folder / dag_file_name(connector)
         source = render_dag_file(connector, folder)
     except (ConnectorConfigError, ValueError) as err:
@@ -265,7 +266,7 @@ def _problems(err: ConnectorConfigError) -> list[str]:
     return [" ".join(line.strip() for line in (first, *rest) if line.strip())]
 
 
-def _shared_application_names(configs: dict[Path, ConnectorConfig]) -> list[str]:
+def _shared_application_names(configs: dict[Path, AnyConnectorConfig]) -> list[str]:
     """Connector files whose application name an earlier file has, on the same AWS connection and region."""
     first: dict[tuple[str, str, str], Path] = {}
     problems = []
@@ -312,12 +313,12 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"error: {directory} holds no connector file (*.yaml, *.yml)", file=sys.stderr)
         return 1
     problems: list[str] = []
-    configs: dict[Path, ConnectorConfig] = {}
+    configs: dict[Path, AnyConnectorConfig] = {}
     for path in paths:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                configs[path] = load_connector_config(path)
+                configs[path] = load_any_connector_config(path)
             except ConnectorConfigError as err:
                 problems.extend(_problems(err))
         for warning in caught:

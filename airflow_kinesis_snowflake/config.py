@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -34,6 +34,9 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
     normalize_base_location,
     normalize_column_type,
 )
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBTarget, KeyColumn
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
@@ -43,10 +46,16 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
     DEFAULT_DESTINATION_TEMPLATE,
     TABLE_NAME,
     DiscoveryError,
+    SyncTarget,
     TableSelection,
     check_destination_template,
     decide_destinations,
 )
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
+    KeyAttribute as DiscoveredKey,
+)
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import OnGap, SnapshotMode, StreamStart, SyncSettings
+from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -826,7 +835,7 @@ class ConnectorConfig(_Strict):
         )
 
 
-# -- The DynamoDB source (issue 15: validated here; no DAG loads it yet) -------------------------
+# -- The DynamoDB source (issue 15: its sync and provision DAGs; no Spark job yet) ----------------
 
 DYNAMODB_SOURCE = "dynamodb"
 # DynamoDB Streams keep records for 24 hours: a checkpoint must be renewed well within that.
@@ -834,10 +843,18 @@ STREAM_RETENTION_HOURS = 24
 DEFAULT_MAX_CHECKPOINT_AGE_HOURS = 20
 # ParallelScan's TotalSegments: 1 to 1,000,000.
 SNAPSHOT_SEGMENTS_MAX = 1_000_000
-DYNAMODB_NOT_IN_THIS_VERSION = (
-    "source.type dynamodb: DynamoDB ingestion DAGs are not in this version of airflow_kinesis_snowflake "
-    "(the file's DynamoDB settings are valid, but no DAG syncs DynamoDB tables yet); keep this file out of the "
-    "connector directory for now"
+DYNAMODB_NOT_FOR_KINESIS = (
+    "source.type dynamodb: a DynamoDB connector file, and this reads Kinesis stream connectors only (the DAG "
+    "factory and `validate` read both kinds, with load_any_connector_config)"
+)
+# What a DynamoDB connector file may not set in this version: the setting would have no effect.
+_DYNAMODB_BATCH_UNUSED = (
+    "wait_for_records",
+    "new_records_poll_seconds",
+    "max_bytes_per_shard",
+    "max_shards_per_batch",
+    "mode",
+    "max_runtime_minutes",
 )
 
 
@@ -1020,6 +1037,133 @@ class DynamoDBConnectorConfig(_Strict):
     def _connector_id(cls, value: str) -> str:
         return validate_connector_id(value)
 
+    @model_validator(mode="after")
+    def _in_this_version(self) -> DynamoDBConnectorConfig:
+        """Refuse what a DynamoDB connector would set without effect, rather than ignore it."""
+        later = "not in this version of the DynamoDB source"
+        if "spark" in self.model_fields_set:
+            raise ValueError(
+                f"spark: {later}: its sync runs in the Airflow task, not on Spark, so these settings would have no "
+                "effect; remove the spark section"
+            )
+        if "snowflake" in self.model_fields_set:
+            raise ValueError(
+                f"snowflake: {later}: its provision DAG creates the destination tables and their support objects "
+                "only (no role, user, warehouse or columns); remove the snowflake section"
+            )
+        unused = [name for name in _DYNAMODB_BATCH_UNUSED if name in self.batch.model_fields_set]
+        if unused:
+            raise ValueError(
+                f"batch.{', batch.'.join(unused)}: {later}: the sync DAG reads every table's stream up to the run's "
+                "start each run, so they would have no effect; remove them"
+            )
+        if self.batch.schedule == ON_NEW_RECORDS:
+            raise ValueError(
+                f"batch.schedule: {ON_NEW_RECORDS} is {later} (it watches Kinesis shards); give a cron expression, "
+                "a preset such as @hourly, or null for manual runs"
+            )
+        if "iam_check" in self.source.model_fields_set and self.source.iam_check is not IamCheckMode.OFF:
+            raise ValueError(
+                f"source.iam_check: {self.source.iam_check.value} is {later}: its provision DAG does not check IAM "
+                "yet; remove it (or set off) and check the policy that `python -m airflow_kinesis_snowflake policy` "
+                "prints"
+            )
+        return self
+
+    def sync_options(self) -> dict[str, Any]:
+        """What every table's :class:`~.core.dynamodb_sync.TableSync` takes from this file, as plain values
+        (they travel with the sync task; :func:`table_sync` makes the ``TableSync`` of one table)."""
+        src = self.source
+        return {
+            "application_name": src.application_name,
+            "database": self.destination.database,
+            "schema": self.destination.schema_,
+            "layout": src.layout,
+            "deletes": src.deletes,
+            "snapshot": src.snapshot,
+            "stream_start": src.initial_position,
+            "on_gap": src.on_gap,
+            "max_checkpoint_age_hours": src.max_checkpoint_age_hours,
+            "total_segments": src.snapshot_total_segments,
+            "read_fraction": src.snapshot_read_fraction,
+            "read_units_per_second": src.snapshot_read_units_per_second,
+            "max_items_per_segment": src.snapshot_max_items_per_segment,
+            "max_records_per_shard": self.batch.max_records_per_shard,
+            "lease_duration_seconds": self.batch.lease_duration_seconds,
+        }
+
+    def table_sync(self, target: SyncTarget) -> TableSync:
+        """The sync of one discovered table (:func:`table_sync` over :meth:`sync_options`)."""
+        return table_sync(target, self.sync_options())
+
+
+def table_sync(target: SyncTarget, options: Mapping[str, Any]) -> TableSync:
+    """One discovered table's sync, from a DynamoDB connector's :meth:`~DynamoDBConnectorConfig.sync_options`.
+
+    The destination is the target's (``destination_table_template`` applied at discovery), in the
+    file's database and schema; the key columns are the table's key attributes, partition key
+    first; the snapshot's read rate is the file's fraction or absolute rate (the default fraction
+    when neither is set, which an on-demand table refuses when its snapshot reads).
+
+    :param target: the table, as discovery found it.
+    :param options: :meth:`DynamoDBConnectorConfig.sync_options`.
+    """
+    ordered = sorted(target.keys, key=lambda k: k.key_type != "HASH")
+    keys = tuple(KeyAttribute(k.name, k.attribute_type) for k in ordered)
+    destination = Destination(options["database"], options["schema"], target.destination_table)
+    return TableSync(
+        application_name=options["application_name"],
+        table=target.table,
+        stream_arn=target.stream_arn,
+        target=DynamoDBTarget(
+            destination,
+            target.table,
+            tuple(KeyColumn(k.column, k.sql_type) for k in keys),
+            Layout(options["layout"]),
+            Deletes(options["deletes"]),
+        ),
+        keys=keys,
+        settings=SyncSettings(
+            snapshot=SnapshotMode(options["snapshot"]),
+            stream_start=StreamStart(options["stream_start"]),
+            on_gap=OnGap(options["on_gap"]),
+            max_checkpoint_age=timedelta(hours=options["max_checkpoint_age_hours"]),
+            total_segments=options["total_segments"],
+        ),
+        read_rate=ReadRateSettings(options["read_fraction"], options["read_units_per_second"]),
+        max_items_per_segment=options["max_items_per_segment"],
+        max_records_per_shard=options["max_records_per_shard"],
+        lease_duration_seconds=float(options["lease_duration_seconds"]),
+    )
+
+
+def sync_target_to_dict(target: SyncTarget) -> dict[str, Any]:
+    """A discovered table as a JSON-serialisable mapping, as the DAGs pass it to each table's task
+    (the inverse of :func:`sync_target_from_dict`)."""
+    return {
+        "table": target.table,
+        "arn": target.arn,
+        "stream_arn": target.stream_arn,
+        "keys": [[k.name, k.key_type, k.attribute_type] for k in target.keys],
+        "read_capacity_units": target.read_capacity_units,
+        "destination_table": target.destination_table,
+    }
+
+
+def sync_target_from_dict(value: Mapping[str, Any]) -> SyncTarget:
+    """The :class:`SyncTarget` a mapping of :func:`sync_target_to_dict` holds."""
+    return SyncTarget(
+        table=value["table"],
+        arn=value["arn"],
+        stream_arn=value["stream_arn"],
+        keys=tuple(DiscoveredKey(*key) for key in value["keys"]),
+        read_capacity_units=value["read_capacity_units"],
+        destination_table=value["destination_table"],
+    )
+
+
+AnyConnectorConfig = ConnectorConfig | DynamoDBConnectorConfig
+
 
 def source_type(data: Any) -> str | None:
     """The ``source.type`` a connector mapping names, as written (None when it names none)."""
@@ -1069,7 +1213,7 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
     ``AirflowProviderDeprecationWarning``, naming ``source`` and what to write instead.
     """
     if source_type(data) == DYNAMODB_SOURCE:
-        # Its own mistakes first, then the refusal: no DAG of this version syncs DynamoDB tables.
+        # Its own mistakes first, then the refusal: the Kinesis model cannot hold it.
         try:
             parse_dynamodb_connector_config(data, source=source)
         except ConnectorConfigError as err:
@@ -1077,7 +1221,7 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
                 f"{err}\n  (read as a DynamoDB connector because source.type is dynamodb; a Kinesis stream's "
                 "connector has source.type kinesis, or none)"
             ) from None
-        raise ConnectorConfigError(f"{source}: {DYNAMODB_NOT_IN_THIS_VERSION}")
+        raise ConnectorConfigError(f"{source}: {DYNAMODB_NOT_FOR_KINESIS}")
     config = _validate(ConnectorConfig, data, source)
     section = data.get("source")
     if isinstance(section, dict) and DEPRECATED_IAM_ALIAS in section:
@@ -1096,6 +1240,19 @@ def load_connector_config(path: str | Path) -> ConnectorConfig:
     """Read and validate one connector YAML file."""
     path = Path(path)
     return parse_connector_config(_read_yaml(path), source=str(path))
+
+
+def parse_any_connector_config(data: Any, *, source: str = "<config>") -> AnyConnectorConfig:
+    """Validate a mapping as the connector its ``source.type`` names: DynamoDB tables, or a Kinesis stream."""
+    if source_type(data) == DYNAMODB_SOURCE:
+        return parse_dynamodb_connector_config(data, source=source)
+    return parse_connector_config(data, source=source)
+
+
+def load_any_connector_config(path: str | Path) -> AnyConnectorConfig:
+    """Read and validate one connector YAML file of either source (:func:`parse_any_connector_config`)."""
+    path = Path(path)
+    return parse_any_connector_config(_read_yaml(path), source=str(path))
 
 
 def _read_yaml(path: Path) -> Any:
@@ -1157,14 +1314,28 @@ def load_connector_configs(directory: str | Path) -> list[ConnectorConfig]:
 
     Every file is read: the :class:`ConnectorConfigError` names each invalid file, not only the
     first. Of two files with the same ``connector_id``, the second in name order is the invalid one.
+    A DynamoDB connector file is refused (:data:`DYNAMODB_NOT_FOR_KINESIS`); see
+    :func:`load_any_connector_configs`.
     """
+    configs = load_any_connector_configs(directory, load=load_connector_config)
+    return [c for c in configs if isinstance(c, ConnectorConfig)]
+
+
+def load_any_connector_configs(
+    directory: str | Path, *, load: Callable[[Path], AnyConnectorConfig] | None = None
+) -> list[AnyConnectorConfig]:
+    """Load every connector file of a directory, of either source, as :func:`load_connector_configs` does.
+
+    :param load: reads one file (default :func:`load_any_connector_config`).
+    """
+    load = load or load_any_connector_config
     files = connector_files(directory)
     duplicates = duplicate_connector_ids(files)
-    configs: list[ConnectorConfig] = []
+    configs: list[AnyConnectorConfig] = []
     errors: list[str] = []
     for path in files:
         try:
-            config = load_connector_config(path)
+            config = load(path)
         except ConnectorConfigError as err:
             errors.append(str(err))
             continue

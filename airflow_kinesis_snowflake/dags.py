@@ -18,12 +18,16 @@ has its DAG file, since a connector file without one would have no DAGs and no i
 connector, but one invalid connector file is an import error of that file, and no connector's DAGs
 load. The two ways never share a DAG folder: each refuses when it finds the other there.
 
-Each connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
+A DynamoDB connector file (``source.type: dynamodb``) gets ``kinesis_snowflake_<id>_provision``
+(manual: lease table, then each discovered table's Snowflake objects) and
+``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table).
+
+Each Kinesis connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
 micro-batches), ``kinesis_snowflake_<id>_reset`` and ``kinesis_snowflake_<id>_restore`` (manual,
 with a trigger form; dry run unless told otherwise). Each directory of connector files also gets
 one ``kinesis_snowflake_cleanup`` (daily report of orphaned lease tables, migration copies and
-fan-out consumers; deletes only when triggered to).
+fan-out consumers of its Kinesis connectors; deletes only when triggered to).
 """
 
 from __future__ import annotations
@@ -42,14 +46,16 @@ from airflow.task.trigger_rule import TriggerRule
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_PATTERN,
     ON_NEW_RECORDS,
+    AnyConnectorConfig,
     ConnectorConfig,
     ConnectorConfigError,
     ConsumerType,
+    DynamoDBConnectorConfig,
     connector_files,
     duplicate_connector_id_error,
     duplicate_connector_ids,
-    load_connector_config,
-    load_connector_configs,
+    load_any_connector_config,
+    load_any_connector_configs,
 )
 from airflow_kinesis_snowflake.core.admin.cleanup import DEFAULT_RETENTION_SECONDS
 from airflow_kinesis_snowflake.core.admin.cleanup_run import CONFIRMATION
@@ -57,6 +63,15 @@ from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.model import InitialPosition
 from airflow_kinesis_snowflake.core.state.marks import ResetMode
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
+from airflow_kinesis_snowflake.operators.dynamodb import (
+    TABLE_MAP_INDEX,
+    DiscoverDynamoDBTablesOperator,
+    SyncDynamoDBTableOperator,
+)
+from airflow_kinesis_snowflake.operators.dynamodb_provision import (
+    CreateDynamoDBLeaseTableOperator,
+    ProvisionDynamoDBTableOperator,
+)
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
@@ -77,7 +92,7 @@ def ingest_dag_id(config: ConnectorConfig) -> str:
     return f"kinesis_snowflake_{config.connector_id}_ingest"
 
 
-def provision_dag_id(config: ConnectorConfig) -> str:
+def provision_dag_id(config: AnyConnectorConfig) -> str:
     return f"kinesis_snowflake_{config.connector_id}_provision"
 
 
@@ -89,7 +104,7 @@ def restore_dag_id(config: ConnectorConfig) -> str:
     return f"kinesis_snowflake_{config.connector_id}_restore"
 
 
-def _dag_args(config: ConnectorConfig) -> dict[str, Any]:
+def _dag_args(config: AnyConnectorConfig) -> dict[str, Any]:
     return {
         "start_date": START_DATE,
         "catchup": False,
@@ -517,7 +532,94 @@ def build_cleanup_dag(
     return dag
 
 
-def _connector_dags(config: ConnectorConfig, *, backup_dir: str | None) -> dict[str, DAG]:
+def sync_dag_id(config: DynamoDBConnectorConfig) -> str:
+    return f"kinesis_snowflake_{config.connector_id}_sync"
+
+
+def _dynamodb_dag_args(config: DynamoDBConnectorConfig) -> dict[str, Any]:
+    return {**_dag_args(config), "tags": ["dynamodb", "snowflake", config.connector_id]}
+
+
+def _dynamodb_source(config: DynamoDBConnectorConfig) -> str:
+    src = config.source
+    if src.tables is not None:
+        return f"DynamoDB tables {', '.join(src.tables)}"
+    environment = f", {src.environment_tag_key}={src.environment_tag_value}" if src.environment_tag_key else ""
+    return f"DynamoDB tables tagged {src.ingestion_tag_key}{environment}"
+
+
+def _discover_tables(config: DynamoDBConnectorConfig) -> DiscoverDynamoDBTablesOperator:
+    src = config.source
+    return DiscoverDynamoDBTablesOperator(
+        task_id="discover_tables",
+        tables=src.tables,
+        ingestion_tag_key=src.ingestion_tag_key,
+        environment_tag_key=src.environment_tag_key,
+        environment_tag_value=src.environment_tag_value,
+        destination_table_template=src.destination_table_template,
+        aws_conn_id=config.connections.aws,
+        region_name=src.region,
+    )
+
+
+def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
+    """discover_tables >> sync_table (mapped: one task instance per table), on the connector's schedule.
+
+    Each run discovers the tables first, so a table tagged (or given a stream) since the last run
+    is synced from this run on; each table's task is labelled with the table's name.
+    """
+    dst, conns = config.destination, config.connections
+    with DAG(
+        dag_id=sync_dag_id(config),
+        description=f"{_dynamodb_source(config)} -> Snowflake {dst.database}.{dst.schema_}",
+        schedule=config.batch.schedule,
+        max_active_runs=1,
+        doc_md=_SYNC_DOC,
+        **_dynamodb_dag_args(config),
+    ) as dag:
+        discover = _discover_tables(config)
+        SyncDynamoDBTableOperator.partial(
+            task_id="sync_table",
+            sync_options=config.sync_options(),
+            aws_conn_id=conns.aws,
+            region_name=config.source.region,
+            snowflake_conn_id=conns.snowflake,
+            map_index_template=TABLE_MAP_INDEX,
+        ).expand(target=discover.output)
+    return dag
+
+
+def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
+    """create_lease_table >> discover_tables >> provision_table (mapped: one per table); manual, idempotent."""
+    dst, conns = config.destination, config.connections
+    with DAG(
+        dag_id=provision_dag_id(config),
+        description=f"Provision {_dynamodb_source(config)} -> Snowflake {dst.database}.{dst.schema_}",
+        schedule=None,
+        max_active_runs=1,
+        doc_md=_PROVISION_DYNAMODB_DOC,
+        **_dynamodb_dag_args(config),
+    ) as dag:
+        lease_table = CreateDynamoDBLeaseTableOperator(
+            task_id="create_lease_table",
+            application_name=config.source.application_name,
+            aws_conn_id=conns.aws,
+            region_name=config.source.region,
+        )
+        discover = _discover_tables(config)
+        provision = ProvisionDynamoDBTableOperator.partial(
+            task_id="provision_table",
+            sync_options=config.sync_options(),
+            snowflake_conn_id=conns.snowflake,
+            map_index_template=TABLE_MAP_INDEX,
+        ).expand(target=discover.output)
+        lease_table >> discover >> provision
+    return dag
+
+
+def _connector_dags(config: AnyConnectorConfig, *, backup_dir: str | None) -> dict[str, DAG]:
+    if isinstance(config, DynamoDBConnectorConfig):
+        return {dag.dag_id: dag for dag in (build_dynamodb_provision_dag(config), build_dynamodb_sync_dag(config))}
     return {
         dag.dag_id: dag
         for dag in (
@@ -529,8 +631,15 @@ def _connector_dags(config: ConnectorConfig, *, backup_dir: str | None) -> dict[
     }
 
 
+def _kinesis(configs: Sequence[AnyConnectorConfig]) -> list[ConnectorConfig]:
+    """The Kinesis connectors: clean-up knows their lease tables, consumers and streams (not yet the
+    DynamoDB source's, whose lease tables it keeps as long as their leases are in use)."""
+    return [c for c in configs if isinstance(c, ConnectorConfig)]
+
+
 def build_connector_file_dags(path: str | Path, *, backup_dir: str | None = None) -> dict[str, DAG]:
-    """The provision, ingest, reset and restore DAGs of one connector file.
+    """The provision, ingest, reset and restore DAGs of one Kinesis connector file; the provision and
+    sync DAGs of a DynamoDB one (``source.type: dynamodb``).
 
     Call it from a DAG file of that connector alone (``python -m airflow_kinesis_snowflake dag-file``
     writes one), so that a mistake in this connector file is an import error of that DAG file only.
@@ -541,7 +650,7 @@ def build_connector_file_dags(path: str | Path, *, backup_dir: str | None = None
         a connector file of the same directory, earlier in name order, has the same ``connector_id``.
     """
     path = Path(path)
-    config = load_connector_config(path)
+    config = load_any_connector_config(path)
     # Only the files before this one can take its id first; of them, only connector_id is read.
     earlier = [other for other in connector_files(path.parent) if other.name <= path.name]
     first = duplicate_connector_ids(earlier).get(path)
@@ -574,7 +683,7 @@ def build_cleanup_dags(
     folder = Path(dag_folder) if dag_folder is not None else directory.parent
     errors = dag_file_errors(directory, folder)
     try:
-        configs = load_connector_configs(directory)
+        configs = _kinesis(load_any_connector_configs(directory))
     except ConnectorConfigError as err:
         errors.insert(0, str(err))
         configs = []
@@ -622,9 +731,10 @@ def build_connector_dags(
             "`python -m airflow_kinesis_snowflake dag-file <connector file>`, or remove those files."
         )
     dags: dict[str, DAG] = {}
-    configs = load_connector_configs(directory)
-    for config in configs:
+    every = load_any_connector_configs(directory)
+    for config in every:
         dags.update(_connector_dags(config, backup_dir=backup_dir))
+    configs = _kinesis(every)
     if configs:
         cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
         dags[cleanup.dag_id] = cleanup
@@ -775,6 +885,21 @@ Puts back every checkpoint of a backup written by a reset, a restore or clean-up
 table the connector's active one again (undo of a reset). Dry run first; then *Confirm* with the current
 application name. The current state is backed up before it is replaced. A backup of another connector,
 stream or destination is refused before anything is written. See docs/operations.md.
+"""
+
+_SYNC_DOC = """
+Syncs DynamoDB tables into Snowflake, one Snowflake table per DynamoDB table, converging to each table's
+current items. Each run first discovers the tables (`discover_tables`: the tables named, or those carrying
+the tags; each table that cannot be synced is logged with the reason and the fix), then runs one
+`sync_table` task per table, labelled with the table's name: a snapshot when one is due (the first run, or
+after a gap in the stream), and the table's stream up to the run's start. Runs in the Airflow worker (no
+Spark in this version). Run the `_provision` DAG first. See docs/dynamodb.md.
+"""
+
+_PROVISION_DYNAMODB_DOC = """
+Creates the connector's lease table, then, for each table discovery finds now, its Snowflake table and the
+support objects (ledgers, stage, tombstones) in the connector's database and schema, which must exist.
+Idempotent: run it again after tagging new tables. See docs/dynamodb.md.
 """
 
 _CLEANUP_DOC = """

@@ -12,14 +12,20 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-kinesis-snowflake",
         "name": "Kinesis to Snowflake",
         "description": "Exactly-once micro-batch ingestion of Amazon Kinesis Data Streams into Snowflake "
-        "tables with PySpark, with per-shard leases and checkpoints in DynamoDB.",
+        "tables with PySpark, with per-shard leases and checkpoints in DynamoDB; DynamoDB tables synced into "
+        "Snowflake tables that converge to their items.",
         "versions": [__version__],
         "integrations": [
             {
                 "integration-name": "Amazon Kinesis to Snowflake",
                 "external-doc-url": "https://docs.aws.amazon.com/streams/latest/dev/introduction.html",
                 "tags": ["aws", "service"],
-            }
+            },
+            {
+                "integration-name": "Amazon DynamoDB to Snowflake",
+                "external-doc-url": "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html",
+                "tags": ["aws", "service"],
+            },
         ],
         "hooks": [
             {
@@ -29,7 +35,11 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.hooks.snowflake",
                     "airflow_kinesis_snowflake.hooks.spark",
                 ],
-            }
+            },
+            {
+                "integration-name": "Amazon DynamoDB to Snowflake",
+                "python-modules": ["airflow_kinesis_snowflake.hooks.dynamodb"],
+            },
         ],
         "operators": [
             {
@@ -46,7 +56,14 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.operators.restore",
                     "airflow_kinesis_snowflake.operators.cleanup",
                 ],
-            }
+            },
+            {
+                "integration-name": "Amazon DynamoDB to Snowflake",
+                "python-modules": [
+                    "airflow_kinesis_snowflake.operators.dynamodb",
+                    "airflow_kinesis_snowflake.operators.dynamodb_provision",
+                ],
+            },
         ],
         "sensors": [
             {

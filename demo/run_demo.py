@@ -5,6 +5,10 @@ stream `orders` with 2 shards and ~1,000 JSON records, creates an IAM user holdi
 least-privilege policy, runs the provisioning DAG (IAM check, lease table, Snowflake objects) and
 the ingest DAG with dag.test() (plan, spark-submit, COPY INTO, checkpoints), prints what landed
 and the checkpoint per shard; then puts more records, runs again and shows that only those landed.
+
+Then the DynamoDB source: the table `customers` with a stream, its connector's provision and sync
+DAGs (a snapshot of the existing items, then the stream), an update and a delete, and the sync's
+second run showing them in Snowflake.
 """
 
 from __future__ import annotations
@@ -21,13 +25,18 @@ from textwrap import indent
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_kinesis_snowflake.config import load_connector_config  # noqa: E402
-from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions  # noqa: E402
+from airflow_kinesis_snowflake.config import load_connector_config, load_dynamodb_connector_config  # noqa: E402
+from airflow_kinesis_snowflake.core.admin.iam import (  # noqa: E402
+    dynamodb_source_permissions,
+    policy_document,
+    required_permissions,
+)
 from tests.emulators import local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, run_dag  # noqa: E402
 
 CONNECTOR = REPO / "dags" / "connectors" / "orders.yaml"
 DAG_FILE = REPO / "dags" / "kinesis_snowflake_orders.py"
+DYNAMODB_CONNECTOR = REPO / "demo" / "connectors" / "customers.yaml"
 STATUSES = ["NEW", "PAID", "SHIPPED", "DELIVERED"]
 T0 = time.monotonic()
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
@@ -140,6 +149,95 @@ def main() -> int:
             step(f"Run {run} succeeded (log: {log})")
             show(emulators, config, emulators.boto3_client("dynamodb"))
         step("Done: the second run loaded only the 250 new orders; nothing was loaded twice.")
+        return sync_dynamodb_table(emulators, env, work)
+
+
+def put_customers(dynamodb: object, table: str, count: int) -> None:
+    rng = random.Random(7)
+    for n in range(1, count + 1):
+        item = {
+            "customer_id": {"S": f"customer-{n:03d}"},
+            "name": {"S": f"Customer {n}"},
+            "balance": {"N": f"{rng.randint(0, 10**6)}.{rng.randint(0, 99):02d}"},
+            "tags": {"SS": sorted({rng.choice(["gold", "silver", "new", "eu", "us"]), "demo"})},
+        }
+        dynamodb.put_item(TableName=table, Item=item)  # type: ignore[attr-defined]
+
+
+def show_customers(emulators: object, table: str, picks: list[str]) -> None:
+    conn = emulators.snowflake_connect()  # type: ignore[attr-defined]
+    cur = conn.cursor()
+    (total,) = cur.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+    print(f"    rows in {table}: {total}")
+    for customer in picks:
+        row = cur.execute(
+            f"SELECT CUSTOMER_ID, NAME, BALANCE, DYNAMODBMETADATA:eventName::string FROM {table} "
+            "WHERE CUSTOMER_ID = %s",
+            (customer,),
+        ).fetchone()
+        print(f"      {customer}: {row if row else 'no row'}")
+    conn.close()
+
+
+def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> int:
+    config = load_dynamodb_connector_config(DYNAMODB_CONNECTOR)
+    (table,) = config.source.tables or ()
+    dynamodb = emulators.boto3_client("dynamodb")  # type: ignore[attr-defined]
+    step(f"DynamoDB: creating table {table!r} with a NEW_AND_OLD_IMAGES stream and putting 200 customers")
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "customer_id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "customer_id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    put_customers(dynamodb, table, 200)
+    policy = policy_document(
+        dynamodb_source_permissions(
+            region=config.source.region,
+            account_id=MOTO_ACCOUNT,
+            application_name=config.source.application_name,
+            tables=config.source.tables,
+        )
+    )
+    step("Creating the IAM user the DynamoDB connector runs as, holding only its generated policy")
+    print(indent(json.dumps(policy, indent=2), "    "))
+    env = {**env, "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(emulators.iam_user_connection("customers-connector", policy))}  # type: ignore[attr-defined]
+    dag_file = work / "dags" / "dynamodb_snowflake_customers.py"
+    dag_file.parent.mkdir(parents=True, exist_ok=True)
+    dag_file.write_text(
+        "from pathlib import Path\n\nfrom airflow_kinesis_snowflake.dags import build_connector_file_dags\n\n"
+        f"globals().update(build_connector_file_dags(Path({str(DYNAMODB_CONNECTOR)!r})))\n"
+    )
+    destination = f"{config.destination.database}.{config.destination.schema}.{table.upper()}"
+    runs = [
+        (
+            f"kinesis_snowflake_{config.connector_id}_provision",
+            "create_lease_table >> discover_tables >> provision_table",
+        ),
+        (f"kinesis_snowflake_{config.connector_id}_sync", "discover_tables >> sync_table[customers]: the snapshot"),
+        (f"kinesis_snowflake_{config.connector_id}_sync", "the stream: the update and the delete"),
+    ]
+    for number, (dag_id, what) in enumerate(runs, start=1):
+        if number == 3:
+            step("Updating customer-001's balance and deleting customer-002 in DynamoDB")
+            dynamodb.update_item(
+                TableName=table,
+                Key={"customer_id": {"S": "customer-001"}},
+                UpdateExpression="SET balance = :b",
+                ExpressionAttributeValues={":b": {"N": "12345.67"}},
+            )
+            dynamodb.delete_item(TableName=table, Key={"customer_id": {"S": "customer-002"}})
+        step(f"dag.test() of {dag_id} ({what})")
+        log = work / f"dag-dynamodb-{number}.log"
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=log)
+        if proc.returncode != 0:
+            print((proc.stdout + proc.stderr)[-6000:])
+            step(f"{dag_id} failed; full log in {log}")
+            return 1
+        if number > 1:
+            show_customers(emulators, destination, ["customer-001", "customer-002", "customer-003"])
+    step("Done: the update and the delete arrived through the stream; the table equals DynamoDB's.")
     return 0
 
 

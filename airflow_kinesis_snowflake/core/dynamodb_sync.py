@@ -336,7 +336,9 @@ def _read_batch(
     """Steps 2 to 5 of one batch; None when it could take no lease."""
     generation = step.generation
     if not leases.exists():
-        leases.create(stream_name=sync.table, application_name=sync.application_name)
+        # A connector's tables share its lease table, which names the connector's application as
+        # its source (as the provision DAG creates it).
+        leases.create(stream_name=sync.application_name, application_name=sync.application_name)
     shard_of = {lease_key(sync.table, generation.number, s.shard_id): s.shard_id for s in shards}
     task_of = {lease_key(sync.table, generation.number, t.segment.id): t for t in step.segments}
     units = _stream_leases(sync, generation.number, shards) + [Shard(shard_id=key) for key in task_of]

@@ -12,6 +12,8 @@ import yaml
 from airflow_kinesis_snowflake.config import (
     DEFAULT_MAX_CHECKPOINT_AGE_HOURS,
     ConnectorConfigError,
+    DynamoDBConnectorConfig,
+    load_any_connector_config,
     load_connector_config,
     load_dynamodb_connector_config,
     parse_dynamodb_connector_config,
@@ -139,18 +141,21 @@ def test_the_destination_holds_a_database_and_a_schema_not_one_table() -> None:
     assert "destination.table: unknown field" in error_of(data)
 
 
-def test_a_dynamodb_file_is_refused_by_the_kinesis_loader_and_the_dag_factory(tmp_path: Path) -> None:
+def test_a_dynamodb_file_is_refused_by_the_kinesis_loader_and_built_by_the_dag_factory(tmp_path: Path) -> None:
     from airflow_kinesis_snowflake.dags import build_connector_dags, build_connector_file_dags
 
     connectors = tmp_path / "connectors"
     connectors.mkdir()
     path = write(connectors, BY_NAME)
-    for load in (load_connector_config, build_connector_file_dags):
-        with pytest.raises(ConnectorConfigError, match="DynamoDB ingestion DAGs are not in this version") as caught:
-            load(path)
-        assert str(caught.value).startswith(f"{path}: source.type dynamodb")
-    with pytest.raises(ConnectorConfigError, match="DynamoDB ingestion DAGs are not in this version"):
-        build_connector_dags(connectors)
+    with pytest.raises(ConnectorConfigError, match="this reads Kinesis stream connectors only") as caught:
+        load_connector_config(path)
+    assert str(caught.value).startswith(f"{path}: source.type dynamodb")
+    assert "not in this version" not in str(caught.value)
+    assert isinstance(load_any_connector_config(path), DynamoDBConnectorConfig)
+    expected = {"kinesis_snowflake_orders_ddb_provision", "kinesis_snowflake_orders_ddb_sync"}
+    assert set(build_connector_file_dags(path)) == expected
+    # A directory of DynamoDB connectors only: their DAGs, and no clean-up DAG (it knows Kinesis connectors).
+    assert set(build_connector_dags(connectors)) == expected
 
 
 def test_an_invalid_dynamodb_file_is_refused_with_its_own_mistakes(tmp_path: Path) -> None:

@@ -381,3 +381,35 @@ def test_status_refuses_a_path_without_connector_files(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert f"error: {tmp_path}: no connector file (*.yaml, *.yml) in {tmp_path}" in proc.stderr
+
+
+DYNAMODB_CONNECTOR = """\
+connector_id: orders_ddb
+source:
+  type: dynamodb
+  region: us-east-1
+  application_name: orders-ddb
+  tables: [orders]
+destination:
+  database: ANALYTICS
+  schema: RAW
+"""
+
+
+def test_validate_and_dag_file_take_a_dynamodb_connector_beside_a_kinesis_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = connectors_dir(tmp_path, {"orders.yaml": ORDERS.read_text(), "orders_ddb.yaml": DYNAMODB_CONNECTOR})
+    assert main(["validate", str(directory)]) == 0
+    assert capsys.readouterr().out == f"2 connector file(s) in {directory} valid: orders, orders_ddb\n"
+    # Two connectors sharing one lease table are refused whatever their sources.
+    application = load_connector_config(ORDERS).source.application_name
+    (directory / "orders_ddb.yaml").write_text(DYNAMODB_CONNECTOR.replace("orders-ddb", application))
+    assert main(["validate", str(directory)]) == 1
+    assert f"source.application_name: {application!r} is also the application name of" in capsys.readouterr().out
+    (directory / "orders_ddb.yaml").write_text(DYNAMODB_CONNECTOR)
+
+    assert main(["dag-file", str(directory / "orders_ddb.yaml")]) == 0
+    assert (tmp_path / "kinesis_snowflake_orders_ddb.py").read_text() == render_dag_file(
+        directory / "orders_ddb.yaml", tmp_path
+    )

@@ -1,0 +1,151 @@
+"""The DynamoDB source's tasks: find the tables, sync one table (provisioning: :mod:`.dynamodb_provision`).
+
+A DynamoDB connector's tables are discovered at the start of each run; the per-table tasks are
+mapped over what discovery pushed (one task instance per table, labelled with its name), so the
+targets travel as XCom: plain mappings (:func:`~airflow_kinesis_snowflake.config.sync_target_to_dict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict, table_sync
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
+from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
+from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
+from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
+from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+# The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
+TABLE_MAP_INDEX = "{{ task.target['table'] }}"
+
+
+class DiscoverDynamoDBTablesOperator(BaseOperator):
+    """Find the tables a DynamoDB connector syncs, by name or by tags; push them for the mapped tasks.
+
+    Each table that is named or tagged but cannot be synced is logged with the reason and the fix
+    (no stream, a ``KEYS_ONLY`` or ``OLD_IMAGE`` stream, not ACTIVE, not found, DescribeTable denied).
+
+    :param tables: the tables named in the connector file; None to discover them by tags.
+    :param ingestion_tag_key: with ``tables`` None, the tag a table must carry (any value).
+    :param environment_tag_key: and, when set, this tag with ``environment_tag_value``.
+    :param environment_tag_value: the value of ``environment_tag_key``.
+    :param destination_table_template: the Snowflake table of each table (``{table}`` its name).
+    :param aws_conn_id: the Airflow AWS connection.
+    :param region_name: the tables' region; defaults to the connection's.
+    :return: one :func:`~airflow_kinesis_snowflake.config.sync_target_to_dict` mapping per table to
+        sync, in table-name order.
+    """
+
+    template_fields: Sequence[str] = ("aws_conn_id", "region_name")
+
+    def __init__(
+        self,
+        *,
+        tables: Sequence[str] | None = None,
+        ingestion_tag_key: str | None = None,
+        environment_tag_key: str | None = None,
+        environment_tag_value: str | None = None,
+        destination_table_template: str = "{table}",
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tables = tuple(tables) if tables is not None else None
+        self.ingestion_tag_key = ingestion_tag_key
+        self.environment_tag_key = environment_tag_key
+        self.environment_tag_value = environment_tag_value
+        self.destination_table_template = destination_table_template
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        selection = TableSelection(
+            self.tables, self.ingestion_tag_key, self.environment_tag_key, self.environment_tag_value
+        )
+        hook = DynamoDBSourceHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        found = hook.discover(selection, self.destination_table_template)
+        for skipped in found.skipped:
+            self.log.warning("Not synced: %s", skipped.describe())
+        for target in found.targets:
+            self.log.info("Syncing %s into %s", target.table, target.destination_table)
+        if not found.targets:
+            self.log.warning("No table to sync: %s", "none named is syncable" if self.tables else "none tagged")
+        return [sync_target_to_dict(t) for t in found.targets]
+
+
+class SyncDynamoDBTableOperator(BaseOperator):
+    """Sync one DynamoDB table into its Snowflake table (:func:`~.core.dynamodb_sync.sync_table`).
+
+    The run's batches take a new snapshot when one is due, and follow the table's stream up to the
+    DAG run's start; a retry of the task takes over its earlier try's leases and plans from the
+    same Snowflake records, so it loads nothing twice.
+
+    :param target: the table, as :class:`DiscoverDynamoDBTablesOperator` pushed it (mapped).
+    :param sync_options: the connector file's settings
+        (:meth:`~airflow_kinesis_snowflake.config.DynamoDBConnectorConfig.sync_options`).
+    :param aws_conn_id: the Airflow AWS connection: the tables, their streams and the lease table.
+    :param region_name: AWS region; defaults to the connection's.
+    :param snowflake_conn_id: the Airflow Snowflake connection.
+    :return: the run's figures: table, batches, changes loaded, generations started, snapshots completed.
+    """
+
+    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
+
+    def __init__(
+        self,
+        *,
+        target: Mapping[str, Any],
+        sync_options: Mapping[str, Any],
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        snowflake_conn_id: str = "snowflake_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.sync_options = dict(sync_options)
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.snowflake_conn_id = snowflake_conn_id
+
+    def table_sync(self) -> TableSync:
+        """The sync of :attr:`target` with the connector file's settings."""
+        return table_sync(sync_target_from_dict(self.target), self.sync_options)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        sync = self.table_sync()
+        aws = {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
+        outcome = sync_table(
+            sync,
+            lease_dynamodb=LeaseTableHook(**aws).conn,
+            source_dynamodb=DynamoDBSourceHook(scan=True, **aws).conn,
+            streams=DynamoDBStreamsHook(**aws).conn,
+            connect_snowflake=KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn,
+            # A retry takes over what an earlier try of this task instance still holds.
+            owner=str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id)),
+            # The run's start is shared by every try, so a retry reads up to the same records.
+            cutoff=getattr(context.get("dag_run"), "start_date", None),
+        )
+        self.log.info(
+            "%s -> %s: %d batch(es), %d change(s) loaded; generations started: %s; snapshots completed: %s",
+            sync.table,
+            sync.target.table,
+            len(outcome.batches),
+            outcome.changes,
+            outcome.generations_started or "none",
+            outcome.snapshots_completed or "none",
+        )
+        return {
+            "table": sync.table,
+            "destination": sync.target.table,
+            "batches": len(outcome.batches),
+            "changes": outcome.changes,
+            "generations_started": outcome.generations_started,
+            "snapshots_completed": outcome.snapshots_completed,
+        }

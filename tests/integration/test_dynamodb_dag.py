@@ -1,0 +1,105 @@
+"""A DynamoDB connector's sync DAG end to end: dag.test() in a real Airflow, moto and fakesnow."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
+from tests.conftest import query, unique
+from tests.emulators import Emulators
+from tests.emulators.airflow_env import run_dag
+from tests.integration.core.sources.dynamodb.test_discovery import create
+from tests.integration.test_ingest_dag import write_connector
+
+pytestmark = pytest.mark.integration
+
+
+def mapped_instances(env: dict[str, str], dag_id: str, task_id: str) -> list[tuple[int, str | None, str]]:
+    """(map index, its label, state) of each instance of a mapped task in the DAG's latest run."""
+    db = sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db")
+    try:
+        rows = db.execute(
+            "SELECT map_index, rendered_map_index, state FROM task_instance WHERE dag_id = ? AND task_id = ? AND "
+            "run_id = (SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1) ORDER BY map_index",
+            (dag_id, task_id, dag_id),
+        ).fetchall()
+    finally:
+        db.close()
+    return [(int(r[0]), r[1], str(r[2])) for r in rows]
+
+
+def loaded(emulators: Emulators, table: str) -> dict[str, Any]:
+    """The items of a Snowflake table of the packed layout, by partition key."""
+    items = [json.loads(r[0], parse_float=Decimal) for r in query(emulators, f"SELECT ITEM FROM ANALYTICS.RAW.{table}")]
+    return {i["pk"]: i for i in items}
+
+
+def scanned(dynamodb: Any, table: str) -> dict[str, Any]:
+    """A full Scan of a DynamoDB table, as the packed layout writes each item, by partition key."""
+    items = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+    return {i["pk"]["S"]: json.loads(item_to_json(i), parse_float=Decimal) for i in items}
+
+
+def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table(
+    emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    dynamodb = emulators.boto3_client("dynamodb")
+    tag, prefix = unique("sync-to-snowflake"), unique("ddbdag")
+    orders, events, keys_only = f"{prefix}-orders", f"{prefix}.events", f"{prefix}-keys"
+    create(dynamodb, orders, tags={tag: ""})
+    create(dynamodb, events, view_type="NEW_IMAGE", tags={tag: "yes"})
+    create(dynamodb, keys_only, view_type="KEYS_ONLY", tags={tag: ""})
+    for n in range(12):
+        dynamodb.put_item(TableName=orders, Item={"pk": {"S": f"o{n}"}, "amount": {"N": f"{n}.25"}})
+        dynamodb.put_item(TableName=events, Item={"pk": {"S": f"e{n}"}, "kind": {"SS": ["a", f"k{n}"]}})
+    dynamodb.put_item(TableName=keys_only, Item={"pk": {"S": "never"}})
+    with emulators.snowflake_connect() as conn:
+        conn.cursor().execute("CREATE DATABASE IF NOT EXISTS ANALYTICS")
+        conn.cursor().execute("CREATE SCHEMA IF NOT EXISTS ANALYTICS.RAW")
+    connector = {
+        "connector_id": prefix.replace("-", "_"),
+        "source": {
+            "type": "dynamodb",
+            "region": "us-east-1",
+            "application_name": f"{prefix}-app",
+            "ingestion_tag_key": tag,
+            "layout": "packed",
+            "snapshot_total_segments": 2,
+            "snapshot_read_units_per_second": 10000,  # on-demand tables: an absolute rate
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW"},
+        "batch": {"schedule": None, "retries": 0},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    # '.' and '-' become '_', upper-cased (destination_table_template "{table}").
+    destination = {table: table.replace(".", "_").replace("-", "_").upper() for table in (orders, events)}
+
+    # Run 1: discovery finds the two tables with new images, and each one's snapshot loads its items.
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run1.log")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    # One task instance per table synced, in table-name order, each labelled with its table.
+    one_per_table = [(0, orders, "success"), (1, events, "success")]
+    assert mapped_instances(dag_env, dag_id, "sync_table") == one_per_table
+    assert f"Not synced: {keys_only}: " in output and "KEYS_ONLY" in output
+    for table in (orders, events):
+        assert loaded(emulators, destination[table]) == scanned(dynamodb, table)
+    assert len(loaded(emulators, destination[orders])) == 12
+
+    # Run 2: an update and a delete, followed through the tables' streams.
+    dynamodb.put_item(TableName=orders, Item={"pk": {"S": "o3"}, "amount": {"S": "now a string"}})
+    dynamodb.delete_item(TableName=events, Key={"pk": {"S": "e5"}})
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run2.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert mapped_instances(dag_env, dag_id, "sync_table") == one_per_table
+    orders_rows, events_rows = loaded(emulators, destination[orders]), loaded(emulators, destination[events])
+    assert orders_rows["o3"] == {"pk": "o3", "amount": "now a string"}
+    assert "e5" not in events_rows and len(events_rows) == 11
+    assert orders_rows == scanned(dynamodb, orders) and events_rows == scanned(dynamodb, events)
