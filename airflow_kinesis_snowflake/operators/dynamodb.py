@@ -13,12 +13,14 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict, table_sync
+from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
-from airflow_kinesis_snowflake.hooks.kinesis import LeaseTableHook
+from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 
 # The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
@@ -92,10 +94,14 @@ class SyncDynamoDBTableOperator(BaseOperator):
     :param aws_conn_id: the Airflow AWS connection: the tables, their streams and the lease table.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: the Airflow Snowflake connection.
+    :param spark_conn_id: the Airflow Spark connection: each batch's reads, staging and MERGE run
+        through spark-submit, one Spark task per snapshot segment and per stream shard
+        (:meth:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook.run_table_batch`);
+        None runs them in this task's process.
     :return: the run's figures: table, batches, changes loaded, generations started, snapshots completed.
     """
 
-    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
+    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id", "spark_conn_id")
 
     def __init__(
         self,
@@ -105,6 +111,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
+        spark_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -113,6 +120,8 @@ class SyncDynamoDBTableOperator(BaseOperator):
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.snowflake_conn_id = snowflake_conn_id
+        self.spark_conn_id = spark_conn_id
+        self._spark_hook: KinesisJobSubmitHook | None = None
 
     def table_sync(self) -> TableSync:
         """The sync of :attr:`target` with the connector file's settings."""
@@ -121,16 +130,29 @@ class SyncDynamoDBTableOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         sync = self.table_sync()
         aws = {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
+        snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
+        submit, region = None, ""
+        if self.spark_conn_id is not None:
+            self._spark_hook = spark = KinesisJobSubmitHook(conn_id=self.spark_conn_id)
+            job_aws = KinesisStreamHook(**aws)
+            region = job_aws.region_name or ""
+            spark.check_submission()  # before anything is leased or recorded
+
+            def submit(plan: TableBatchPlan) -> TableBatchResult:
+                return spark.run_table_batch(plan, aws=job_aws, snowflake=snowflake)
+
         outcome = sync_table(
             sync,
             lease_dynamodb=LeaseTableHook(**aws).conn,
             source_dynamodb=DynamoDBSourceHook(scan=True, **aws).conn,
             streams=DynamoDBStreamsHook(**aws).conn,
-            connect_snowflake=KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn,
+            connect_snowflake=snowflake.get_conn,
             # A retry takes over what an earlier try of this task instance still holds.
             owner=str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id)),
             # The run's start is shared by every try, so a retry reads up to the same records.
             cutoff=getattr(context.get("dag_run"), "start_date", None),
+            submit=submit,
+            region=region,
         )
         self.log.info(
             "%s -> %s: %d batch(es), %d change(s) loaded; generations started: %s; snapshots completed: %s",
@@ -149,3 +171,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
             "generations_started": outcome.generations_started,
             "snapshots_completed": outcome.snapshots_completed,
         }
+
+    def on_kill(self) -> None:
+        if self._spark_hook is not None:
+            self._spark_hook.on_kill()

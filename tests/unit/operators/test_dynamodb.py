@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget
@@ -49,7 +52,13 @@ def test_a_target_travels_as_json_and_comes_back_equal() -> None:
 
 def test_each_operator_templates_its_connections_and_what_it_is_given_per_run() -> None:
     assert DiscoverDynamoDBTablesOperator.template_fields == ("aws_conn_id", "region_name")
-    assert SyncDynamoDBTableOperator.template_fields == ("target", "aws_conn_id", "region_name", "snowflake_conn_id")
+    assert SyncDynamoDBTableOperator.template_fields == (
+        "target",
+        "aws_conn_id",
+        "region_name",
+        "snowflake_conn_id",
+        "spark_conn_id",
+    )
     assert ProvisionDynamoDBTableOperator.template_fields == ("target", "snowflake_conn_id")
     assert CreateDynamoDBLeaseTableOperator.template_fields == ("application_name", "aws_conn_id", "region_name")
 
@@ -63,3 +72,59 @@ def test_the_sync_operator_builds_the_table_sync_of_its_target_and_nothing_in_it
     assert sync.target.table == '"ANALYTICS"."RAW"."ORDERS_V2"'
     assert [k.name for k in sync.keys] == ["pk", "sk"]
     assert sync.read_rate is not None and sync.read_rate.read_units_per_second == 100.0
+
+
+def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_is_killed_with_the_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_kinesis_snowflake.operators import dynamodb as module
+
+    aws = {"conn_type": "aws", "login": "AKIAUNITTEST00000001", "password": "x", "extra": {"region_name": "eu-west-1"}}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_UNIT", json.dumps(aws))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_UNIT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_UNIT", json.dumps({"conn_type": "snowflake", "login": "u"}))
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: calls.append(("check", None)))
+    monkeypatch.setattr(
+        module.KinesisJobSubmitHook,
+        "run_table_batch",
+        lambda self, plan, *, aws, snowflake: calls.append(("run", (plan, aws.region_name))) or "result",
+    )
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "on_kill", lambda self: calls.append(("kill", None)))
+    seen: dict[str, Any] = {}
+
+    class Outcome:
+        batches: list[Any] = []
+        changes = 0
+        generations_started: list[str] = []
+        snapshots_completed: list[int] = []
+
+    def fake_sync(sync: Any, **kwargs: Any) -> Outcome:
+        seen.update(kwargs)
+        return Outcome()
+
+    monkeypatch.setattr(module, "sync_table", fake_sync)
+
+    def task(spark_conn_id: str | None) -> SyncDynamoDBTableOperator:
+        return SyncDynamoDBTableOperator(
+            task_id="sync_table",
+            target=sync_target_to_dict(TARGET),
+            sync_options=OPTIONS,
+            aws_conn_id="aws_unit",
+            snowflake_conn_id="snowflake_unit",
+            spark_conn_id=spark_conn_id,
+        )
+
+    in_process = task(None)
+    in_process.execute({})
+    assert seen["submit"] is None
+    in_process.on_kill()
+    assert calls == []
+
+    on_spark = task("spark_unit")
+    on_spark.execute({})
+    assert seen["region"] == "eu-west-1"
+    assert seen["submit"]("the plan") == "result"
+    assert calls == [("check", None), ("run", ("the plan", "eu-west-1"))]
+    on_spark.on_kill()
+    assert calls[-1] == ("kill", None)
