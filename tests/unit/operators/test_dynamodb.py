@@ -85,11 +85,12 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
     monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_UNIT", json.dumps({"conn_type": "snowflake", "login": "u"}))
     calls: list[tuple[str, Any]] = []
     monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: calls.append(("check", None)))
-    monkeypatch.setattr(
-        module.KinesisJobSubmitHook,
-        "run_table_batch",
-        lambda self, plan, *, aws, snowflake: calls.append(("run", (plan, aws.region_name))) or "result",
-    )
+
+    def run_table_batch(self: Any, plan: Any, *, aws: Any, snowflake: Any) -> str:
+        calls.append(("run", (plan, aws.region_name)))
+        return "result"
+
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "run_table_batch", run_table_batch)
     monkeypatch.setattr(module.KinesisJobSubmitHook, "on_kill", lambda self: calls.append(("kill", None)))
     seen: dict[str, Any] = {}
 
@@ -124,7 +125,8 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
     on_spark = task("spark_unit")
     on_spark.execute({})
     assert seen["region"] == "eu-west-1"
-    assert seen["submit"]("the plan") == "result"
+    submit = seen["submit"]
+    assert submit is not None and submit("the plan") == "result"
     assert calls == [("check", None), ("run", ("the plan", "eu-west-1"))]
     on_spark.on_kill()
     assert calls[-1] == ("kill", None)
