@@ -876,6 +876,9 @@ class DynamoDBSourceConfig(_Strict):
     :param snapshot_read_fraction: the share of a provisioned table's read capacity the snapshot
         may use; ``snapshot_read_units_per_second`` is the absolute rate, required for on-demand
         tables.
+    :param engine: where each batch reads and stages: ``spark`` (a spark-submit through
+        ``connections.spark``, one Spark task per snapshot segment and per stream shard) or
+        ``worker`` (in the Airflow task itself, for small tables).
     """
 
     type: Literal["dynamodb"]
@@ -896,6 +899,7 @@ class DynamoDBSourceConfig(_Strict):
     snapshot_read_fraction: float | None = Field(default=None, gt=0, le=1)
     snapshot_read_units_per_second: float | None = Field(default=None, gt=0)
     snapshot_max_items_per_segment: int = Field(default=100_000, ge=1, le=10_000_000)
+    engine: Literal["spark", "worker"] = "spark"
     iam_check: IamCheckMode = IamCheckMode.REQUIRED
 
     @field_validator("region")
@@ -1043,8 +1047,8 @@ class DynamoDBConnectorConfig(_Strict):
         later = "not in this version of the DynamoDB source"
         if "spark" in self.model_fields_set:
             raise ValueError(
-                f"spark: {later}: its sync runs in the Airflow task, not on Spark, so these settings would have no "
-                "effect; remove the spark section"
+                f"spark: {later}: its Spark job (source.engine: spark) runs with the Spark connection's settings "
+                "(connections.spark), not this section's; remove the spark section"
             )
         if "snowflake" in self.model_fields_set:
             raise ValueError(

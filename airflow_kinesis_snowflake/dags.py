@@ -584,6 +584,7 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             aws_conn_id=conns.aws,
             region_name=config.source.region,
             snowflake_conn_id=conns.snowflake,
+            spark_conn_id=conns.spark if config.source.engine == "spark" else None,
             map_index_template=TABLE_MAP_INDEX,
         ).expand(target=discover.output)
     return dag

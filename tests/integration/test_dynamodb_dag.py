@@ -70,6 +70,9 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table(
             "application_name": f"{prefix}-app",
             "ingestion_tag_key": tag,
             "layout": "packed",
+            # In the Airflow task: the Spark path of a batch is tested through spark-submit in
+            # tests/integration/core/test_dynamodb_job.py, and the demo runs this DAG on Spark.
+            "engine": "worker",
             "snapshot_total_segments": 2,
             "snapshot_read_units_per_second": 10000,  # on-demand tables: an absolute rate
         },

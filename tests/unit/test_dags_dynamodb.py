@@ -124,6 +124,13 @@ def test_the_sync_dag_discovers_then_maps_one_sync_task_over_the_tables() -> Non
     assert (discover.aws_conn_id, discover.region_name) == ("aws_ddb", "eu-west-1")
 
 
+def test_batches_run_on_spark_through_the_spark_connection_unless_the_engine_is_the_worker() -> None:
+    on_spark = task(build_dynamodb_sync_dag(config()), "sync_table")
+    assert on_spark.partial_kwargs["spark_conn_id"] == config().connections.spark
+    in_worker = task(build_dynamodb_sync_dag(config(with_("source", engine="worker"))), "sync_table")
+    assert in_worker.partial_kwargs["spark_conn_id"] is None
+
+
 def test_the_sync_dag_runs_on_the_connector_schedule_one_run_at_a_time_with_its_retries() -> None:
     dag = build_dynamodb_sync_dag(config())
     assert (dag.schedule, dag.max_active_runs, dag.catchup) == ("@hourly", 1, False)
