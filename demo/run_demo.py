@@ -209,7 +209,7 @@ def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> i
         "from pathlib import Path\n\nfrom airflow_kinesis_snowflake.dags import build_connector_file_dags\n\n"
         f"globals().update(build_connector_file_dags(Path({str(DYNAMODB_CONNECTOR)!r})))\n"
     )
-    destination = f"{config.destination.database}.{config.destination.schema}.{table.upper()}"
+    destination = f"{config.destination.database}.{config.destination.schema_}.{table.upper()}"
     runs = [
         (
             f"kinesis_snowflake_{config.connector_id}_provision",
@@ -237,7 +237,18 @@ def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> i
             return 1
         if number > 1:
             show_customers(emulators, destination, ["customer-001", "customer-002", "customer-003"])
-    step("Done: the update and the delete arrived through the stream; the table equals DynamoDB's.")
+    items = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+    conn = emulators.snowflake_connect()  # type: ignore[attr-defined]
+    try:
+        rows = conn.cursor().execute(f"SELECT CUSTOMER_ID FROM {destination}").fetchall()
+    finally:
+        conn.close()
+    if sorted(r[0] for r in rows) != sorted(i["customer_id"]["S"] for i in items):
+        step(f"{destination} does not hold the {len(items)} customers DynamoDB holds")
+        return 1
+    step(
+        f"Done: the update and the delete arrived through the stream; {destination} holds DynamoDB's {len(items)} keys."
+    )
     return 0
 
 
