@@ -56,7 +56,6 @@ from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     ROWS_DIR,
     CommitResult,
-    LoadError,
     OutcomeKey,
     SnowflakeSink,
     StaleBatchError,
@@ -706,20 +705,8 @@ class DynamoDBSink:
         return total_segments > 0 and int(rows[0][0]) == total_segments
 
     def _copy(self, stage_dir: str, expected: int, staged: Sequence[TableColumn]) -> int:
-        location = f"@{self.sink.stage}/{stage_dir}/{ROWS_DIR}/"
-        sql = copy_batch_sql(self.target, location, staged)
-        try:
-            results = self._execute(sql)
-        except Exception as err:
-            raise LoadError(f"{sql} failed: {err}") from err
-        statuses = {str(r[1]) for r in results}
-        loaded = sum(int(r[3] or 0) for r in results)
-        if statuses - {"LOADED"} or loaded != expected:
-            raise LoadError(
-                f"COPY INTO {self.target.batch_table} from {stage_dir} loaded {loaded} of {expected} changes "
-                f"(file statuses: {sorted(statuses)})"
-            )
-        return loaded
+        sql = copy_batch_sql(self.target, f"@{self.sink.stage}/{stage_dir}/{ROWS_DIR}/", staged)
+        return self.sink.run_copy(sql, self.target.batch_table, stage_dir, expected)
 
     def _merge(
         self, loaded: int, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]

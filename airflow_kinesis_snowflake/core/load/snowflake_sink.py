@@ -628,7 +628,11 @@ class SnowflakeSink:
         )
 
     def _copy(self, table: str, stage_dir: str, expected_rows: int, staged: Sequence[TableColumn] = ()) -> int:
-        sql = self.copy_sql(table, stage_dir, staged)
+        return self.run_copy(self.copy_sql(table, stage_dir, staged), table, stage_dir, expected_rows)
+
+    def run_copy(self, sql: str, table: str, stage_dir: str, expected_rows: int) -> int:
+        """Run the COPY INTO ``sql``; the rows loaded, or :class:`LoadError` unless every file loaded
+        and the rows are ``expected_rows``."""
         try:
             rows = self._execute(sql)
         except Exception as err:
