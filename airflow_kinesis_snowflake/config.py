@@ -774,12 +774,11 @@ class SparkConfig(_Strict):
         return {argument: value for argument, field in fields.items() if (value := getattr(self, field)) is not None}
 
 
-class ConnectorConfig(_Strict):
-    """Everything one connector needs: source stream, destination table, batching, connections, Spark."""
+class _ConnectorBase(_Strict):
+    """What every connector file has beside its source and destination: its id, batching,
+    connections, and the Snowflake and Spark sections."""
 
     connector_id: str
-    source: SourceConfig
-    destination: DestinationConfig
     batch: BatchConfig = BatchConfig()
     connections: ConnectionsConfig = ConnectionsConfig()
     snowflake: SnowflakeConfig | None = None
@@ -789,6 +788,13 @@ class ConnectorConfig(_Strict):
     @classmethod
     def _connector_id(cls, value: str) -> str:
         return validate_connector_id(value)
+
+
+class ConnectorConfig(_ConnectorBase):
+    """Everything one connector needs: source stream, destination table, batching, connections, Spark."""
+
+    source: SourceConfig
+    destination: DestinationConfig
 
     @model_validator(mode="after")
     def _cluster_by_columns(self) -> ConnectorConfig:
@@ -1021,25 +1027,15 @@ class DynamoDBDestinationConfig(_Strict):
         return _identifier(value)
 
 
-class DynamoDBConnectorConfig(_Strict):
+class DynamoDBConnectorConfig(_ConnectorBase):
     """A connector whose source is DynamoDB tables (read with :func:`parse_dynamodb_connector_config`).
 
     A model of its own, beside :class:`ConnectorConfig`, so that everything that reads a Kinesis
     connector (``config.source.stream_name``, ``config.destination.table``) keeps its types.
     """
 
-    connector_id: str
     source: DynamoDBSourceConfig
     destination: DynamoDBDestinationConfig
-    batch: BatchConfig = BatchConfig()
-    connections: ConnectionsConfig = ConnectionsConfig()
-    snowflake: SnowflakeConfig | None = None
-    spark: SparkConfig = SparkConfig()
-
-    @field_validator("connector_id")
-    @classmethod
-    def _connector_id(cls, value: str) -> str:
-        return validate_connector_id(value)
 
     @model_validator(mode="after")
     def _in_this_version(self) -> DynamoDBConnectorConfig:
