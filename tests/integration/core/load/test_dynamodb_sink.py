@@ -453,5 +453,6 @@ def test_a_batch_of_a_superseded_generation_is_refused_and_applies_nothing(packe
         1, T0 + timedelta(hours=1), SnapshotStart(1, T0 + timedelta(hours=1), 2)
     )
     table.apply("app/g1-b", [snapshot("b", generation=1, v=2)], generation=1, snapshot_generation=1, total_segments=2,
-                segment_starts={0: SegmentMark(cursor, items=1)}, segment_ends={0: SegmentMark(None, done=True, items=2)})  # fmt: skip
+                segment_starts={0: SegmentMark(cursor, items=1)},
+                segment_ends={0: SegmentMark(None, done=True, items=2)})  # fmt: skip
     assert {k: r["item"] for k, r in table.rows().items()} == {"a": {"id": "a", "v": 1}, "b": {"id": "b", "v": 2}}
