@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_kinesis_snowflake.config import load_any_connector_config, sync_target_to_dict
+from airflow_kinesis_snowflake.config import DynamoDBConnectorConfig, load_any_connector_config, sync_target_to_dict
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection, discover
 from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
 from airflow_kinesis_snowflake.operators.dynamodb_reset import ResetDynamoDBTablesOperator
@@ -112,7 +112,7 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     assert orders_rows == scanned(dynamodb, orders) and events_rows == scanned(dynamodb, events)
 
     # The reset DAG, after the Snowflake copy of `orders` drifted by hand: a row deleted, a value changed.
-    app, reset_id = connector["source"]["application_name"], f"kinesis_snowflake_{connector['connector_id']}_reset"
+    app, reset_id = str(connector["source"]["application_name"]), f"kinesis_snowflake_{connector['connector_id']}_reset"
     drifted = destination[orders]
     query(emulators, f"DELETE FROM ANALYTICS.RAW.{drifted} WHERE ITEM:pk::VARCHAR = 'o1'")
     query(emulators, f"UPDATE ANALYTICS.RAW.{drifted} SET ITEM = PARSE_JSON('{{\"pk\": \"o2\"}}') "
@@ -141,19 +141,19 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     assert {table: generations(table) for table in (orders, events)} == before
     # (b) A wrong confirmation fails before any side effect (in the task, without a DAG run).
     targets = discover(dynamodb, None, TableSelection((orders, events)), region="us-east-1").targets
+    config = load_any_connector_config(dag_file.parent / "connectors" / f"{connector['connector_id']}.yaml")
+    assert isinstance(config, DynamoDBConnectorConfig)
     operator = ResetDynamoDBTablesOperator(
         task_id="reset_tables",
         targets=[sync_target_to_dict(t) for t in targets],
-        sync_options=load_any_connector_config(
-            dag_file.parent / "connectors" / f"{connector['connector_id']}.yaml"
-        ).sync_options(),
+        sync_options=config.sync_options(),
         tables=[orders],
         preview_only=False,
         confirm="not-the-app",
         snowflake_conn_id="no_such_connection",  # never reached
     )
     with pytest.raises(AirflowException, match=f"confirm: 'not-the-app' .* confirm to '{app}'"):
-        operator.execute({})  # type: ignore[arg-type]
+        operator.execute({})
     assert {table: generations(table) for table in (orders, events)} == before
     # (c) A confirmed reset of `orders` records generation 1 for it, and only for it.
     proc = run_dag(reset_id, dag_env, dag_file=dag_file, log_path=tmp_path / "reset.log",

@@ -48,7 +48,8 @@ def test_a_reset_starts_the_next_generation_with_a_snapshot_of_the_connectors_se
 
 
 def test_empty_tables_means_every_table_synced_now_and_a_dry_run_needs_no_confirm() -> None:
-    for tables in (None, [], "[]", "", "None"):
+    choices: list[list[str] | str | None] = [None, [], "[]", "", "None"]
+    for tables in choices:
         params = parse_reset_params(
             tables=tables, available=["b", "a"], dry_run="True", confirm="", application_name="app"
         )
@@ -83,5 +84,5 @@ def test_acting_needs_confirm_equal_to_the_application_name(confirm: str | None)
 def test_dry_run_and_tables_must_be_what_they_say() -> None:
     with pytest.raises(ParameterError, match="dry_run must be true or false"):
         parse_reset_params(tables=[], available=["a"], dry_run="maybe", confirm="", application_name="app")
-    with pytest.raises(ParameterError, match="tables: .* not a list"):
+    with pytest.raises(ParameterError, match=r"tables: .* not a list"):
         parse_reset_params(tables='{"a": 1}', available=["a"], dry_run=True, confirm="", application_name="app")
