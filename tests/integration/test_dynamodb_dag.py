@@ -112,7 +112,7 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     assert orders_rows == scanned(dynamodb, orders) and events_rows == scanned(dynamodb, events)
 
     # The reset DAG, after the Snowflake copy of `orders` drifted by hand: a row deleted, a value changed.
-    app, reset_id = str(connector["source"]["application_name"]), f"kinesis_snowflake_{connector['connector_id']}_reset"
+    app, reset_id = f"{prefix}-app", f"kinesis_snowflake_{prefix.replace('-', '_')}_reset"
     drifted = destination[orders]
     query(emulators, f"DELETE FROM ANALYTICS.RAW.{drifted} WHERE ITEM:pk::VARCHAR = 'o1'")
     query(emulators, f"UPDATE ANALYTICS.RAW.{drifted} SET ITEM = PARSE_JSON('{{\"pk\": \"o2\"}}') "
