@@ -20,7 +20,7 @@ load. The two ways never share a DAG folder: each refuses when it finds the othe
 
 A DynamoDB connector file (``source.type: dynamodb``) gets ``kinesis_snowflake_<id>_provision``
 (manual: lease table, then each discovered table's Snowflake objects) and
-``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table) and
+``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table), and
 ``kinesis_snowflake_<id>_reset`` (manual, dry run by default: a new snapshot of chosen tables).
 
 Each Kinesis connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
