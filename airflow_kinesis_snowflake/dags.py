@@ -20,7 +20,8 @@ load. The two ways never share a DAG folder: each refuses when it finds the othe
 
 A DynamoDB connector file (``source.type: dynamodb``) gets ``kinesis_snowflake_<id>_provision``
 (manual: lease table, then each discovered table's Snowflake objects) and
-``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table).
+``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table), and
+``kinesis_snowflake_<id>_reset`` (manual, dry run by default: a new snapshot of chosen tables).
 
 Each Kinesis connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
@@ -72,6 +73,7 @@ from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     CreateDynamoDBLeaseTableOperator,
     ProvisionDynamoDBTableOperator,
 )
+from airflow_kinesis_snowflake.operators.dynamodb_reset import ResetDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
@@ -618,9 +620,64 @@ def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
     return dag
 
 
+def dynamodb_reset_dag_id(config: DynamoDBConnectorConfig) -> str:
+    return f"kinesis_snowflake_{config.connector_id}_reset"
+
+
+def build_dynamodb_reset_dag(config: DynamoDBConnectorConfig) -> DAG:
+    """discover_tables >> reset_tables, manually triggered, dry run by default
+    (see :class:`ResetDynamoDBTablesOperator`)."""
+    dst, src = config.destination, config.source
+    params = {
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            title="Tables",
+            description="The DynamoDB tables to reset, among those the connector syncs now; empty: every one.",
+        ),
+        "dry_run": _dry_run_param(),
+        "confirm": Param(
+            "",
+            type="string",
+            title="Confirm",
+            description=f"To act (dry run off), type the connector's application name, {src.application_name!r}.",
+        ),
+    }
+    with DAG(
+        dag_id=dynamodb_reset_dag_id(config),
+        description=f"Re-snapshot {_dynamodb_source(config)} -> {dst.database}.{dst.schema_} (dry run first)",
+        schedule=None,
+        params=params,
+        doc_md=_RESET_DYNAMODB_DOC,
+        **{
+            **_maintenance_args([config.connector_id]),
+            "tags": ["dynamodb", "snowflake", "maintenance", config.connector_id],
+        },
+    ) as dag:
+        discover = _discover_tables(config)
+        ResetDynamoDBTablesOperator(
+            task_id="reset_tables",
+            targets=discover.output,
+            sync_options=config.sync_options(),
+            tables="{{ params.tables | tojson }}",
+            preview_only="{{ params.dry_run }}",
+            confirm="{{ params.confirm }}",
+            snowflake_conn_id=config.connections.snowflake,
+        )
+    return dag
+
+
 def _connector_dags(config: AnyConnectorConfig, *, backup_dir: str | None) -> dict[str, DAG]:
     if isinstance(config, DynamoDBConnectorConfig):
-        return {dag.dag_id: dag for dag in (build_dynamodb_provision_dag(config), build_dynamodb_sync_dag(config))}
+        return {
+            dag.dag_id: dag
+            for dag in (
+                build_dynamodb_provision_dag(config),
+                build_dynamodb_sync_dag(config),
+                build_dynamodb_reset_dag(config),
+            )
+        }
     return {
         dag.dag_id: dag
         for dag in (
@@ -901,6 +958,16 @@ _PROVISION_DYNAMODB_DOC = """
 Creates the connector's lease table, then, for each table discovery finds now, its Snowflake table and the
 support objects (ledgers, stage, tombstones) in the connector's database and schema, which must exist.
 Idempotent: run it again after tagging new tables. See docs/dynamodb.md.
+"""
+
+_RESET_DYNAMODB_DOC = """
+Resets DynamoDB tables' syncs: each table chosen (*Tables*, empty for every table the connector syncs now)
+gets a new sync generation, and its next sync run takes a new snapshot, resumable per segment like the
+first. Nothing is truncated or deleted: the rows stay queryable until the new snapshot overwrites them,
+and rows not seen by the new snapshot are removed (or marked, with `deletes: soft`) when it completes.
+A table not synced yet has nothing to reset. A sync batch in flight during the reset is refused and
+decides again in the new generation. Dry run first (it records nothing); then untick *Dry run* and
+*Confirm* with the connector's application name. See docs/dynamodb.md.
 """
 
 _CLEANUP_DOC = """

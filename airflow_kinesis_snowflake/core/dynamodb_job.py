@@ -62,6 +62,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
     DynamoDBSink,
     DynamoDBTarget,
+    GenerationSupersededError,
     KeyColumn,
     MergeResult,
     SegmentMark,
@@ -355,8 +356,10 @@ class GapFound:
 class TableBatchResult:
     """What the data plane did with one plan: the MERGE's figures and each unit's read.
 
-    :param merge: None when nothing was applied (a gap was found).
+    :param merge: None when nothing was applied (a gap was found, or the generation was superseded).
     :param gap: the gap a read found; nothing was applied then.
+    :param superseded: why the batch was refused: a newer generation was recorded since it was
+        planned (:class:`~.load.dynamodb_sink.GenerationSupersededError`); nothing was applied.
     """
 
     batch_id: str
@@ -364,6 +367,7 @@ class TableBatchResult:
     segments: tuple[SegmentOutcome, ...] = ()
     shards: tuple[ShardOutcome, ...] = ()
     gap: GapFound | None = None
+    superseded: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         m = self.merge
@@ -392,6 +396,7 @@ class TableBatchResult:
             "gap": None
             if self.gap is None
             else {"shard_id": self.gap.shard_id, "checkpoint": self.gap.checkpoint, "reason": self.gap.reason},
+            "superseded": self.superseded,
         }
 
     @classmethod
@@ -403,6 +408,7 @@ class TableBatchResult:
             segments=tuple(SegmentOutcome(**s) for s in data["segments"]),
             shards=tuple(ShardOutcome(**s) for s in data["shards"]),
             gap=None if gap is None else GapFound(**gap),
+            superseded=data.get("superseded"),
         )
 
     def to_json(self) -> str:
@@ -558,6 +564,7 @@ def apply_units(
         total_segments=plan.total_segments,
         segment_starts={n: segment_starts.get(n) for n in segment_ends},
         segment_ends=segment_ends,
+        generation=plan.generation,
     )
 
 
@@ -726,11 +733,17 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
         rows = sum(reads.map(lambda r: stage_unit(r, plan, staged, stage_dir, credentials)).collect())
     finally:
         reads.unpersist()
-    with credentials.snowflake_connection() as conn:
-        sink = DynamoDBSink(conn, plan.target)
-        merged = apply_units(
-            plan, sink, stage_dir=stage_dir, rows=rows, columns=columns, segments=segments, shards=shards
-        )
+    try:
+        with credentials.snowflake_connection() as conn:
+            sink = DynamoDBSink(conn, plan.target)
+            merged = apply_units(
+                plan, sink, stage_dir=stage_dir, rows=rows, columns=columns, segments=segments, shards=shards
+            )
+    except GenerationSupersededError as err:
+        # Nothing applied: the control plane decides again in the newer generation.
+        result = TableBatchResult(plan.batch_id, None, segments, shards, superseded=str(err))
+        _record(plan, credentials, result, stage_dir, attempt_id)
+        return result
     result = TableBatchResult(plan.batch_id, merged, segments, shards)
     _record(plan, credentials, result, stage_dir, attempt_id)
     return result
@@ -764,7 +777,8 @@ def report_lines(result: TableBatchResult) -> list[str]:
     """What a batch read and applied, one line each."""
     if result.merge is None:
         gap = result.gap
-        return [f"batch {result.batch_id}: nothing applied" + (f": gap in shard {gap.shard_id}" if gap else "")]
+        why = f": gap in shard {gap.shard_id}" if gap else f": {result.superseded}" if result.superseded else ""
+        return [f"batch {result.batch_id}: nothing applied" + why]
     m = result.merge
     lines = [
         f"batch {result.batch_id}: {m.changes_loaded} changes applied ({m.rows_inserted} rows inserted, "

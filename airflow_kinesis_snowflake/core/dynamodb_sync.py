@@ -22,6 +22,10 @@ reads what, and a cache of the positions. Each batch:
 5. **Caches** the positions in the lease table, marks finished segments and shards SHARD_END, and
    releases the leases (also when a step failed; a lease not released expires).
 
+A batch refused because a newer generation was recorded since it was planned (a reset during the
+run: :class:`~.load.dynamodb_sink.GenerationSupersededError`) applied nothing; its leases are
+released and the next round decides again, in the new generation.
+
 The run goes on with another batch while a step started a generation or completed a snapshot, or a
 shard reached its end (its children become readable), up to :data:`MAX_ROUNDS` batches.
 """
@@ -60,6 +64,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
     DynamoDBSink,
     DynamoDBTarget,
+    GenerationSupersededError,
     MergeResult,
     SegmentMark,
 )
@@ -157,12 +162,14 @@ Submit = Callable[[TableBatchPlan], TableBatchResult]
 
 @dataclass
 class TableOutcome:
-    """What a run of :func:`sync_table` did: its batches, the generations it started, snapshots completed."""
+    """What a run of :func:`sync_table` did: its batches, the generations it started, snapshots completed,
+    and the generations whose batch was refused because a newer one was recorded meanwhile (a reset)."""
 
     table: str
     batches: list[BatchFigures] = field(default_factory=list)
     generations_started: list[str] = field(default_factory=list)
     snapshots_completed: list[int] = field(default_factory=list)
+    generations_superseded: list[int] = field(default_factory=list)
 
     @property
     def changes(self) -> int:
@@ -221,9 +228,14 @@ def sync_table(
                 continue
             if isinstance(step, CompleteSnapshot):
                 assert step.generation.snapshot is not None
-                sink.complete_snapshot(
-                    sync.application_name, step.generation.number, step.generation.snapshot.total_segments
-                )
+                try:
+                    sink.complete_snapshot(
+                        sync.application_name, step.generation.number, step.generation.snapshot.total_segments
+                    )
+                except GenerationSupersededError as err:
+                    log.warning("%s: %s", sync.table, err)
+                    outcome.generations_superseded.append(step.generation.number)
+                    continue
                 outcome.snapshots_completed.append(step.generation.number)
                 continue
             try:
@@ -242,6 +254,12 @@ def sync_table(
             except StreamGap as err:
                 gap = Gap(err.shard_id, str(err))
                 log.warning("%s: %s", sync.table, err)
+                continue
+            except GenerationSupersededError as err:
+                # A reset (or another worker's gap) recorded a newer generation meanwhile: nothing
+                # of this batch was applied; the leases are released, the next round decides again.
+                log.warning("%s: %s", sync.table, err)
+                outcome.generations_superseded.append(step.generation.number)
                 continue
             if figures is None:
                 break
@@ -364,6 +382,8 @@ def _read_batch(
             if result.gap is not None:
                 gap = result.gap
                 raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
+            if result.superseded is not None:
+                raise GenerationSupersededError(result.superseded)
         assert result.merge is not None  # a result without one carries its gap
         batch.cache(leases, held, task_of, result, now().timestamp())
         return batch.figures(result, result.merge)

@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.config import DynamoDBConnectorConfig, load_any_connector_config, sync_target_to_dict
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection, discover
 from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
+from airflow_kinesis_snowflake.operators.dynamodb_reset import ResetDynamoDBTablesOperator
 from tests.conftest import query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
@@ -46,7 +50,7 @@ def scanned(dynamodb: Any, table: str) -> dict[str, Any]:
     return {i["pk"]["S"]: json.loads(item_to_json(i), parse_float=Decimal) for i in items}
 
 
-def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table(
+def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_reset_resnapshots_one(
     emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
 ) -> None:
     dynamodb = emulators.boto3_client("dynamodb")
@@ -106,3 +110,62 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table(
     assert orders_rows["o3"] == {"pk": "o3", "amount": "now a string"}
     assert "e5" not in events_rows and len(events_rows) == 11
     assert orders_rows == scanned(dynamodb, orders) and events_rows == scanned(dynamodb, events)
+
+    # The reset DAG, after the Snowflake copy of `orders` drifted by hand: a row deleted, a value changed.
+    app, reset_id = f"{prefix}-app", f"kinesis_snowflake_{prefix.replace('-', '_')}_reset"
+    drifted = destination[orders]
+    query(emulators, f"DELETE FROM ANALYTICS.RAW.{drifted} WHERE ITEM:pk::VARCHAR = 'o1'")
+    query(emulators, f"UPDATE ANALYTICS.RAW.{drifted} SET ITEM = PARSE_JSON('{{\"pk\": \"o2\"}}') "
+          "WHERE ITEM:pk::VARCHAR = 'o2'")  # fmt: skip
+    assert loaded(emulators, drifted) != scanned(dynamodb, orders)
+
+    def generations(table: str) -> list[tuple[int, str]]:
+        return sorted(
+            (int(r[0]), str(r[1]))
+            for r in query(
+                emulators,
+                "SELECT GENERATION, REASON FROM ANALYTICS.RAW.DYNAMODB_SYNC_GENERATIONS "
+                f"WHERE APPLICATION_NAME = '{app}' AND TABLE_NAME = '{table}'",
+            )
+        )
+
+    before = {table: generations(table) for table in (orders, events)}
+    assert [g for g, _ in before[orders]] == [0]
+    # (a) A dry run (the default) says what would happen and records nothing.
+    proc = run_dag(reset_id, dag_env, dag_file=dag_file, log_path=tmp_path / "reset-dry.log",
+                   conf=json.dumps({"tables": [orders]}))  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert f"Dry run, nothing recorded: {orders}: generation 0 (snapshot completed" in output
+    assert "-> generation 1" in output and "rows not seen by the new snapshot are removed" in output
+    assert {table: generations(table) for table in (orders, events)} == before
+    # (b) A wrong confirmation fails before any side effect (in the task, without a DAG run).
+    targets = discover(dynamodb, None, TableSelection((orders, events)), region="us-east-1").targets
+    config = load_any_connector_config(dag_file.parent / "connectors" / f"{connector['connector_id']}.yaml")
+    assert isinstance(config, DynamoDBConnectorConfig)
+    operator = ResetDynamoDBTablesOperator(
+        task_id="reset_tables",
+        targets=[sync_target_to_dict(t) for t in targets],
+        sync_options=config.sync_options(),
+        tables=[orders],
+        preview_only=False,
+        confirm="not-the-app",
+        snowflake_conn_id="no_such_connection",  # never reached
+    )
+    with pytest.raises(AirflowException, match=f"confirm: 'not-the-app' .* confirm to '{app}'"):
+        operator.execute({})
+    assert {table: generations(table) for table in (orders, events)} == before
+    # (c) A confirmed reset of `orders` records generation 1 for it, and only for it.
+    proc = run_dag(reset_id, dag_env, dag_file=dag_file, log_path=tmp_path / "reset.log",
+                   conf=json.dumps({"tables": [orders], "dry_run": False, "confirm": app}))  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    after = generations(orders)
+    assert [g for g, _ in after] == [0, 1] and after[1][1].startswith(f"reset requested (reset/{reset_id}/")
+    assert generations(events) == before[events]
+    assert loaded(emulators, drifted) != scanned(dynamodb, orders)  # nothing truncated: still the drifted rows
+    # (d) The next sync takes the new snapshot: the Snowflake table equals a full Scan again, item by item.
+    dynamodb.put_item(TableName=orders, Item={"pk": {"S": "o4"}, "amount": {"N": "44"}})
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run3.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert loaded(emulators, drifted) == scanned(dynamodb, orders)
+    assert loaded(emulators, destination[events]) == scanned(dynamodb, events)

@@ -83,6 +83,11 @@ _KEY_TYPE = re.compile(r"^[A-Z][A-Z0-9_]*(\([0-9]{1,3}(, ?[0-9]{1,3})?\))?$")
 _CHANGE_TIME = "DYNAMODB_CHANGE_TIME"
 
 
+class GenerationSupersededError(StaleBatchError):
+    """The batch's sync generation is no longer the table's newest (a reset or a gap recorded a newer
+    one since the batch was planned): nothing was applied; its sync decides again in the new one."""
+
+
 class Deletes(StrEnum):
     """What a removal does to its row: delete it, or mark it deleted."""
 
@@ -548,6 +553,7 @@ class DynamoDBSink:
         segment_starts: Mapping[int, SegmentMark | None] | None = None,
         segment_ends: Mapping[int, SegmentMark] | None = None,
         deleted_at: datetime | None = None,
+        generation: int | None = None,
         outcome: Callable[[CommitResult], tuple[OutcomeKey, BatchResult]] | None = None,
     ) -> MergeResult:
         """Apply the changes staged at ``@stage/<stage_dir>/rows/`` and move the ledger, all or nothing.
@@ -563,9 +569,12 @@ class DynamoDBSink:
         :param segment_ends: per segment read, where the batch left it.
         :param deleted_at: the deletion time of rows a completed re-snapshot did not see (soft
             deletes); now when None.
+        :param generation: the sync generation the batch was planned in (``snapshot_generation`` when
+            None); refused when a newer one is recorded.
         :param outcome: given what was loaded, the batch's outcome and whose it is; recorded in the
             same transaction (:meth:`SnowflakeSink.record_outcome`).
         :raises StaleBatchError: a mark is no longer the one the batch started from; nothing applied.
+        :raises GenerationSupersededError: a generation newer than the batch's is recorded; nothing applied.
         :raises LoadError: the COPY did not load the staged rows.
         """
         shard_ends = shard_ends or {}
@@ -581,6 +590,9 @@ class DynamoDBSink:
             self._execute(batch_table_ddl(self.target, columns))
         self._execute("BEGIN")
         try:
+            planned_in = generation if generation is not None else snapshot_generation
+            if planned_in is not None:
+                self._refuse_superseded(application_name, planned_in)
             for shard_id in sorted(shard_ends):
                 self.sink.advance_ledger(
                     application_name,
@@ -636,10 +648,12 @@ class DynamoDBSink:
         :meth:`apply_batch` does the same in the transaction that marks the last segment done; this
         is for a caller that must be sure it happened.
         :raises StaleBatchError: not every segment of the generation is done in the ledger.
+        :raises GenerationSupersededError: a newer generation is recorded; nothing changed.
         """
         destination_columns = self.sink.describe_columns()
         self._execute("BEGIN")
         try:
+            self._refuse_superseded(application_name, generation)
             if not self._segments_done(application_name, generation, total_segments):
                 raise StaleBatchError(
                     f"snapshot {generation} of {self.target.source_table} for application {application_name!r} "
@@ -659,6 +673,28 @@ class DynamoDBSink:
         return self._rowcount(purge_tombstones_sql(self.target, generation), ())
 
     # -- steps ----------------------------------------------------------------------------------
+
+    def _refuse_superseded(self, application_name: str, generation: int) -> None:
+        """The guard, first in a batch's transaction: a batch of generation ``g`` committing after
+        ``g + 1`` was recorded (a sync in flight during a reset, a zombie Spark job) could bring back
+        a deleted item's row once ``g + 1``'s completion purged the tombstones; it is refused.
+
+        *Window:* the check reads the generations table at the transaction's start; a generation
+        recorded after that and before the commit is not seen, but its completion (which purges the
+        tombstones) needs its whole snapshot read first, by later batches.
+        """
+        rows = self._execute(
+            f"SELECT MAX(GENERATION) FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s",
+            (application_name, self.target.source_table),
+        )
+        newest = rows[0][0] if rows else None
+        if newest is not None and int(newest) > generation:
+            raise GenerationSupersededError(
+                f"a batch of generation {generation} of {self.target.source_table} for application "
+                f"{application_name!r} was refused: generation {int(newest)} is recorded in "
+                f"{self.target.generations} (a reset, or a gap); nothing was applied, the next batch reads in the "
+                "new generation"
+            )
 
     def _advance_segment(
         self,

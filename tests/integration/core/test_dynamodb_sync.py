@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.core import dynamodb_sync
+from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Layout, Widening, key_attributes
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
@@ -561,3 +562,49 @@ def test_a_widening_cut_short_is_finished_by_the_next_batch(emulators: Emulators
         assert sink._execute(f"SELECT QTY FROM {table}") == [("42",)]
     finally:
         conn.close()
+
+
+def test_a_reset_recorded_while_a_batch_is_in_flight_refuses_it_and_the_run_goes_on_in_the_new_generation(
+    emulators: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload, sync = make_source(emulators)
+    workload.put(30, start=0)
+    first = run(emulators, sync, 1)
+    assert len(first.batches) == 1
+    in_progress = current_generation(emulators, sync)
+    assert in_progress is not None and in_progress.number == 0 and not in_progress.completed
+    workload.churn(10)
+    original = DynamoDBSink.apply_batch
+    resets: list[int] = []
+
+    def reset_then_apply(sink: DynamoDBSink, **kwargs: Any) -> Any:
+        # The reset DAG records the next generation after this batch was planned in generation 0.
+        if not resets:
+            current = sink.current_generation(sync.application_name)
+            reset = plan_table_reset(sync.table, current, sync.settings.total_segments, datetime.now(UTC), "test")
+            assert reset.start is not None
+            assert sink.record_generation(sync.application_name, reset.start.generation, reset.start.reason)
+            resets.append(reset.start.generation.number)
+        return original(sink, **kwargs)
+
+    monkeypatch.setattr(DynamoDBSink, "apply_batch", reset_then_apply)
+    second = run(emulators, sync, 2)
+    monkeypatch.setattr(DynamoDBSink, "apply_batch", original)
+    assert resets == [1]
+    assert second.generations_superseded == [0]
+    # The run went on in generation 1: its batch read generation 1's segments.
+    assert [b.generation for b in second.batches] == [1]
+    conn = emulators.snowflake_connect()
+    try:
+        sink = DynamoDBSink(conn, sync.target)
+        # Generation 0's refused batch moved nothing: its segments stand where the first run left them.
+        assert all(not s.mark.done for s in sink.read_segments(sync.application_name, 0))
+        assert {s.segment for s in sink.read_segments(sync.application_name, 0)} == {0, 1}
+    finally:
+        conn.close()
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1
+    workload.churn(10)
+    run_until_complete(emulators, sync, 3)
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)

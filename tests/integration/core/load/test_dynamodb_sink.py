@@ -19,6 +19,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
     DynamoDBSink,
     DynamoDBTarget,
+    GenerationSupersededError,
     KeyColumn,
     Layout,
     SegmentMark,
@@ -27,6 +28,8 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, StaleBatchError
 from airflow_kinesis_snowflake.core.model import Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, ItemChange, Version
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SnapshotStart
 from tests.conftest import query, unique
 from tests.emulators import Emulators
 
@@ -413,3 +416,43 @@ def test_a_failing_merge_leaves_the_ledger_where_it_was(emulators: Emulators, tm
     assert table.sink.read_segments(table.app, 0) == []
     assert table.tombstones() == {}
     assert table.rows()["a"]["item"] == {"v": 1, "name": "x"}
+
+
+def test_a_batch_of_a_superseded_generation_is_refused_and_applies_nothing(packed_hard: Table) -> None:
+    table = packed_hard
+    for number in (0, 1):
+        started = T0 + timedelta(hours=number)
+        generation = Generation(number, started, SnapshotStart(number, started, 2))
+        assert table.sink.record_generation(table.app, generation, f"generation {number}")
+    cursor = '{"id": {"S": "a"}}'
+    table.apply("app/g1", [snapshot("a", generation=1, v=1)], generation=1, snapshot_generation=1, total_segments=2,
+                segment_starts={0: None}, segment_ends={0: SegmentMark(cursor, items=1)},
+                shard_starts={"shardId-1": None}, shard_ends={"shardId-1": Checkpoint("1")})  # fmt: skip
+    before = (table.rows(), table.tombstones(), table.sink.read_ledger(table.app, "g"))
+    segments = {g: table.sink.read_segments(table.app, g) for g in (0, 1)}
+    # A batch planned in generation 0 (in flight while generation 1 was recorded): an upsert, a
+    # removal, a shard mark and a segment that would complete generation 0's snapshot.
+    with pytest.raises(GenerationSupersededError, match="generation 1 is recorded"):
+        table.apply(
+            "app/g0-late", [snapshot("b", v=9), stream("a", EventName.REMOVE, 7)], generation=0,
+            shard_starts={"shardId-1": Checkpoint("1")}, shard_ends={"shardId-1": Checkpoint("7")},
+            snapshot_generation=0, total_segments=1,
+            segment_starts={0: None}, segment_ends={0: SegmentMark(None, done=True)},
+        )  # fmt: skip
+    # Without ``generation``, the snapshot's generation is the one guarded.
+    with pytest.raises(GenerationSupersededError):
+        table.apply("app/g0-snap", [snapshot("c", v=9)], snapshot_generation=0, total_segments=1,
+                    segment_starts={0: None}, segment_ends={0: SegmentMark(None, done=True)})  # fmt: skip
+    assert (table.rows(), table.tombstones(), table.sink.read_ledger(table.app, "g")) == before
+    assert {g: table.sink.read_segments(table.app, g) for g in (0, 1)} == segments
+    assert set(table.rows()) == {"a"}
+    # Completing generation 0 is refused as well; the newest generation's batches go on.
+    with pytest.raises(GenerationSupersededError):
+        table.sink.complete_snapshot(table.app, 0, 1)
+    assert table.sink.current_generation(table.app) == Generation(
+        1, T0 + timedelta(hours=1), SnapshotStart(1, T0 + timedelta(hours=1), 2)
+    )
+    table.apply("app/g1-b", [snapshot("b", generation=1, v=2)], generation=1, snapshot_generation=1, total_segments=2,
+                segment_starts={0: SegmentMark(cursor, items=1)},
+                segment_ends={0: SegmentMark(None, done=True, items=2)})  # fmt: skip
+    assert {k: r["item"] for k, r in table.rows().items()} == {"a": {"id": "a", "v": 1}, "b": {"id": "b", "v": 2}}
