@@ -62,6 +62,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kinesis_snowflake.operators.dynamodb",
                     "airflow_kinesis_snowflake.operators.dynamodb_provision",
+                    "airflow_kinesis_snowflake.operators.dynamodb_reset",
                 ],
             },
         ],

@@ -152,7 +152,11 @@ def test_a_dynamodb_file_is_refused_by_the_kinesis_loader_and_built_by_the_dag_f
     assert str(caught.value).startswith(f"{path}: source.type dynamodb")
     assert "not in this version" not in str(caught.value)
     assert isinstance(load_any_connector_config(path), DynamoDBConnectorConfig)
-    expected = {"kinesis_snowflake_orders_ddb_provision", "kinesis_snowflake_orders_ddb_sync"}
+    expected = {
+        "kinesis_snowflake_orders_ddb_provision",
+        "kinesis_snowflake_orders_ddb_sync",
+        "kinesis_snowflake_orders_ddb_reset",
+    }
     assert set(build_connector_file_dags(path)) == expected
     # A directory of DynamoDB connectors only: their DAGs, and no clean-up DAG (it knows Kinesis connectors).
     assert set(build_connector_dags(connectors)) == expected

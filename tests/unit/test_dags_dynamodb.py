@@ -266,6 +266,7 @@ def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_the_kinesi
     assert {d for d in dags if "orders_ddb" in d} == {
         "kinesis_snowflake_orders_ddb_provision",
         "kinesis_snowflake_orders_ddb_sync",
+        "kinesis_snowflake_orders_ddb_reset",
     }
     cleanup: Any
     (cleanup,) = dags["kinesis_snowflake_cleanup"].tasks
@@ -277,6 +278,7 @@ def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_the_kinesi
     assert set(build_connector_file_dags(ddb)) == {
         "kinesis_snowflake_orders_ddb_provision",
         "kinesis_snowflake_orders_ddb_sync",
+        "kinesis_snowflake_orders_ddb_reset",
     }
 
 
