@@ -2,7 +2,8 @@
 
 The cluster's jobs run a Python that cannot import this provider unless the job ships it
 (tests/emulators/spark_cluster.py), and two connectors, each limited to one core by its connector
-file's ``spark:`` section, load side by side on the worker's two cores.
+file's ``spark:`` section, load side by side on the worker's two cores. A DynamoDB connector's
+sync DAG runs its batches on the same cluster, logging in to Snowflake by key pair.
 """
 
 from __future__ import annotations
