@@ -2,11 +2,13 @@
 
 The cluster's jobs run a Python that cannot import this provider unless the job ships it
 (tests/emulators/spark_cluster.py), and two connectors, each limited to one core by its connector
-file's ``spark:`` section, load side by side on the worker's two cores.
+file's ``spark:`` section, load side by side on the worker's two cores. A DynamoDB connector's
+sync DAG runs its batches on the same cluster, logging in to Snowflake by key pair.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import subprocess
@@ -19,12 +21,18 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_kinesis_snowflake.hooks.spark import package_core
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.emulators.spark_cluster import SparkCluster
+from tests.integration.core.sources.dynamodb.test_discovery import create
+from tests.integration.test_dynamodb_dag import loaded, scanned
+from tests.integration.test_ingest_dag import write_connector
+from tests.integration.test_key_pair_dags import TEXT_ONLY, key_pair_connection, private_pem, public_pem
 
 pytestmark = pytest.mark.integration
 
@@ -233,3 +241,119 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         if len(snapshot) == 2 and all(a["state"] == "RUNNING" and a["cores"] == 1 for a in snapshot.values())
     ]
     assert together, f"the two applications never ran at once: {watch.snapshots}"
+
+
+KEY_PASSPHRASE = "cluster-key-passphrase-7c2f"
+ALLOW_ALL = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+
+
+def _key_pair_secrets(key: rsa.RSAPrivateKey, pem: str) -> list[str]:
+    """Every form of a key-pair login's secrets to look for: passphrase, base64 DER, the PEM's lines."""
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return [KEY_PASSPHRASE, base64.b64encode(der).decode(), *pem.splitlines()[1:-1]]
+
+
+def _worker_files(cluster: SparkCluster, app_ids: list[str]) -> dict[Path, str]:
+    """What the worker keeps of an application: each executor's launch command, stdout and stderr."""
+    files = {}
+    for app_id in app_ids:
+        for path in sorted((cluster.work_dir / "worker" / app_id).rglob("*")):
+            if path.is_file() and path.suffix not in (".zip", ".py", ".jar"):
+                files[path] = path.read_text(errors="replace")
+    return files
+
+
+def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pair(
+    emulators: Emulators, dag_env: dict[str, str], spark_standalone: SparkCluster, tmp_path: Path
+) -> None:
+    # A service user that logs in with its key only (the emulator verifies each login's JWT).
+    suffix = unique("ddbkp").split("-")[-1].upper()
+    service, key = f"DDB_CLUSTER_SVC_{suffix}", rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private_pem(key, KEY_PASSPHRASE)
+    with emulators.snowflake_connect(session_parameters={"nop_regexes": TEXT_ONLY}) as conn:
+        body = "".join(public_pem(key).splitlines()[1:-1])
+        conn.cursor().execute(f"CREATE USER {service} TYPE = SERVICE RSA_PUBLIC_KEY = '{body}'")
+        conn.cursor().execute("CREATE DATABASE IF NOT EXISTS ANALYTICS")
+        conn.cursor().execute("CREATE SCHEMA IF NOT EXISTS ANALYTICS.RAW")
+    # An AWS identity of its own: its secret key is one no other test's log holds.
+    aws = emulators.iam_user_connection(unique("ddb-cluster-user"), ALLOW_ALL)
+    secrets = [aws["password"], *_key_pair_secrets(key, pem)]
+
+    dynamodb = emulators.boto3_client("dynamodb")
+    prefix = unique("ddbcluster")
+    table = f"{prefix}-orders"
+    create(dynamodb, table)
+    for n in range(36):
+        item = {"pk": {"S": f"o{n}"}, "amount": {"N": f"{n}.5"}, "tags": {"SS": ["a", f"t{n}"]}}
+        dynamodb.put_item(TableName=table, Item=item)
+    app = f"{prefix}-app"
+    connector = {
+        "connector_id": prefix.replace("-", "_"),
+        "source": {
+            "type": "dynamodb",
+            "region": "us-east-1",
+            "application_name": app,
+            "tables": [table],
+            "layout": "packed",
+            "engine": "spark",
+            "snapshot_total_segments": 2,
+            "snapshot_read_units_per_second": 10000,
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW"},
+        "batch": {"schedule": None, "retries": 0},
+        # A DynamoDB connector file has no spark section (config.py refuses it): the job takes the
+        # Spark connection's settings, and its Python from the worker's PYSPARK_PYTHON.
+        "connections": {"spark": SPARK_CONN_ID},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    destination = table.replace("-", "_").upper()
+    env = {
+        **dag_env,
+        **spark_standalone.job_env(),
+        f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}": json.dumps(spark_standalone.spark_connection()),
+        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws),
+        "AIRFLOW_CONN_SNOWFLAKE_DEFAULT": key_pair_connection(
+            emulators, service, KEY_PASSPHRASE, private_key_content=pem
+        ),
+        # The driver's and executors' Python: the one that imports the provider only when the job ships it.
+        "PYSPARK_PYTHON": str(spark_standalone.executor_python),
+    }
+
+    # Run 1: the snapshot, on the cluster.
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run1.log")
+    outputs = [proc.stdout + proc.stderr]
+    assert proc.returncode == 0, outputs[-1][-5000:]
+    assert len(loaded(emulators, destination)) == 36
+    assert loaded(emulators, destination) == scanned(dynamodb, table)
+
+    # Run 2: an update (a type change) and a delete, followed through the table's stream.
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "o7"}, "amount": {"S": "now a string"}})
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": "o11"}})
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run2.log")
+    outputs.append(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, outputs[-1][-5000:]
+    rows = loaded(emulators, destination)
+    assert rows["o7"] == {"pk": "o7", "amount": "now a string"} and "o11" not in rows and len(rows) == 35
+    assert rows == scanned(dynamodb, table)
+
+    # Every batch was an application of the cluster's master, submitted in client mode ...
+    commands = [line for output in outputs for line in output.splitlines() if "Spark-Submit cmd:" in line]
+    assert commands and all(f"--master {spark_standalone.master_url}" in c for c in commands)
+    assert all("dynamodb_to_snowflake.py" in c and "--py-files" in c for c in commands)
+    ours = [a for a in spark_standalone.master_state()["completedapps"] if app in a["name"]]
+    assert len(ours) == len(commands) and {a["state"] for a in ours} == {"FINISHED"}
+    # ... whose executors ran on the worker, with the Python that finds the provider only in what was shipped.
+    worker = spark_standalone.worker_state()
+    app_ids = [a["id"] for a in ours]
+    assert {e["appid"] for e in worker["executors"] + worker["finishedexecutors"]} >= set(app_ids)
+    runs_log = spark_standalone.executor_python_runs.read_text()
+    assert "dynamodb_to_snowflake.py" in runs_log
+
+    # No secret on the command line, in a Spark setting, in the task log or on the worker.
+    on_worker = _worker_files(spark_standalone, app_ids)
+    assert any("Spark Executor Command" in text for text in on_worker.values())
+    for secret in secrets:
+        assert not [c for c in commands if secret in c], "a secret is on the spark-submit command line"
+        assert not [o for o in outputs if secret in o], "a secret is in the task log"
+        assert not [p for p, text in on_worker.items() if secret in text], "a secret is in an executor's files"
