@@ -10,9 +10,9 @@ checkpoint write; the lease table is deleted between two runs.
 The workload: items put before the first run, read by a snapshot of two segments that takes two
 batches (so a retry resumes it from the snapshot ledger's cursors), and, between the faulted run
 and the retry, changes through the table's stream (an update, an attribute whose type changes, a
-delete, a new item). The retries stop once the table equals the Scan, which may be before the
-snapshot's last batch (the stream delivered every item already). The DAG is run again until the Snowflake table equals a full Scan of the
-DynamoDB table, item by item, three runs at most. Each case's outcome joins the matrix printed at
+delete, a new item). The DAG is run again until the Snowflake table equals a full Scan of the
+DynamoDB table, item by item, three runs at most (which may be before the snapshot's last batch:
+the stream may have delivered every item already). Each case's outcome joins the matrix printed at
 the end of the run, beside the Kinesis cases.
 """
 
