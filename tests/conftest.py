@@ -253,6 +253,21 @@ FAULT_MATRIX_PROPERTY = "fault_matrix_outcome"
 _FAULT_MATRIX: list[str] = []
 
 
+@pytest.fixture
+def outcomes(record_property: Any) -> Any:
+    """Record one fault-matrix case's outcome (a ``tests.reliability.test_fault_matrix.Outcome``) on
+    its test report.
+
+    The outcome travels with the report, so the matrix printed by ``pytest_terminal_summary`` holds
+    every case (Kinesis and DynamoDB) even when the cases ran in several pytest-xdist workers.
+    """
+
+    def add(outcome: Any) -> None:
+        record_property(FAULT_MATRIX_PROPERTY, json.dumps(outcome.__dict__))
+
+    return add
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
         _FAULT_MATRIX.extend(str(value) for name, value in report.user_properties if name == FAULT_MATRIX_PROPERTY)

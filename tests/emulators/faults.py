@@ -27,6 +27,7 @@ import psutil
 SPARK_PROCESS_MARKERS = (
     "org.apache.spark.deploy.SparkSubmit",
     "kinesis_to_snowflake.py",
+    "dynamodb_to_snowflake.py",
     "pyspark.daemon",
     "pyspark/daemon.py",
     "tests.emulators.spark_daemon",
@@ -100,14 +101,16 @@ def _calls_already_served(faults: list[dict[str, Any]], record: list[dict[str, A
 def kill_spark_jobs(application_name: str | None = None) -> list[int]:
     """SIGKILL the processes of running Spark jobs (of one application, when named); their pids.
 
-    spark-submit runs the JVM with ``--name kinesis-to-snowflake-<application>``; the Python
-    driver and workers are its descendants.
+    spark-submit runs the JVM with ``--name kinesis-to-snowflake-<application>`` (a DynamoDB
+    table's batch: ``dynamodb-to-snowflake-<application>-<table>``); the Python driver and workers
+    are its descendants.
     """
+    names = (f"kinesis-to-snowflake-{application_name}", f"dynamodb-to-snowflake-{application_name}-")
     targets: list[psutil.Process] = []
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info.get("cmdline") or [])
         if application_name is not None:
-            if SPARK_PROCESS_MARKERS[0] in cmdline and f"kinesis-to-snowflake-{application_name}" in cmdline:
+            if SPARK_PROCESS_MARKERS[0] in cmdline and any(name in cmdline for name in names):
                 targets += [process, *process.children(recursive=True)]
         elif any(marker in cmdline for marker in SPARK_PROCESS_MARKERS):
             targets.append(process)

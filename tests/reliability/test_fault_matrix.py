@@ -30,7 +30,7 @@ from airflow_kinesis_snowflake.core.state.backups import snapshot
 from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.metadata import KEY_ATTRIBUTE, RESET_EXPIRES_AT, read_marks
-from tests.conftest import FAULT_MATRIX_PROPERTY, create_stream, create_table, put_json, query, unique
+from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.integration.test_cleanup_dag import age_lease_table, dag_folder
@@ -145,20 +145,6 @@ def stream(emulators: Emulators) -> Iterator[tuple[str, Any]]:
     kinesis = create_stream(emulators, name, shards=2)
     put_json(kinesis, name, [{"id": i} for i in range(RECORDS)])
     yield name, kinesis
-
-
-@pytest.fixture
-def outcomes(record_property: Any) -> Any:
-    """Record one case's outcome on its test report.
-
-    The outcome travels with the report, so the matrix printed by ``pytest_terminal_summary``
-    (tests/conftest.py) holds every case even when the cases ran in several pytest-xdist workers.
-    """
-
-    def add(outcome: Outcome) -> None:
-        record_property(FAULT_MATRIX_PROPERTY, json.dumps(outcome.__dict__))
-
-    return add
 
 
 def outcome_from_property(value: str) -> Outcome:

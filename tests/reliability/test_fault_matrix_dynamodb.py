@@ -1,0 +1,275 @@
+"""Fault matrix of the DynamoDB source: kill or fail each step of a table's batch, retry the sync DAG.
+
+The cases of tests/reliability/test_fault_matrix.py, for a DynamoDB connector's sync DAG run as
+users run it (``tests.emulators.run_dag``), each batch's data plane in a real ``spark-submit``
+(``source.engine: spark``). A fault is injected at the emulators' boundary (tests/emulators/faults.py):
+the fakesnow server kills the case's Spark job when a statement arrives, fails a statement, or
+crashes and comes back on its data; the moto server kills the Airflow worker on the lease table's
+checkpoint write; the lease table is deleted between two runs.
+
+The workload: items put before the first run, read by a snapshot of two segments that takes two
+batches (so a retry resumes it from the snapshot ledger's cursors), and, between the faulted run
+and the retry, changes through the table's stream (an update, an attribute whose type changes, a
+delete, a new item). The DAG is run again until the Snowflake table equals a full Scan of the
+DynamoDB table, item by item, three runs at most (which may be before the snapshot's last batch:
+the stream may have delivered every item already). Each case's outcome joins the matrix printed at
+the end of the run, beside the Kinesis cases.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kinesis_snowflake.core.dynamodb_job import RESULT_KEY
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
+from tests.conftest import query, unique
+from tests.emulators import Emulators
+from tests.emulators.airflow_env import run_dag
+from tests.emulators.faults import kill_spark_jobs
+from tests.integration.core.sources.dynamodb.test_discovery import create
+from tests.integration.test_dynamodb_dag import loaded, scanned
+from tests.integration.test_ingest_dag import write_connector
+from tests.reliability.test_fault_matrix import Outcome
+
+pytestmark = pytest.mark.integration
+
+ITEMS = 24
+SEGMENTS = 2
+# Fewer than a segment's items: the snapshot takes two batches, one per DAG run.
+ITEMS_PER_SEGMENT_AND_BATCH = 8
+LEASE_SECONDS = 5
+MAX_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    snowflake: list[dict[str, Any]] = field(default_factory=list)
+    kill_worker_in_checkpoint: bool = False
+    # The first run succeeds; then its lease table is deleted, and the next run must load nothing again.
+    delete_lease_table: bool = False
+    # The first run's batch was committed in Snowflake (the retry resumes the snapshot from it).
+    committed: bool = False
+
+    @property
+    def restarts_snowflake(self) -> bool:
+        return any(fault["action"] == "restart" for fault in self.snowflake)
+
+
+CASES = [
+    Case("DynamoDB: SIGKILL spark-submit after staging, before COPY INTO",
+         snowflake=[{"match": r"^\s*COPY INTO", "when": "before", "action": "kill_spark"}]),
+    Case("DynamoDB: SIGKILL spark-submit after COPY INTO, before COMMIT",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "before", "action": "kill_spark"}]),
+    Case("DynamoDB: SIGKILL spark-submit after COMMIT, before the lease checkpoint",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}], committed=True),
+    Case("DynamoDB: SIGKILL the Airflow worker during the lease checkpoint",
+         kill_worker_in_checkpoint=True, committed=True),
+    Case("DynamoDB: COMMIT fails", snowflake=[{"match": r"^\s*COMMIT", "when": "before", "action": "error"}]),
+    Case("DynamoDB: Snowflake emulator stopped after COMMIT and restarted",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "restart", "seconds": 5}], committed=True),
+    Case("DynamoDB: lease table deleted between two successful runs", delete_lease_table=True, committed=True),
+]  # fmt: skip
+
+
+def put_items(dynamodb: Any, table: str) -> None:
+    """The items the snapshot reads: strings, exact numbers, maps, sets, booleans."""
+    for n in range(ITEMS):
+        item = {
+            "pk": {"S": f"k{n:02d}"},
+            "amount": {"N": f"{n}.125"},
+            "count": {"N": str(n)},
+            "tags": {"SS": ["a", f"t{n}"]},
+            "detail": {"M": {"n": {"N": "12345678901234567890.5"}, "ok": {"BOOL": n % 2 == 0}}},
+        }
+        dynamodb.put_item(TableName=table, Item=item)
+
+
+def change_items(dynamodb: Any, table: str) -> None:
+    """Changes the stream carries to the retry: an update, a type change, a delete, a new item."""
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "k01"}},
+        UpdateExpression="SET amount = :a",
+        ExpressionAttributeValues={":a": {"N": "99.5"}},
+    )
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k02"}, "count": {"S": "two, now a string"}})
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": "k03"}})
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "new"}, "count": {"N": "1"}})
+
+
+STREAM_CHANGES = 4
+
+
+def segment_sizes(dynamodb: Any, table: str) -> list[int]:
+    """How many items each of the snapshot's segments holds (a parallel Scan of the table)."""
+    sizes = []
+    for segment in range(SEGMENTS):
+        pages = dynamodb.get_paginator("scan").paginate(
+            TableName=table, Segment=segment, TotalSegments=SEGMENTS, Select="COUNT"
+        )
+        sizes.append(sum(page["Count"] for page in pages))
+    return sizes
+
+
+def committed_results(emulators: Emulators, app: str) -> list[dict[str, Any]]:
+    """The DynamoDB batch results the application's Spark jobs recorded in the outcomes table, oldest first."""
+    rows = query(
+        emulators,
+        "SELECT RESULT FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES "
+        f"WHERE APPLICATION_NAME = '{app}' AND COMMITTED ORDER BY RECORDED_AT",
+    )
+    return [json.loads(r[0])["schema"][RESULT_KEY] for r in rows]
+
+
+def count_loss(expected: dict[str, Any], actual: dict[str, Any]) -> int:
+    """Keys of the Scan missing from Snowflake or with another item, and rows of deleted keys."""
+    wrong = {key for key, item in expected.items() if actual.get(key) != item}
+    return len(wrong) + len(set(actual) - set(expected))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_table_equals_a_scan_after_the_fault(
+    case: Case, emulators: Emulators, dag_env: dict[str, str], outcomes: Any, tmp_path: Path
+) -> None:
+    dynamodb = emulators.boto3_client("dynamodb")
+    suffix = unique("x").split("-")[-1]
+    app, source = f"ddb-fm-{suffix}", f"ddb-fm-src-{suffix}"
+    destination = source.replace("-", "_").upper()  # destination_table_template "{table}"
+    create(dynamodb, source)
+    put_items(dynamodb, source)
+    sizes = segment_sizes(dynamodb, source)
+    assert min(sizes) > ITEMS_PER_SEGMENT_AND_BATCH, sizes  # each segment takes two batches
+    with emulators.snowflake_connect() as conn:
+        conn.cursor().execute("CREATE DATABASE IF NOT EXISTS ANALYTICS")
+        conn.cursor().execute("CREATE SCHEMA IF NOT EXISTS ANALYTICS.RAW")
+    connector = {
+        "connector_id": app.replace("-", "_"),
+        "source": {
+            "type": "dynamodb",
+            "region": "us-east-1",
+            "application_name": app,
+            "tables": [source],
+            "layout": "packed",
+            "engine": "spark",
+            "snapshot_total_segments": SEGMENTS,
+            "snapshot_max_items_per_segment": ITEMS_PER_SEGMENT_AND_BATCH,
+            "snapshot_read_units_per_second": 10000,
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW"},
+        "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": LEASE_SECONDS},
+    }
+    dag_file = write_connector(tmp_path / "dags", connector)
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
+
+    server_before = emulators.snowflake_server_state() if case.restarts_snowflake else None
+    # Only this case's Spark job is killed, whatever else runs on the machine.
+    emulators.inject_snowflake_faults([{**fault, "application": app} for fault in case.snowflake])
+    try:
+        log = tmp_path / "run1.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id],
+                env=run_env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            if case.kill_worker_in_checkpoint:
+                # The lease table's checkpoint write (LeaseTable.checkpoint) of this case's table.
+                emulators.inject_kinesis_faults(
+                    [{"operation": "DynamoDB.UpdateItem", "contains_all": ["checkpointed_at", app],
+                      "action": "kill", "pid": proc.pid}]
+                )  # fmt: skip
+            code = proc.wait(timeout=600)
+        fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
+        if case.delete_lease_table and code == 0:
+            delete_table(dynamodb, app)
+            fired = True
+    finally:
+        emulators.inject_snowflake_faults([])
+        emulators.inject_kinesis_faults([])
+    first_run = "succeeded" if code == 0 else ("killed" if code < 0 else "failed")
+    assert fired, f"the fault never fired:\n{log.read_text()[-3000:]}"
+    if server_before is not None:
+        # A new process serves the same data: the one that held the sessions is gone.
+        server_after = emulators.wait_for_snowflake_restarts(server_before["restarts"] + 1)
+        assert server_after["pid"] != server_before["pid"], (server_before, server_after)
+    # The first batch is in Snowflake exactly when it was committed. (It may hold every item: the
+    # puts made in the second the generation started are read through the stream too.)
+    after_fault = query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{destination}")[0][0]
+    assert (after_fault > 0) == case.committed, (after_fault, log.read_text()[-3000:])
+
+    change_items(dynamodb, source)
+    if case.kill_worker_in_checkpoint:
+        time.sleep(LEASE_SECONDS + 1)  # leases the killed worker held expire
+    runs = 1
+    retry_failure = None
+    while runs < MAX_RUNS and loaded(emulators, destination) != scanned(dynamodb, source):
+        retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
+        runs += 1
+        if retry.returncode != 0:
+            retry_failure = (retry.stdout + retry.stderr)[-4000:]
+            break
+    expected, actual = scanned(dynamodb, source), loaded(emulators, destination)
+    keys = [r[0] for r in query(emulators, f"SELECT PK FROM ANALYTICS.RAW.{destination}")]
+    outcome = Outcome(
+        case=case.name,
+        first_run=first_run,
+        fault_fired=fired,
+        runs=runs,
+        rows=len(keys),
+        lost=count_loss(expected, actual),
+        duplicated=len(keys) - len(set(keys)),
+    )
+    outcomes(outcome)  # before any assertion: a failed case is printed in the matrix too
+    assert retry_failure is None, f"retry {runs} failed:\n{retry_failure}"
+    assert (outcome.lost, outcome.duplicated) == (0, 0), json.dumps(outcome.__dict__)
+    assert actual == expected
+
+    # Nothing was loaded twice: under the one generation the first run started, each committed
+    # batch went on from the one before (the snapshot ledger holds every item a batch read once),
+    # and each stream change was applied once.
+    results = committed_results(emulators, app)
+    assert len({r["batch_id"] for r in results}) == len(results), results
+    ledger = query(
+        emulators,
+        "SELECT SEGMENT, ITEMS FROM ANALYTICS.RAW.DYNAMODB_SNAPSHOT_LEDGER "
+        f"WHERE APPLICATION_NAME = '{app}' ORDER BY SEGMENT",
+    )
+    read = [sum(s["items"] for r in results for s in r["segments"] if s["number"] == n) for n in range(SEGMENTS)]
+    assert ledger == [(n, items) for n, items in enumerate(read)], (ledger, results)
+    # The changes between the runs, and the puts when made in the second the generation started:
+    # each stream record once.
+    stream_records = sum(s["records_read"] for r in results for s in r["shards"])
+    assert stream_records in (STREAM_CHANGES, ITEMS + STREAM_CHANGES), results
+    assert sum(r["merge"]["changes_loaded"] for r in results) == sum(read) + STREAM_CHANGES, results
+    generations = query(
+        emulators,
+        f"SELECT GENERATION FROM ANALYTICS.RAW.DYNAMODB_SYNC_GENERATIONS WHERE APPLICATION_NAME = '{app}'",
+    )
+    assert generations == [(0,)], generations
+
+
+def test_a_fault_kills_only_the_spark_job_of_its_dynamodb_application(tmp_path: Path) -> None:
+    """kill_spark_jobs(app) finds a DynamoDB table's job by its spark-submit name, and no other app's."""
+    sleep = "import time; time.sleep(60)"
+    jobs = {
+        name: subprocess.Popen([sys.executable, "-c", sleep, "org.apache.spark.deploy.SparkSubmit", "--name", name])
+        for name in ("dynamodb-to-snowflake-app-a-orders", "dynamodb-to-snowflake-app-ab-orders")
+    }
+    try:
+        killed = kill_spark_jobs("app-a")
+        assert killed == [jobs["dynamodb-to-snowflake-app-a-orders"].pid]
+        assert jobs["dynamodb-to-snowflake-app-a-orders"].wait(timeout=10) < 0
+        assert jobs["dynamodb-to-snowflake-app-ab-orders"].poll() is None
+    finally:
+        for job in jobs.values():
+            job.kill()
+            job.wait()
