@@ -531,11 +531,15 @@ def apply_units(
     columns: Sequence[TableColumn],
     segments: Sequence[SegmentOutcome],
     shards: Sequence[ShardOutcome],
+    outcome: Callable[[MergeResult], tuple[OutcomeKey, BatchResult]] | None = None,
 ) -> MergeResult:
     """Apply the staged changes and move both ledgers in one transaction, guarded by the plan's marks.
 
     A shard's mark moves when its read got past the mark; a segment's moves to its new cursor (or
     done), counting its items.
+
+    :param outcome: the batch's outcome, recorded in the same transaction
+        (:meth:`.load.dynamodb_sink.DynamoDBSink.apply_batch`).
     """
     starts = {s.key: s.start for s in plan.shards}
     shard_ends = {}
@@ -565,6 +569,7 @@ def apply_units(
         segment_starts={n: segment_starts.get(n) for n in segment_ends},
         segment_ends=segment_ends,
         generation=plan.generation,
+        outcome=outcome,
     )
 
 
@@ -733,31 +738,45 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
         rows = sum(reads.map(lambda r: stage_unit(r, plan, staged, stage_dir, credentials)).collect())
     finally:
         reads.unpersist()
+    key = _outcome_key(plan, stage_dir, attempt_id)
+
+    def committed(merged: MergeResult) -> tuple[OutcomeKey, BatchResult]:
+        return key, TableBatchResult(plan.batch_id, merged, segments, shards).as_batch_result(stage_dir)
+
     try:
         with credentials.snowflake_connection() as conn:
             sink = DynamoDBSink(conn, plan.target)
             merged = apply_units(
-                plan, sink, stage_dir=stage_dir, rows=rows, columns=columns, segments=segments, shards=shards
+                plan,
+                sink,
+                stage_dir=stage_dir,
+                rows=rows,
+                columns=columns,
+                segments=segments,
+                shards=shards,
+                outcome=committed,
             )
     except GenerationSupersededError as err:
         # Nothing applied: the control plane decides again in the newer generation.
         result = TableBatchResult(plan.batch_id, None, segments, shards, superseded=str(err))
         _record(plan, credentials, result, stage_dir, attempt_id)
         return result
-    result = TableBatchResult(plan.batch_id, merged, segments, shards)
-    _record(plan, credentials, result, stage_dir, attempt_id)
-    return result
+    return TableBatchResult(plan.batch_id, merged, segments, shards)
+
+
+def _outcome_key(plan: TableBatchPlan, stage_dir: str, attempt_id: str | None) -> OutcomeKey:
+    return OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, attempt_id or stage_dir)
 
 
 def _record(
     plan: TableBatchPlan, credentials: Any, result: TableBatchResult, stage_dir: str, attempt_id: str | None
 ) -> None:
-    """Record the result in the batch outcomes table, once the batch committed (or found a gap).
+    """Record the result of a batch that applied nothing (a gap found, a superseded generation).
 
-    *Crash* between the commit and this: the worker finds no outcome and fails the task; the next
-    run plans from the ledgers, which hold the batch, and reads on.
+    A batch that applies its changes records its outcome in the transaction that commits them
+    (:func:`apply_units`), so a crash after the commit leaves the outcome with the batch.
     """
-    key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, attempt_id or stage_dir)
+    key = _outcome_key(plan, stage_dir, attempt_id)
     with credentials.snowflake_connection() as conn:
         DynamoDBSink(conn, plan.target).sink.record_outcome_alone(key, result.as_batch_result(stage_dir))
 

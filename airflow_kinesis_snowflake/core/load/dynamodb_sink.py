@@ -55,7 +55,6 @@ from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     ROWS_DIR,
-    CommitResult,
     OutcomeKey,
     SnowflakeSink,
     StaleBatchError,
@@ -554,7 +553,7 @@ class DynamoDBSink:
         segment_ends: Mapping[int, SegmentMark] | None = None,
         deleted_at: datetime | None = None,
         generation: int | None = None,
-        outcome: Callable[[CommitResult], tuple[OutcomeKey, BatchResult]] | None = None,
+        outcome: Callable[[MergeResult], tuple[OutcomeKey, BatchResult]] | None = None,
     ) -> MergeResult:
         """Apply the changes staged at ``@stage/<stage_dir>/rows/`` and move the ledger, all or nothing.
 
@@ -571,8 +570,9 @@ class DynamoDBSink:
             deletes); now when None.
         :param generation: the sync generation the batch was planned in (``snapshot_generation`` when
             None); refused when a newer one is recorded.
-        :param outcome: given what was loaded, the batch's outcome and whose it is; recorded in the
-            same transaction (:meth:`SnowflakeSink.record_outcome`).
+        :param outcome: given what the batch applied, its outcome and whose it is; recorded in the
+            same transaction (:meth:`SnowflakeSink.record_outcome`), so a committed batch's outcome
+            is in Snowflake whatever happens to the process after the commit.
         :raises StaleBatchError: a mark is no longer the one the batch started from; nothing applied.
         :raises GenerationSupersededError: a generation newer than the batch's is recorded; nothing applied.
         :raises LoadError: the COPY did not load the staged rows.
@@ -632,7 +632,7 @@ class DynamoDBSink:
                     completed_snapshot=snapshot_generation,
                 )
             if outcome is not None:
-                self.sink.record_outcome(*outcome(CommitResult(rows_loaded=result.changes_loaded, failures_loaded=0)))
+                self.sink.record_outcome(*outcome(result))
             self._execute("COMMIT")
         except BaseException:
             self._execute("ROLLBACK")
