@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -187,9 +186,9 @@ def kill_maintenance(
     case: Case, emulators: Emulators, env: dict[str, str], dag_file: Path, connector: dict[str, Any], tmp_path: Path
 ) -> bool:
     """Run the connector's reset or restore DAG, killed right before ``case.aws_kill``; True once it was."""
-    time.sleep(LEASE_SECONDS + 1)  # the failed run's leases expire
     cid, app = connector["connector_id"], connector["source"]["application_name"]
     dynamodb = emulators.boto3_client("dynamodb")
+    expire_locks(dynamodb, app)  # the failed run's leases expire
     generation = read_marks(dynamodb, app).generation_id  # type: ignore[union-attr]
     if case.maintenance_killed == "reset":
         conf: dict[str, Any] = {"mode": "delete_table", "dry_run": False, "confirm": app}
@@ -229,7 +228,8 @@ def kill_maintenance(
 
 
 def expire_locks(dynamodb: Any, app: str) -> None:
-    """Date back the reset mark and the leases a killed reset or restore left, as when their time has passed."""
+    """Date back the leases a failed or killed run left, and the reset mark of a killed reset or restore,
+    as when their time has passed."""
     for item in dynamodb.scan(TableName=app, ConsistentRead=True)["Items"]:
         key = {KEY_ATTRIBUTE: item[KEY_ATTRIBUTE]}
         if RESET_EXPIRES_AT in item:
@@ -304,7 +304,7 @@ def test_every_record_exactly_once_after_the_fault(
         assert query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(case.rows_after_fault,)]
 
     if case.kill_worker_in_checkpoint or case.aws:
-        time.sleep(LEASE_SECONDS + 1)  # leases the failed worker may still hold expire
+        expire_locks(emulators.boto3_client("dynamodb"), app)  # leases the failed worker may still hold expire
     runs = 1
     retry_failure = None
     while runs < 4 and (
