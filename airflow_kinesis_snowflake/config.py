@@ -1041,10 +1041,10 @@ class DynamoDBConnectorConfig(_ConnectorBase):
     def _in_this_version(self) -> DynamoDBConnectorConfig:
         """Refuse what a DynamoDB connector would set without effect, rather than ignore it."""
         later = "not in this version of the DynamoDB source"
-        if "spark" in self.model_fields_set:
+        if "spark" in self.model_fields_set and self.source.engine == "worker":
             raise ValueError(
-                f"spark: {later}: its Spark job (source.engine: spark) runs with the Spark connection's settings "
-                "(connections.spark), not this section's; remove the spark section"
+                "spark: has no effect with source.engine: worker (each batch runs in the Airflow task); "
+                "remove the spark section, or set source.engine: spark"
             )
         if "snowflake" in self.model_fields_set:
             raise ValueError(

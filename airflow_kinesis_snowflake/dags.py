@@ -587,6 +587,8 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             region_name=config.source.region,
             snowflake_conn_id=conns.snowflake,
             spark_conn_id=conns.spark if config.source.engine == "spark" else None,
+            spark_conf=config.spark.spark_conf() or None,
+            spark_submit=config.spark.submit_arguments(),
             map_index_template=TABLE_MAP_INDEX,
         ).expand(target=discover.output)
     return dag
@@ -950,8 +952,10 @@ Syncs DynamoDB tables into Snowflake, one Snowflake table per DynamoDB table, co
 current items. Each run first discovers the tables (`discover_tables`: the tables named, or those carrying
 the tags; each table that cannot be synced is logged with the reason and the fix), then runs one
 `sync_table` task per table, labelled with the table's name: a snapshot when one is due (the first run, or
-after a gap in the stream), and the table's stream up to the run's start. Runs in the Airflow worker (no
-Spark in this version). Run the `_provision` DAG first. See docs/dynamodb.md.
+after a gap in the stream), and the table's stream up to the run's start. Each batch runs on Spark through
+the Spark connection (one Spark task per snapshot segment and per stream shard, with the connector file's
+`spark` settings), or in the Airflow worker with `source.engine: worker`. Run the `_provision` DAG first.
+See docs/dynamodb.md.
 """
 
 _PROVISION_DYNAMODB_DOC = """

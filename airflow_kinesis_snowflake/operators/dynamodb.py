@@ -12,7 +12,13 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict, table_sync
+from airflow_kinesis_snowflake.config import (
+    SPARK_SUBMIT_ARGUMENTS,
+    check_spark_conf,
+    sync_target_from_dict,
+    sync_target_to_dict,
+    table_sync,
+)
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
@@ -98,10 +104,20 @@ class SyncDynamoDBTableOperator(BaseOperator):
         through spark-submit, one Spark task per snapshot segment and per stream shard
         (:meth:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook.run_table_batch`);
         None runs them in this task's process.
+    :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
+    :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`
+        (e.g. ``total_executor_cores`` on a cluster shared with other connectors).
     :return: the run's figures: table, batches, changes loaded, generations started, snapshots completed.
     """
 
-    template_fields: Sequence[str] = ("target", "aws_conn_id", "region_name", "snowflake_conn_id", "spark_conn_id")
+    template_fields: Sequence[str] = (
+        "target",
+        "aws_conn_id",
+        "region_name",
+        "snowflake_conn_id",
+        "spark_conn_id",
+        "spark_conf",
+    )
 
     def __init__(
         self,
@@ -112,6 +128,8 @@ class SyncDynamoDBTableOperator(BaseOperator):
         region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
         spark_conn_id: str | None = None,
+        spark_conf: dict[str, Any] | None = None,
+        spark_submit: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -120,7 +138,10 @@ class SyncDynamoDBTableOperator(BaseOperator):
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.snowflake_conn_id = snowflake_conn_id
-        self.spark_conn_id = spark_conn_id
+        self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
+        if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
+            raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
+        self.spark_submit = dict(spark_submit or {})
         self._spark_hook: KinesisJobSubmitHook | None = None
 
     def table_sync(self) -> TableSync:
@@ -133,7 +154,9 @@ class SyncDynamoDBTableOperator(BaseOperator):
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         submit, region = None, ""
         if self.spark_conn_id is not None:
-            self._spark_hook = spark = KinesisJobSubmitHook(conn_id=self.spark_conn_id)
+            check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
+            spark = KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf, **self.spark_submit)
+            self._spark_hook = spark
             job_aws = KinesisStreamHook(**aws)
             region = job_aws.region_name or ""
             spark.check_submission()  # before anything is leased or recorded

@@ -301,8 +301,8 @@ def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pa
         },
         "destination": {"database": "ANALYTICS", "schema": "RAW"},
         "batch": {"schedule": None, "retries": 0},
-        # A DynamoDB connector file has no spark section (config.py refuses it): the job takes the
-        # Spark connection's settings, and its Python from the worker's PYSPARK_PYTHON.
+        # One core of the shared cluster; the job's Python is the worker's PYSPARK_PYTHON.
+        "spark": {"total_executor_cores": 1},
         "connections": {"spark": SPARK_CONN_ID},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
@@ -341,6 +341,7 @@ def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pa
     commands = [line for output in outputs for line in output.splitlines() if "Spark-Submit cmd:" in line]
     assert commands and all(f"--master {spark_standalone.master_url}" in c for c in commands)
     assert all("dynamodb_to_snowflake.py" in c and "--py-files" in c for c in commands)
+    assert all("--total-executor-cores 1" in c for c in commands)  # the connector file's spark section
     ours = [a for a in spark_standalone.master_state()["completedapps"] if app in a["name"]]
     assert len(ours) == len(commands) and {a["state"] for a in ours} == {"FINISHED"}
     # ... whose executors ran on the worker, with the Python that finds the provider only in what was shipped.

@@ -131,12 +131,22 @@ def test_batches_run_on_spark_through_the_spark_connection_unless_the_engine_is_
     assert in_worker.partial_kwargs["spark_conn_id"] is None
 
 
+def test_the_spark_section_reaches_each_batch_s_spark_submit() -> None:
+    data = with_("spark", total_executor_cores=2, executor_memory="2g", conf={"spark.task.maxFailures": 2})
+    sync = task(build_dynamodb_sync_dag(config(data)), "sync_table")
+    assert sync.partial_kwargs["spark_submit"] == {"total_executor_cores": 2, "executor_memory": "2g"}
+    assert sync.partial_kwargs["spark_conf"] == {"spark.task.maxFailures": "2"}
+    # Without a spark section: spark-submit's own defaults (and the Spark connection's).
+    plain = task(build_dynamodb_sync_dag(config()), "sync_table")
+    assert (plain.partial_kwargs["spark_submit"], plain.partial_kwargs["spark_conf"]) == ({}, None)
+
+
 def test_the_sync_dag_runs_on_the_connector_schedule_one_run_at_a_time_with_its_retries() -> None:
     dag = build_dynamodb_sync_dag(config())
     assert (dag.schedule, dag.max_active_runs, dag.catchup) == ("@hourly", 1, False)
     assert set(dag.tags) == {"dynamodb", "snowflake", "orders_ddb"}
     assert dag.default_args["retries"] == 4 and dag.default_args["retry_delay"] == timedelta(seconds=10)
-    assert "discover_tables" in (dag.doc_md or "") and "no\nSpark in this version" in (dag.doc_md or "")
+    assert "discover_tables" in (dag.doc_md or "") and "Each batch runs on Spark" in (dag.doc_md or "")
     assert dag.description == "DynamoDB tables tagged sync-to-snowflake, env=prod -> Snowflake ANALYTICS.RAW"
 
 
@@ -209,7 +219,11 @@ def test_an_absolute_read_rate_is_taken_for_on_demand_tables() -> None:
 @pytest.mark.parametrize(
     ("data", "expected", "fix"),
     [
-        (with_("spark", executor_memory="2g"), "spark: not in this version of the DynamoDB source", "remove"),
+        (
+            {**with_("spark", executor_memory="2g"), "source": {**TAGGED["source"], "engine": "worker"}},
+            "spark: has no effect with source.engine: worker",
+            "remove the spark section, or set source.engine: spark",
+        ),
         (with_("snowflake", role="LOADER"), "snowflake: not in this version of the DynamoDB source", "remove"),
         (
             with_("batch", mode="continuous", max_runtime_minutes=5),

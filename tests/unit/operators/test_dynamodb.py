@@ -58,9 +58,17 @@ def test_each_operator_templates_its_connections_and_what_it_is_given_per_run() 
         "region_name",
         "snowflake_conn_id",
         "spark_conn_id",
+        "spark_conf",
     )
     assert ProvisionDynamoDBTableOperator.template_fields == ("target", "snowflake_conn_id")
     assert CreateDynamoDBLeaseTableOperator.template_fields == ("application_name", "aws_conn_id", "region_name")
+
+
+def test_the_sync_operator_refuses_a_spark_submit_argument_it_does_not_know() -> None:
+    with pytest.raises(ValueError, match="spark_submit: executor_mem not among"):
+        SyncDynamoDBTableOperator(
+            task_id="sync_table", target={}, sync_options=OPTIONS, spark_submit={"executor_mem": "2g"}
+        )
 
 
 def test_the_sync_operator_builds_the_table_sync_of_its_target_and_nothing_in_its_constructor() -> None:
@@ -114,6 +122,8 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
             aws_conn_id="aws_unit",
             snowflake_conn_id="snowflake_unit",
             spark_conn_id=spark_conn_id,
+            spark_conf={"spark.task.maxFailures": "2"},
+            spark_submit={"total_executor_cores": 1},
         )
 
     in_process = task(None)
@@ -128,5 +138,9 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
     submit = seen["submit"]
     assert submit is not None and submit("the plan") == "result"
     assert calls == [("check", None), ("run", ("the plan", "eu-west-1"))]
+    # The connector file's spark settings are the hook's.
+    hook = on_spark._spark_hook
+    assert hook is not None and hook._conf == {"spark.task.maxFailures": "2"}
+    assert hook._total_executor_cores == 1
     on_spark.on_kill()
     assert calls[-1] == ("kill", None)
