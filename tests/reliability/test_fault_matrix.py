@@ -18,7 +18,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -67,10 +67,6 @@ class Case:
     aws_kill: str = ""
     # More of the connector file's batch section (continuous mode ...).
     batch: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def restarts_snowflake(self) -> bool:
-        return any(fault["action"] == "restart" for fault in self.snowflake)
 
 
 CHECKPOINT_FAILS = [
@@ -162,6 +158,61 @@ def matrix_lines(rows: list[Outcome]) -> list[str]:
         for r in rows
     ]
     return lines
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """A DAG run made with faults injected: its exit code, whether a fault fired, and its log."""
+
+    code: int
+    fired: bool
+    log: Path
+
+    @property
+    def state(self) -> str:
+        return "succeeded" if self.code == 0 else ("killed" if self.code < 0 else "failed")
+
+
+def run_with_faults(
+    emulators: Emulators,
+    env: dict[str, str],
+    dag_file: Path,
+    dag_id: str,
+    log: Path,
+    *,
+    app: str,
+    snowflake: list[dict[str, Any]],
+    aws: Sequence[dict[str, Any]] = (),
+    kill_worker_on: dict[str, Any] | None = None,
+) -> FirstRun:
+    """Run the DAG once with the faults injected, then clear them.
+
+    The Snowflake faults touch only ``app``'s Spark job, whatever else runs on the machine;
+    ``kill_worker_on`` names the AWS call during which the moto server kills the DAG's process.
+    A Snowflake restart among the faults is checked to have happened: a new process serves the
+    same data, the one that held the sessions is gone.
+    """
+    restarts = any(fault["action"] == "restart" for fault in snowflake)
+    server_before = emulators.snowflake_server_state() if restarts else None
+    emulators.inject_snowflake_faults([{**fault, "application": app} for fault in snowflake])
+    emulators.inject_kinesis_faults(list(aws))
+    try:
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id],
+                env=env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            if kill_worker_on is not None:
+                emulators.inject_kinesis_faults([{**kill_worker_on, "action": "kill", "pid": proc.pid}])
+            code = proc.wait(timeout=600)
+        fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
+    finally:
+        emulators.inject_snowflake_faults([])
+        emulators.inject_kinesis_faults([])
+    if server_before is not None and fired:
+        server_after = emulators.wait_for_snowflake_restarts(server_before["restarts"] + 1)
+        assert server_after["pid"] != server_before["pid"], (server_before, server_after)
+    return FirstRun(code, fired, log)
 
 
 def cleanup_from_another_folder(dag_env: dict[str, str], tmp_path: Path, stream: str, app: str) -> bool:
@@ -263,24 +314,13 @@ def test_every_record_exactly_once_after_the_fault(
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
     run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
 
-    server_before = emulators.snowflake_server_state() if case.restarts_snowflake else None
-    # Only this case's Spark job is killed, whatever else runs on the machine.
-    emulators.inject_snowflake_faults([{**fault, "application": app} for fault in case.snowflake])
-    emulators.inject_kinesis_faults(case.aws)
+    kill_worker = {"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number"}
+    first = run_with_faults(
+        emulators, run_env, dag_file, dag_id, tmp_path / "run1.log", app=app, snowflake=case.snowflake, aws=case.aws,
+        kill_worker_on=kill_worker if case.kill_worker_in_checkpoint else None,
+    )  # fmt: skip
+    code, fired, log = first.code, first.fired, first.log
     try:
-        log = tmp_path / "run1.log"
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id],
-                env=run_env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            if case.kill_worker_in_checkpoint:
-                emulators.inject_kinesis_faults(
-                    [{"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number",
-                      "action": "kill", "pid": proc.pid}]
-                )  # fmt: skip
-            code = proc.wait(timeout=600)
-        fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
         if case.cleanup_elsewhere and code == 0:
             if case.aged_checkpoints:
                 age_lease_table(emulators.boto3_client("dynamodb"), app, f"ANALYTICS.RAW.{table}")
@@ -289,17 +329,11 @@ def test_every_record_exactly_once_after_the_fault(
             delete_table(emulators.boto3_client("dynamodb"), app)
             fired = True
         if case.maintenance_killed is not None:
-            emulators.inject_kinesis_faults([])
             fired = kill_maintenance(case, emulators, run_env, dag_file, connector, tmp_path) and fired
     finally:
-        emulators.inject_snowflake_faults([])
         emulators.inject_kinesis_faults([])
-    first_run = "succeeded" if code == 0 else ("killed" if code < 0 else "failed")
+    first_run = first.state
     assert fired, f"the fault never fired:\n{log.read_text()[-3000:]}"
-    if server_before is not None:
-        # A new process serves the same data: the one that held the sessions is gone.
-        server_after = emulators.wait_for_snowflake_restarts(server_before["restarts"] + 1)
-        assert server_after["pid"] != server_before["pid"], (server_before, server_after)
     if case.rows_after_fault is not None:
         assert query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{table}") == [(case.rows_after_fault,)]
 

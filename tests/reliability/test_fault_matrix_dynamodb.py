@@ -38,7 +38,7 @@ from tests.emulators.faults import kill_spark_jobs
 from tests.integration.core.sources.dynamodb.test_discovery import create
 from tests.integration.test_dynamodb_dag import loaded, scanned
 from tests.integration.test_ingest_dag import write_connector
-from tests.reliability.test_fault_matrix import Outcome, expire_locks
+from tests.reliability.test_fault_matrix import Outcome, expire_locks, run_with_faults
 
 pytestmark = pytest.mark.integration
 
@@ -58,10 +58,6 @@ class Case:
     delete_lease_table: bool = False
     # The first run's batch was committed in Snowflake (the retry resumes the snapshot from it).
     committed: bool = False
-
-    @property
-    def restarts_snowflake(self) -> bool:
-        return any(fault["action"] == "restart" for fault in self.snowflake)
 
 
 CASES = [
@@ -173,36 +169,18 @@ def test_the_table_equals_a_scan_after_the_fault(
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
     run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
 
-    server_before = emulators.snowflake_server_state() if case.restarts_snowflake else None
-    # Only this case's Spark job is killed, whatever else runs on the machine.
-    emulators.inject_snowflake_faults([{**fault, "application": app} for fault in case.snowflake])
-    try:
-        log = tmp_path / "run1.log"
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.emulators.run_dag", str(dag_file), dag_id],
-                env=run_env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            if case.kill_worker_in_checkpoint:
-                # The lease table's checkpoint write (LeaseTable.checkpoint) of this case's table.
-                emulators.inject_kinesis_faults(
-                    [{"operation": "DynamoDB.UpdateItem", "contains_all": ["checkpointed_at", app],
-                      "action": "kill", "pid": proc.pid}]
-                )  # fmt: skip
-            code = proc.wait(timeout=600)
-        fired = bool(emulators.served_snowflake_faults() or emulators.served_kinesis_faults())
-        if case.delete_lease_table and code == 0:
-            delete_table(dynamodb, app)
-            fired = True
-    finally:
-        emulators.inject_snowflake_faults([])
-        emulators.inject_kinesis_faults([])
-    first_run = "succeeded" if code == 0 else ("killed" if code < 0 else "failed")
+    # The lease table's checkpoint write (LeaseTable.checkpoint) of this case's table.
+    kill_worker = {"operation": "DynamoDB.UpdateItem", "contains_all": ["checkpointed_at", app]}
+    first = run_with_faults(
+        emulators, run_env, dag_file, dag_id, tmp_path / "run1.log", app=app, snowflake=case.snowflake,
+        kill_worker_on=kill_worker if case.kill_worker_in_checkpoint else None,
+    )  # fmt: skip
+    code, fired, log = first.code, first.fired, first.log
+    if case.delete_lease_table and code == 0:
+        delete_table(dynamodb, app)
+        fired = True
+    first_run = first.state
     assert fired, f"the fault never fired:\n{log.read_text()[-3000:]}"
-    if server_before is not None:
-        # A new process serves the same data: the one that held the sessions is gone.
-        server_after = emulators.wait_for_snowflake_restarts(server_before["restarts"] + 1)
-        assert server_after["pid"] != server_before["pid"], (server_before, server_after)
     # The first batch (a batch of each segment) is in Snowflake exactly when it was committed.
     after_fault = query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{destination}")
     committed_rows = SEGMENTS * ITEMS_PER_SEGMENT_AND_BATCH if case.committed else 0
