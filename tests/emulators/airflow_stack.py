@@ -104,6 +104,8 @@ def stack_env(home: Path, dags_folder: Path, api_port: int, extra: Mapping[str, 
             "AIRFLOW__DAG_PROCESSOR__PRINT_STATS_INTERVAL": "0",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
+            # A process that does not end on SIGTERM gets SIGABRT from stop(): its threads' stacks in its log.
+            "PYTHONFAULTHANDLER": "1",
         }
     )
     return env
@@ -264,8 +266,9 @@ class AirflowStack:
         )
         self.processes.append(_Process(name, process, log_path, log))
 
-    def stop(self, timeout: float = 300) -> list[str]:
-        """SIGTERM every process, wait up to ``timeout`` seconds, kill what is left.
+    def stop(self, timeout: float = 60) -> list[str]:
+        """SIGTERM every process, wait up to ``timeout`` seconds, kill what is left, as a deployment's
+        grace period does (Kubernetes' ``terminationGracePeriodSeconds``, systemd's ``TimeoutStopSec``).
 
         :return: what did not end by itself on SIGTERM (and was killed); ``[]`` after a clean stop.
         """
@@ -285,6 +288,14 @@ class AirflowStack:
         _, alive = psutil.wait_procs(descendants, timeout=max(0.1, deadline - time.monotonic()))
         killed = [f"airflow {p.name} (pid {p.process.pid})" for p in running if p.process.poll() is None]
         killed += [f"{_describe(d)} (pid {d.pid})" for d in alive]
+        if killed:
+            # Where each is stuck: faulthandler (PYTHONFAULTHANDLER) writes every thread's stack on SIGABRT
+            # to the process's stderr, the log of the stack process it belongs to; pytest shows what is printed.
+            for pid in [p.process.pid for p in running if p.process.poll() is None] + [d.pid for d in alive]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGABRT)
+            time.sleep(2)
+            print(f"Not ended {timeout:.0f}s after SIGTERM: {killed}\n{self.log_tails(120)}")
         for p in running:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.process.pid, signal.SIGKILL)
@@ -306,6 +317,14 @@ class AirflowStack:
                 if os.getpgid(proc.pid) in groups and proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(f"{_describe(proc)} (pid {proc.pid})")
         return found
+
+
+def stuck_in_executor_shutdown(process: str) -> bool:
+    """Whether ``process`` (as :meth:`AirflowStack.stop` names it) is Airflow's scheduler or one of its idle
+    LocalExecutor workers: ``LocalExecutor.end()`` joins its workers without a bound, and on SIGTERM the
+    scheduler can wait there for a worker that never ends (apache/airflow#67870). What the tasks started
+    (task processes, ``spark-submit``, its JVM) is never one of these."""
+    return process.startswith(("airflow scheduler (pid ", "airflow worker -- LocalExecutor: <idle>"))
 
 
 def _end_with_parent() -> None:

@@ -19,7 +19,7 @@ from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.metadata import read_marks
 from tests.conftest import put_json, query
 from tests.emulators import Emulators
-from tests.emulators.airflow_stack import AirflowStack
+from tests.emulators.airflow_stack import AirflowStack, stuck_in_executor_shutdown
 from tests.integration.test_ingest_dag import checkpoints, shard_tips
 
 pytestmark = pytest.mark.integration
@@ -133,7 +133,10 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         assert generations >= set(generations_before)
         assert new_generation in {row[1] for row in generations - set(generations_before)}
 
-    # Shut down: SIGTERM is enough for every process, and nothing the stack started is left.
-    assert stack.stop() == []
+    # Shut down: SIGTERM is enough for whatever the tasks started, and nothing the stack started is
+    # left once its grace period is over. Airflow's scheduler may outlive it, waiting in
+    # LocalExecutor.end() for an idle worker (see stuck_in_executor_shutdown); stop() prints where.
+    not_ended = stack.stop()
+    assert [p for p in not_ended if not stuck_in_executor_shutdown(p)] == [], not_ended
     assert stack.leftovers() == []
     assert all(p.process.returncode is not None for p in stack.processes)
