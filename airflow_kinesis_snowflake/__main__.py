@@ -117,10 +117,12 @@ def _parser() -> argparse.ArgumentParser:
         "status",
         help="print each connector's shards: checkpoint, lag, last batch",
         description="For each connector of a DAGs folder (its connectors/ directory) or of one connector file, print "
-        "each shard's checkpoint and its age, its lag, its last batch, and that batch's rows and dead letters. They "
-        "are read from the lease table and Snowflake's batch outcomes table, through Airflow's connections (the "
-        "connector's connections: ids). Exit status 1 when a connector could not be read or a shard's lag is past "
-        "90% of the stream's retention.",
+        "each shard's checkpoint and its age, its lag, its last batch, and that batch's rows and dead letters; for a "
+        "DynamoDB connector, each table's generation, snapshot progress and last batch, and each stream shard's "
+        "checkpoint and its age. They are read from the lease table and Snowflake's tables, through Airflow's "
+        "connections (the connector's connections: ids). Exit status 1 when a connector could not be read, a "
+        "Kinesis shard's lag is past 90% of the stream's retention, or a DynamoDB stream shard's checkpoint age is "
+        "past 90% of the safe age (max_checkpoint_age_hours).",
     )
     status.add_argument(
         "path",
@@ -139,7 +141,7 @@ def _status(args: argparse.Namespace) -> int:
     # Airflow's and the clients' log lines go to standard error (Airflow binds its log output when it
     # is first imported, so the import is inside too): standard output is the report.
     with contextlib.redirect_stdout(sys.stderr):
-        from airflow_kinesis_snowflake.status import connector_configs, connector_status
+        from airflow_kinesis_snowflake.status import any_connector_status, connector_configs
 
         path = args.path
         if path is None:
@@ -151,13 +153,13 @@ def _status(args: argparse.Namespace) -> int:
         except (ConnectorConfigError, FileNotFoundError) as err:
             print(f"error: {err}")
             return 1
-        statuses = [connector_status(config, batches=args.batches) for config in configs]
+        statuses = [any_connector_status(config, batches=args.batches) for config in configs]
     if args.json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2))
     else:
         print("\n\n".join(s.text() for s in statuses))
     failed = any(s.error is not None for s in statuses)
-    return 1 if failed or any(s.level(shard) is LagLevel.ERROR for s in statuses for shard in s.shards) else 0
+    return 1 if failed or any(s.worst_level() is LagLevel.ERROR for s in statuses) else 0
 
 
 def _dag_file(args: argparse.Namespace) -> int:

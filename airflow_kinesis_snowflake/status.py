@@ -9,6 +9,13 @@ On demand, :func:`connector_status` gathers one connector's state from its two s
 the lease table (each shard's checkpoint and when it last moved) and Snowflake's batch outcomes
 table (each recent batch's per-shard figures: records, rows, dead letters, lag). Connections
 resolve through Airflow's connections, as the DAGs' tasks do.
+
+A DynamoDB connector (:func:`dynamodb_connector_status`) is read per table, as its sync DAG finds
+the tables: the table's sync generation and its snapshot's progress (Snowflake's generations and
+snapshot ledger tables), each stream shard's checkpoint (the lease table) and the table's latest
+batch (the outcomes table). DynamoDB Streams reports no lag, so a shard's level is its checkpoint
+age against the connector's safe age (``max_checkpoint_age_hours``): past it, the next run finds
+a gap and takes a new snapshot (``on_gap: resnapshot``) or stops (``on_gap: fail``).
 """
 
 from __future__ import annotations
@@ -21,11 +28,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_kinesis_snowflake.config import ConnectorConfig, connector_files, load_connector_config
+from airflow_kinesis_snowflake.config import (
+    AnyConnectorConfig,
+    ConnectorConfig,
+    DynamoDBConnectorConfig,
+    connector_files,
+    load_any_connector_config,
+)
 from airflow_kinesis_snowflake.core.batch import BatchOutcome
-from airflow_kinesis_snowflake.core.lag import LagLevel, LagReport, format_millis, format_table, lag_level, shard_lags
+from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
+from airflow_kinesis_snowflake.core.lag import (
+    LagLevel,
+    LagReport,
+    format_millis,
+    format_table,
+    lag_level,
+    severity,
+    shard_lags,
+)
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import SegmentRow
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
-from airflow_kinesis_snowflake.core.state.leases import lease_keys
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, lease_key
+from airflow_kinesis_snowflake.core.state.leases import Lease, lease_keys
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.metrics import emit_lag_metrics
 
@@ -79,10 +103,12 @@ class ShardStatus:
     rows: int | None
     dead_letters: int | None
     history: tuple[tuple[datetime, int | None], ...] = ()
+    ended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "shard_id": self.shard_id,
+            "ended": self.ended,
             "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
             "checkpoint_age_seconds": self.checkpoint_age_seconds,
             "millis_behind_latest": self.millis_behind_latest,
@@ -109,8 +135,12 @@ class ConnectorStatus:
     def level(self, shard: ShardStatus) -> LagLevel:
         return lag_level(shard.millis_behind_latest, self.retention_hours)
 
+    def worst_level(self) -> LagLevel:
+        return max((self.level(s) for s in self.shards), key=severity, default=LagLevel.OK)
+
     def to_dict(self) -> dict[str, Any]:
         return {
+            "source": "kinesis",
             "connector_id": self.connector_id,
             "application_name": self.application_name,
             "stream_name": self.stream_name,
@@ -177,6 +207,7 @@ def shard_statuses(checkpoints: dict[str, Any], batches: Iterable[BatchResult], 
                 rows=last[1].rows_staged if last else None,
                 dead_letters=last[1].dead_letters_staged if last else None,
                 history=tuple((b.finished_at, s.millis_behind_latest) for b, s in reversed(taken)),
+                ended=lease.shard_ended if lease is not None else False,
             )
         )
     return tuple(statuses)
@@ -218,17 +249,290 @@ def connector_status(config: ConnectorConfig, *, batches: int = RECENT_BATCHES) 
     )
 
 
-def connector_configs(path: str | Path) -> list[ConnectorConfig]:
-    """The connectors of a connector file, or of a DAGs folder (its ``connectors/`` directory, else itself).
+# -- DynamoDB connectors ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotProgress:
+    """A generation's snapshot: its segments, those read to their end, and the items read so far."""
+
+    total_segments: int
+    segments_done: int
+    items: int
+    completed: bool
+
+    def text(self) -> str:
+        if self.completed:
+            return f"complete ({self.items} items)"
+        return f"{self.segments_done}/{self.total_segments} segments done ({self.items} items)"
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """One DynamoDB table of a connector: its sync generation, its snapshot, its stream shards, its last batch.
+
+    :param generation: the table's current sync generation; None before its first batch.
+    :param snapshot: that generation's snapshot; None when it takes none (``snapshot: skip``) or
+        before the first batch.
+    :param shards: the stream's shards under the generation's leases (``rows``: the records the
+        shard's last batch read).
+    """
+
+    table: str
+    destination: str
+    generation: int | None = None
+    generation_started_at: datetime | None = None
+    snapshot: SnapshotProgress | None = None
+    shards: tuple[ShardStatus, ...] = ()
+    last_batch_id: str | None = None
+    last_batch_at: datetime | None = None
+    last_batch_changes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        snapshot = self.snapshot
+        return {
+            "table": self.table,
+            "destination": self.destination,
+            "generation": self.generation,
+            "generation_started_at": self.generation_started_at.isoformat() if self.generation_started_at else None,
+            "snapshot": None if snapshot is None else {**snapshot.__dict__},
+            "last_batch_id": self.last_batch_id,
+            "last_batch_at": self.last_batch_at.isoformat() if self.last_batch_at else None,
+            "last_batch_changes": self.last_batch_changes,
+        }
+
+
+@dataclass(frozen=True)
+class DynamoDBConnectorStatus:
+    """One DynamoDB connector's tables, those its discovery skips (with why), or why it could not be read.
+
+    :param safe_age_hours: ``max_checkpoint_age_hours``: a stream shard's checkpoint older than this
+        is a gap at the next run.
+    """
+
+    connector_id: str
+    application_name: str
+    safe_age_hours: float
+    tables: tuple[TableStatus, ...] = ()
+    skipped: tuple[str, ...] = ()
+    error: str | None = None
+
+    def level(self, shard: ShardStatus) -> LagLevel:
+        """The shard's checkpoint age against the safe age (a closed shard read to its end is OK)."""
+        if shard.ended or shard.checkpoint_age_seconds is None:
+            return LagLevel.OK
+        return lag_level(int(shard.checkpoint_age_seconds * 1000), self.safe_age_hours)
+
+    def worst_level(self) -> LagLevel:
+        levels = (self.level(s) for t in self.tables for s in t.shards)
+        return max(levels, key=severity, default=LagLevel.OK)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": "dynamodb",
+            "connector_id": self.connector_id,
+            "application_name": self.application_name,
+            "safe_age_hours": self.safe_age_hours,
+            "tables": [
+                {**t.to_dict(), "shards": [{**s.to_dict(), "level": self.level(s).value} for s in t.shards]}
+                for t in self.tables
+            ],
+            "skipped": list(self.skipped),
+            "error": self.error,
+        }
+
+    def text(self) -> str:
+        """The connector's heading, a line per table, and each table's stream shards (the ``status`` output)."""
+        heading = (
+            f"connector {self.connector_id}: DynamoDB tables, application {self.application_name}, "
+            f"safe age {self.safe_age_hours:g} h"
+        )
+        if self.error is not None:
+            return f"{heading}\n  error: {self.error}"
+        header = ("table", "destination", "generation", "snapshot", "last batch", "finished", "changes")
+        rows = [
+            (
+                t.table,
+                t.destination,
+                "-" if t.generation is None else str(t.generation),
+                "-" if t.snapshot is None else t.snapshot.text(),
+                t.last_batch_id or "-",
+                t.last_batch_at.strftime("%Y-%m-%d %H:%M:%S") if t.last_batch_at else "-",
+                "-" if t.last_batch_changes is None else str(t.last_batch_changes),
+            )
+            for t in self.tables
+        ]
+        lines = [heading, *("  " + line for line in format_table(header, rows).splitlines())]
+        shard_header = ("table", "stream shard", "checkpoint", "checkpoint age", "last batch", "records")
+        shard_rows = [
+            (
+                t.table,
+                s.shard_id + (" (ended)" if s.ended else ""),
+                s.checkpoint.sequence_number if s.checkpoint else "-",
+                "-" if s.checkpoint_age_seconds is None else format_millis(int(s.checkpoint_age_seconds * 1000)),
+                s.last_batch_id or "-",
+                "-" if s.rows is None else str(s.rows),
+            )
+            for t in self.tables
+            for s in t.shards
+        ]
+        if shard_rows:
+            lines += ["", *("  " + line for line in format_table(shard_header, shard_rows).splitlines())]
+        for t in self.tables:
+            for s in t.shards:
+                if (level := self.level(s)) is not LagLevel.OK:
+                    lines.append(
+                        f"  {level.value}: {t.table} shard {s.shard_id} was last read "
+                        f"{format_millis(int((s.checkpoint_age_seconds or 0) * 1000))} ago; at the safe age of "
+                        f"{self.safe_age_hours:g} h the next run finds a gap (docs/dynamodb.md, Gaps)"
+                    )
+        lines += [f"  not synced: {reason}" for reason in self.skipped]
+        return "\n".join(lines)
+
+
+def table_status(
+    table: str,
+    destination: str,
+    generation: Generation | None,
+    segments: list[SegmentRow],
+    shard_leases: dict[str, Lease],
+    batches: Iterable[BatchResult],
+    now: float,
+) -> TableStatus:
+    """Where one table's sync stands, from what its sync recorded.
+
+    :param generation: the table's current generation (Snowflake's generations table).
+    :param segments: that generation's snapshot ledger rows.
+    :param shard_leases: by stream shard id, the shard's lease under the generation's lease key.
+    :param batches: the connector's recent batch outcomes, newest first; a table's are those that
+        read one of its stream shards or wrote one of its segments' marks.
+    :param now: the current time (seconds since the epoch), that checkpoint ages count from.
+    """
+    status = TableStatus(table, destination)
+    if generation is None:
+        return status
+    prefix = lease_key(table, generation.number, "")
+    segment_batches = {row.batch_id for row in segments}
+    own: list[tuple[BatchResult, TableBatchResult]] = []
+    for batch in batches:
+        try:
+            result = TableBatchResult.from_batch_result(batch)
+        except ValueError:  # a Kinesis connector's batch under the same application name
+            continue
+        if batch.batch_id in segment_batches or any(s.key.startswith(prefix) for s in result.shards):
+            own.append((batch, result))
+    snapshot = None
+    if generation.snapshot is not None:
+        snapshot = SnapshotProgress(
+            total_segments=generation.snapshot.total_segments,
+            segments_done=sum(1 for row in segments if row.mark.done),
+            items=sum(row.mark.items for row in segments),
+            completed=generation.completed,
+        )
+    shards = []
+    for shard_id, lease in sorted(shard_leases.items()):
+        read = [(b, s) for b, r in own for s in r.shards if s.key == lease_key(table, generation.number, shard_id)]
+        last = read[0] if read else None
+        shards.append(
+            ShardStatus(
+                shard_id=shard_id,
+                checkpoint=lease.checkpoint,
+                checkpoint_age_seconds=max(0.0, now - lease.checkpointed_at) if lease.checkpointed_at else None,
+                millis_behind_latest=None,
+                last_batch_id=last[0].batch_id if last else None,
+                last_batch_at=last[0].finished_at if last else None,
+                rows=last[1].records_read if last else None,
+                dead_letters=None,
+                ended=lease.shard_ended,
+            )
+        )
+    newest = own[0][0] if own else None
+    return replace(
+        status,
+        generation=generation.number,
+        generation_started_at=generation.started_at,
+        snapshot=snapshot,
+        shards=tuple(shards),
+        last_batch_id=newest.batch_id if newest else None,
+        last_batch_at=newest.finished_at if newest else None,
+        last_batch_changes=newest.rows_loaded if newest else None,
+    )
+
+
+def dynamodb_connector_status(
+    config: DynamoDBConnectorConfig, *, batches: int = RECENT_BATCHES
+) -> DynamoDBConnectorStatus:
+    """Read one DynamoDB connector's tables: found as its sync DAG finds them, each read from Snowflake's
+    generations, snapshot ledger and outcomes tables and from the lease table."""
+    from airflow_kinesis_snowflake.core.load.dynamodb_sink import DynamoDBSink
+    from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
+    from airflow_kinesis_snowflake.core.sources.dynamodb.streams import list_stream_shards
+    from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
+    from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+    src, aws = config.source, config.connections.aws
+    status = DynamoDBConnectorStatus(config.connector_id, src.application_name, src.max_checkpoint_age_hours)
+    try:
+        selection = TableSelection(
+            src.tables, src.ingestion_tag_key, src.environment_tag_key, src.environment_tag_value
+        )
+        found = DynamoDBSourceHook(aws_conn_id=aws, region_name=src.region).discover(
+            selection, src.destination_table_template
+        )
+        streams = DynamoDBStreamsHook(aws_conn_id=aws, region_name=src.region).conn
+        leases = LeaseTableHook(aws_conn_id=aws, region_name=src.region).table(src.application_name)
+        leases_exist = leases.exists()
+        tables = []
+        connection = KinesisSnowflakeHook(snowflake_conn_id=config.connections.snowflake).get_conn()
+        try:
+            recent: list[BatchResult] | None = None
+            for target in found.targets:
+                sync = config.table_sync(target)
+                sink = DynamoDBSink(connection, sync.target)
+                if recent is None:
+                    recent = sink.sink.recent_outcomes(src.application_name, batches)
+                generation = sink.current_generation(src.application_name)
+                segments = sink.read_segments(src.application_name, generation.number) if generation else []
+                shard_leases: dict[str, Lease] = {}
+                if generation is not None and leases_exist:
+                    keys = {
+                        lease_key(target.table, generation.number, shard.shard_id): shard.shard_id
+                        for shard in list_stream_shards(streams, target.stream_arn)
+                    }
+                    shard_leases = {keys[k]: lease for k, lease in leases.leases_of(list(keys)).items() if k in keys}
+                destination = sync.target.table
+                tables.append(
+                    table_status(target.table, destination, generation, segments, shard_leases, recent, time.time())
+                )
+        finally:
+            connection.close()
+    except Exception as err:  # noqa: BLE001  one connector's failure is shown, the others are still read
+        return replace(status, error=f"{type(err).__name__}: {err}")
+    return replace(status, tables=tuple(tables), skipped=tuple(s.describe() for s in found.skipped))
+
+
+AnyConnectorStatus = ConnectorStatus | DynamoDBConnectorStatus
+
+
+def any_connector_status(config: AnyConnectorConfig, *, batches: int = RECENT_BATCHES) -> AnyConnectorStatus:
+    """The status of a connector of either source."""
+    if isinstance(config, DynamoDBConnectorConfig):
+        return dynamodb_connector_status(config, batches=batches)
+    return connector_status(config, batches=batches)
+
+
+def connector_configs(path: str | Path) -> list[AnyConnectorConfig]:
+    """The connectors of a connector file, or of a DAGs folder (its ``connectors/`` directory, else
+    itself), of either source.
 
     :raises ConnectorConfigError: a connector file is invalid.
     :raises FileNotFoundError: no connector file there.
     """
     path = Path(path)
     if path.is_file():
-        return [load_connector_config(path)]
+        return [load_any_connector_config(path)]
     directory = path / "connectors" if (path / "connectors").is_dir() else path
     files = connector_files(directory)
     if not files:
         raise FileNotFoundError(f"{path}: no connector file (*.yaml, *.yml) in {directory}")
-    return [load_connector_config(f) for f in files]
+    return [load_any_connector_config(f) for f in files]

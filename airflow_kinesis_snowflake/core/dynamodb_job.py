@@ -738,11 +738,7 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
         rows = sum(reads.map(lambda r: stage_unit(r, plan, staged, stage_dir, credentials)).collect())
     finally:
         reads.unpersist()
-    key = _outcome_key(plan, stage_dir, attempt_id)
-
-    def committed(merged: MergeResult) -> tuple[OutcomeKey, BatchResult]:
-        return key, TableBatchResult(plan.batch_id, merged, segments, shards).as_batch_result(stage_dir)
-
+    committed = committed_outcome(plan, segments, shards, stage_dir, attempt_id)
     try:
         with credentials.snowflake_connection() as conn:
             sink = DynamoDBSink(conn, plan.target)
@@ -766,6 +762,24 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
 
 def _outcome_key(plan: TableBatchPlan, stage_dir: str, attempt_id: str | None) -> OutcomeKey:
     return OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, attempt_id or stage_dir)
+
+
+def committed_outcome(
+    plan: TableBatchPlan,
+    segments: Sequence[SegmentOutcome],
+    shards: Sequence[ShardOutcome],
+    stage_dir: str,
+    attempt_id: str | None = None,
+) -> Callable[[MergeResult], tuple[OutcomeKey, BatchResult]]:
+    """The ``outcome`` of :func:`apply_units` for a batch that read ``segments`` and ``shards``: given what
+    it applied, its outcome and whose it is, recorded in the transaction that commits it (on Spark and
+    in the Airflow task alike: ``status`` and the lag page read a table's latest batch from it)."""
+    key = _outcome_key(plan, stage_dir, attempt_id)
+
+    def committed(merged: MergeResult) -> tuple[OutcomeKey, BatchResult]:
+        return key, TableBatchResult(plan.batch_id, merged, tuple(segments), tuple(shards)).as_batch_result(stage_dir)
+
+    return committed
 
 
 def _record(

@@ -49,6 +49,7 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     TableBatchPlan,
     TableBatchResult,
     apply_units,
+    committed_outcome,
     new_stage_dir,
     stage_changes,
     staging_columns,
@@ -514,7 +515,14 @@ def _run_here(plan: TableBatchPlan, sink: DynamoDBSink, source_dynamodb: Any, st
         for u, r in ((u, stream_reads[u.key]) for u in plan.shards)
     )
     merge = apply_units(
-        plan, sink, stage_dir=stage_dir, rows=len(changes), columns=columns, segments=segments, shards=shards
+        plan,
+        sink,
+        stage_dir=stage_dir,
+        rows=len(changes),
+        columns=columns,
+        segments=segments,
+        shards=shards,
+        outcome=committed_outcome(plan, segments, shards, stage_dir),
     )
     return TableBatchResult(plan.batch_id, merge, segments, shards)
 

@@ -46,6 +46,11 @@ class LagLevel(StrEnum):
 _SEVERITY = {LagLevel.OK: 0, LagLevel.WARNING: 1, LagLevel.ERROR: 2}
 
 
+def severity(level: LagLevel) -> int:
+    """How bad ``level`` is: OK 0, WARNING 1, ERROR 2 (to find the worst of several)."""
+    return _SEVERITY[level]
+
+
 def lag_level(millis_behind_latest: int | None, retention_hours: float | None) -> LagLevel:
     """The level of one shard's lag against the stream's retention period.
 

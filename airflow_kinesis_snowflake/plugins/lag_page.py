@@ -2,9 +2,10 @@
 external view that puts it in the UI's navigation, shown inside the UI).
 
 The page lists the connector files of the DAGs folder (``[core] dags_folder``: its ``connectors/``
-directory, else the folder itself), reads each connector's shards as ``status`` does (lease table,
-Snowflake's batch outcomes table, through Airflow's connections) and shows their lag over recent
-batches (:mod:`.render`). Only a signed-in user allowed to see the plugins view gets it.
+directory, else the folder itself), of either source, reads each connector as ``status`` does (lease
+table, Snowflake's tables, through Airflow's connections) and shows its shards' lag over recent
+batches, or a DynamoDB connector's tables and their stream shards' checkpoint ages (:mod:`.render`).
+Only a signed-in user allowed to see the plugins view gets it.
 
 The provider registers the plugin twice, as providers do: ``plugins`` in ``get_provider_info()``
 and the ``airflow.plugins`` entry point (Airflow loads the latter by default, the former when
@@ -24,7 +25,7 @@ from fastapi import Depends, FastAPI, Query
 from fastapi.responses import HTMLResponse
 
 from airflow_kinesis_snowflake.plugins.render import render_page
-from airflow_kinesis_snowflake.status import RECENT_BATCHES, connector_configs, connector_status
+from airflow_kinesis_snowflake.status import RECENT_BATCHES, any_connector_status, connector_configs
 
 URL_PREFIX = "/kinesis-snowflake"
 PAGE_PATH = "/lag"
@@ -39,7 +40,7 @@ def lag_page(batches: int = Query(RECENT_BATCHES, ge=1, le=200)) -> HTMLResponse
         configs = connector_configs(conf.get("core", "dags_folder"))
     except (ValueError, FileNotFoundError) as err:  # ConnectorConfigError is a ValueError
         return HTMLResponse(f"<!DOCTYPE html><p>{escape(str(err))}</p>", status_code=500)
-    statuses = [connector_status(config, batches=batches) for config in configs]
+    statuses = [any_connector_status(config, batches=batches) for config in configs]
     return HTMLResponse(render_page(statuses, datetime.now(UTC)))
 
 

@@ -1,5 +1,7 @@
-"""The lag page's HTML: per connector, its shards' lag over recent batches as an inline SVG chart and
-a table. Plain HTML and SVG, no script and nothing fetched from elsewhere (the page works offline)."""
+"""The lag page's HTML: per Kinesis connector, its shards' lag over recent batches as an inline SVG chart
+and a table; per DynamoDB connector, a table of its tables (generation, snapshot, last batch) and one
+of their stream shards (checkpoint age against the safe age). Plain HTML and SVG, no script and
+nothing fetched from elsewhere (the page works offline)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
-from airflow_kinesis_snowflake.core.lag import LagLevel, format_millis
-from airflow_kinesis_snowflake.status import ConnectorStatus, ShardStatus
+from airflow_kinesis_snowflake.core.lag import LagLevel, format_millis, severity
+from airflow_kinesis_snowflake.status import AnyConnectorStatus, ConnectorStatus, DynamoDBConnectorStatus, ShardStatus
 
 # One colour per shard, in shard order (repeating): readable on white and told apart.
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -27,7 +29,7 @@ svg text { font-size: 11px; fill: #444; }
 """
 
 
-def render_page(statuses: Sequence[ConnectorStatus], now: datetime) -> str:
+def render_page(statuses: Sequence[AnyConnectorStatus], now: datetime) -> str:
     """The whole page for ``statuses``, as of ``now``."""
     sections = "\n".join(_connector(status) for status in statuses) or "<p>No connector file in the DAGs folder.</p>"
     return (
@@ -37,12 +39,15 @@ def render_page(statuses: Sequence[ConnectorStatus], now: datetime) -> str:
         "<h1>Kinesis to Snowflake: lag per shard</h1>"
         f"<p class='note'>As of {escape(now.strftime('%Y-%m-%d %H:%M:%S %Z'))}. Lag: how far behind the "
         "shard's tip each batch's read ended (Kinesis's <code>MillisBehindLatest</code>). A warning past half of "
-        "the stream's retention, an error past 90%.</p>"
+        "the stream's retention, an error past 90%. A DynamoDB stream reports no lag: its shards show how long ago a "
+        "batch last read them, against the connector's safe age (<code>max_checkpoint_age_hours</code>).</p>"
         f"{sections}</body></html>"
     )
 
 
-def _connector(status: ConnectorStatus) -> str:
+def _connector(status: AnyConnectorStatus) -> str:
+    if isinstance(status, DynamoDBConnectorStatus):
+        return _dynamodb_connector(status)
     cid = escape(status.connector_id)
     retention = f"{status.retention_hours} h" if status.retention_hours is not None else "unknown"
     head = (
@@ -83,6 +88,63 @@ def _table(status: ConnectorStatus) -> str:
             f"{''.join(cells)}</tr>"
         )
     return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _dynamodb_connector(status: DynamoDBConnectorStatus) -> str:
+    cid = escape(status.connector_id)
+    head = (
+        f"<section class='connector dynamodb' data-connector='{cid}'><h2>{cid}</h2>"
+        f"<p class='note'>DynamoDB tables, application <code>{escape(status.application_name)}</code>, "
+        f"safe age {status.safe_age_hours:g} h</p>"
+    )
+    if status.error is not None:
+        return f"{head}<p class='failed'>Could not read it: {escape(status.error)}</p></section>"
+    skipped = "".join(f"<p class='note skipped'>Not synced: {escape(reason)}</p>" for reason in status.skipped)
+    if not status.tables:
+        return f"{head}<p>No table to sync.</p>{skipped}</section>"
+    table_rows = []
+    for t in status.tables:
+        level = max((status.level(s) for s in t.shards), key=severity, default=LagLevel.OK)
+        cells = (
+            f"<td class='table'>{escape(t.table)}</td>",
+            f"<td><code>{escape(t.destination)}</code></td>",
+            f"<td class='num generation'>{'-' if t.generation is None else t.generation}</td>",
+            f"<td class='snapshot'>{'-' if t.snapshot is None else escape(t.snapshot.text())}</td>",
+            f"<td><code>{escape(t.last_batch_id or '-')}</code></td>",
+            f"<td>{t.last_batch_at.strftime('%Y-%m-%d %H:%M:%S') if t.last_batch_at else '-'}</td>",
+            f"<td class='num changes'>{'-' if t.last_batch_changes is None else t.last_batch_changes}</td>",
+        )
+        table_rows.append(f"<tr class='{LEVEL_CLASSES[level]}' data-table='{escape(t.table)}'>{''.join(cells)}</tr>")
+    shard_rows = []
+    for t in status.tables:
+        for shard in t.shards:
+            age = shard.checkpoint_age_seconds
+            shard_cells = (
+                f"<td>{escape(t.table)}</td>",
+                f"<td class='shard'>{escape(shard.shard_id)}{' (ended)' if shard.ended else ''}</td>",
+                f"<td class='num age'>{'-' if age is None else format_millis(int(age * 1000))}</td>",
+                f"<td><code>{escape(shard.checkpoint.sequence_number) if shard.checkpoint else '-'}</code></td>",
+                f"<td><code>{escape(shard.last_batch_id or '-')}</code></td>",
+                f"<td class='num records'>{'-' if shard.rows is None else shard.rows}</td>",
+            )
+            shard_rows.append(
+                f"<tr class='{LEVEL_CLASSES[status.level(shard)]}' data-table='{escape(t.table)}' "
+                f"data-shard='{escape(shard.shard_id)}'>{''.join(shard_cells)}</tr>"
+            )
+    tables = _html_table(
+        ("table", "destination", "generation", "snapshot", "last batch", "finished", "changes"), table_rows
+    )
+    shards = (
+        _html_table(("table", "stream shard", "checkpoint age", "checkpoint", "last batch", "records"), shard_rows)
+        if shard_rows
+        else ""
+    )
+    return f"{head}{tables}{shards}{skipped}</section>"
+
+
+def _html_table(header: Sequence[str], rows: Sequence[str]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in header)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _colour(index: int) -> str:

@@ -1,4 +1,5 @@
-"""Lag you can see, after one real batch: the task's log table and XCom result, and the ``status`` command."""
+"""Lag you can see, after one real batch: the task's log table and XCom result, and the ``status`` command
+(for a Kinesis connector, and for a DynamoDB connector's tables)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import os
 import sqlite3
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from airflow_kinesis_snowflake.__main__ import main
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
 from tests.conftest import LagBatch
 from tests.emulators import Emulators
 from tests.emulators.servers import REPO_ROOT
+from tests.integration.core.test_dynamodb_sync import make_source, run, run_until_complete
 from tests.integration.test_ingest_dag import shard_tips
 
 pytestmark = pytest.mark.integration
@@ -117,3 +122,47 @@ def test_status_shows_a_connector_it_cannot_read_and_exits_1(
     # The connector is shown, with the reason it could not be read.
     assert "connector gone: stream no-such-stream -> ANALYTICS.RAW.T" in out
     assert "error: ResourceNotFoundException" in out
+
+
+def test_status_shows_each_dynamodb_table_its_snapshot_its_stream_shards_and_exits_1_near_the_safe_age(
+    emulators: Emulators, aws_connections: Emulators, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, sync = make_source(emulators, settings=SyncSettings(total_segments=2))
+    workload.put(10, start=0)
+    connector = {
+        "connector_id": "tables",
+        "source": {
+            "type": "dynamodb",
+            "region": "us-east-1",
+            "application_name": sync.application_name,
+            "tables": [sync.table],
+            "snapshot_total_segments": 2,
+            "snapshot_read_units_per_second": 1000,
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW"},
+        "batch": {"schedule": None},
+    }
+    (tmp_path / "connectors").mkdir()
+    (tmp_path / "connectors" / "tables.yaml").write_text(yaml.safe_dump(connector))
+
+    # Synced 19 hours ago, by the runs' clock, and not since: 95% of the safe age of 20 hours.
+    run_until_complete(emulators, sync, 0, now=lambda: datetime.now(UTC) - timedelta(hours=19))
+    assert main(["status", str(tmp_path), "--json"]) == 1
+    (status,) = json.loads(capsys.readouterr().out)
+    assert (status["source"], status["error"], status["safe_age_hours"]) == ("dynamodb", None, 20)
+    (table,) = status["tables"]
+    assert (table["table"], table["destination"], table["generation"]) == (sync.table, sync.target.table, 0)
+    assert table["snapshot"] == {"total_segments": 2, "segments_done": 2, "items": 10, "completed": True}
+    shards = table["shards"]
+    assert shards and {s["level"] for s in shards} == {"error"}
+    assert all(19 * 3600 <= s["checkpoint_age_seconds"] < 20 * 3600 for s in shards)
+    assert table["last_batch_id"] is not None
+
+    # A change, read by a run now: the shard's checkpoint moves, its age is seconds, the status exits 0.
+    workload.put(1, start=10)
+    run(emulators, sync, 30)
+    assert main(["status", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"connector tables: DynamoDB tables, application {sync.application_name}, safe age 20 h"
+    assert lines[3].split()[:4] == [sync.table, sync.target.table, "0", "complete"]
+    assert not any(line.lstrip().startswith(("error:", "warning:")) for line in lines)

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from airflow_kinesis_snowflake.core.dynamodb_job import SegmentOutcome, ShardOutcome, TableBatchResult
+from airflow_kinesis_snowflake.core.lag import LagLevel
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult, SegmentMark, SegmentRow
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, InitialPosition, ShardResult, StartPosition
-from airflow_kinesis_snowflake.core.state.leases import Lease
-from airflow_kinesis_snowflake.status import ConnectorStatus, shard_statuses
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, lease_key
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SnapshotStart
+from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease
+from airflow_kinesis_snowflake.status import (
+    ConnectorStatus,
+    DynamoDBConnectorStatus,
+    ShardStatus,
+    SnapshotProgress,
+    TableStatus,
+    connector_configs,
+    shard_statuses,
+    table_status,
+)
+from tests.emulators.servers import REPO_ROOT
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
@@ -60,3 +78,115 @@ def test_a_shard_near_the_retention_is_named_under_the_table() -> None:
     status = ConnectorStatus("orders", "app", "orders", "A.B.C", 24, (shard,))
     assert status.text().splitlines()[-1] == "  error: shard s0 is near the stream's retention (docs/lag.md)"
     assert status.to_dict()["shards"][0]["level"] == "error"
+
+
+# -- DynamoDB connectors ------------------------------------------------------------------------------
+
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+HOURS = 3600.0
+
+
+def _ddb_batch(
+    batch_id: str,
+    minutes_ago: int,
+    changes: int,
+    *,
+    shards: tuple[ShardOutcome, ...] = (),
+    segments: tuple[SegmentOutcome, ...] = (),
+) -> BatchResult:
+    merge = MergeResult(changes_loaded=changes)
+    result = TableBatchResult(batch_id, merge, tuple(segments), tuple(shards)).as_batch_result(f"stage/{batch_id}")
+    return dataclasses.replace(result, finished_at=NOW - timedelta(minutes=minutes_ago))
+
+
+def _stream_lease(key: str, hours_ago: float, *, ended: bool = False) -> Lease:
+    return Lease(
+        key,
+        1,
+        StartPosition(InitialPosition.TRIM_HORIZON),
+        checkpoint=Checkpoint("900"),
+        checkpointed_at=NOW.timestamp() - hours_ago * HOURS,
+        state=STATE_SHARD_END if ended else STATE_ACTIVE,
+    )
+
+
+def test_a_dynamodb_table_shows_its_generation_snapshot_progress_stream_shards_and_its_own_last_batch() -> None:
+    generation = Generation(2, NOW - timedelta(hours=1), SnapshotStart(2, NOW - timedelta(hours=1), 4))
+    segments = [
+        SegmentRow(0, 4, SegmentMark(None, True, 120), "snap-1"),
+        SegmentRow(1, 4, SegmentMark('{"pk": "k9"}', False, 40), "snap-1"),
+    ]
+    shard = lease_key("orders", 2, "shardId-1")
+    batches = [
+        # Newest first: another table's batch (its shard keys name it), a Kinesis batch of the same
+        # application, then this table's stream batch and the snapshot batch its ledger names.
+        _ddb_batch(
+            "other", 1, 9, shards=(ShardOutcome(lease_key("users", 0, "shardId-1"), "shardId-1", 9, "5", False),)
+        ),
+        BatchResult("kinesis", "stage/k", True, 3, 0, (), NOW, {}),
+        _ddb_batch("stream-1", 5, 7, shards=(ShardOutcome(shard, "shardId-1", 7, "900", False),)),
+        _ddb_batch("snap-1", 10, 160, segments=(SegmentOutcome(0, 120, None), SegmentOutcome(1, 40, '{"pk": "k9"}'))),
+    ]
+
+    status = table_status(
+        "orders",
+        "ANALYTICS.RAW.ORDERS",
+        generation,
+        segments,
+        {"shardId-1": _stream_lease(shard, 0.5)},
+        batches,
+        NOW.timestamp(),
+    )
+
+    assert (status.generation, status.generation_started_at) == (2, NOW - timedelta(hours=1))
+    assert status.snapshot == SnapshotProgress(total_segments=4, segments_done=1, items=160, completed=False)
+    assert status.snapshot.text() == "1/4 segments done (160 items)"
+    assert (status.last_batch_id, status.last_batch_changes) == ("stream-1", 7)
+    assert status.last_batch_at == NOW - timedelta(minutes=5)
+    (shard_status,) = status.shards
+    assert shard_status.shard_id == "shardId-1" and shard_status.checkpoint == Checkpoint("900")
+    assert shard_status.checkpoint_age_seconds == 0.5 * HOURS
+    assert (shard_status.last_batch_id, shard_status.rows) == ("stream-1", 7)
+
+
+def test_a_dynamodb_table_before_its_first_batch_has_no_generation() -> None:
+    status = table_status("orders", "ANALYTICS.RAW.ORDERS", None, [], {}, [], NOW.timestamp())
+    assert status == TableStatus("orders", "ANALYTICS.RAW.ORDERS")
+    row = DynamoDBConnectorStatus("c", "app", 20, (status,)).text().splitlines()[3]
+    assert row.split() == ["orders", "ANALYTICS.RAW.ORDERS", "-", "-", "-", "-", "-"]
+
+
+def test_a_stream_shard_is_a_warning_past_half_of_the_safe_age_and_an_error_past_90_percent() -> None:
+    def shard(hours_ago: float, *, ended: bool = False) -> ShardStatus:
+        return ShardStatus("s", Checkpoint("1"), hours_ago * HOURS, None, None, None, None, None, ended=ended)
+
+    table = TableStatus("orders", "A.B.ORDERS", 0, shards=(shard(9), shard(11), shard(19), shard(30, ended=True)))
+    status = DynamoDBConnectorStatus("orders", "orders-app", 20, (table,))
+
+    assert [status.level(s) for s in table.shards] == [LagLevel.OK, LagLevel.WARNING, LagLevel.ERROR, LagLevel.OK]
+    assert status.worst_level() is LagLevel.ERROR
+    text = status.text()
+    assert text.splitlines()[0] == "connector orders: DynamoDB tables, application orders-app, safe age 20 h"
+    assert "error: orders shard s was last read 19h00m ago; at the safe age of 20 h the next run finds a gap" in text
+    assert "s (ended)" in text
+    levels = [s["level"] for s in status.to_dict()["tables"][0]["shards"]]
+    assert levels == ["ok", "warning", "error", "ok"]
+
+
+def test_a_dynamodb_connector_that_could_not_be_read_says_why_and_names_the_tables_it_skips() -> None:
+    failed = DynamoDBConnectorStatus("orders", "orders-app", 20, error="AccessDeniedException: no Scan")
+    assert failed.text().splitlines()[1] == "  error: AccessDeniedException: no Scan"
+    assert failed.worst_level() is LagLevel.OK
+    skipping = DynamoDBConnectorStatus("orders", "orders-app", 20, skipped=("keys: stream view type KEYS_ONLY",))
+    assert "  not synced: keys: stream view type KEYS_ONLY" in skipping.text()
+    assert skipping.to_dict()["skipped"] == ["keys: stream view type KEYS_ONLY"]
+
+
+def test_a_dags_folder_with_connectors_of_both_sources_is_read_whole(tmp_path: Path) -> None:
+    (tmp_path / "connectors").mkdir()
+    shutil.copy(REPO_ROOT / "airflow_kinesis_snowflake/templates/connectors/example.yaml", tmp_path / "connectors")
+    shutil.copy(REPO_ROOT / "demo/connectors/customers.yaml", tmp_path / "connectors")
+
+    configs = connector_configs(tmp_path)
+
+    assert sorted(type(c).__name__ for c in configs) == ["ConnectorConfig", "DynamoDBConnectorConfig"]

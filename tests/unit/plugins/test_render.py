@@ -1,4 +1,5 @@
-"""The lag page's HTML: a chart and a table per connector, levels shown, text escaped."""
+"""The lag page's HTML: a chart and a table per Kinesis connector, tables and stream shards per DynamoDB
+connector, levels shown, text escaped."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 from airflow_kinesis_snowflake.core.model import Checkpoint
 from airflow_kinesis_snowflake.plugins.render import chart, render_page
-from airflow_kinesis_snowflake.status import ConnectorStatus, ShardStatus
+from airflow_kinesis_snowflake.status import (
+    ConnectorStatus,
+    DynamoDBConnectorStatus,
+    ShardStatus,
+    SnapshotProgress,
+    TableStatus,
+)
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 HOUR = 3_600_000
@@ -45,3 +52,44 @@ def test_a_connector_that_could_not_be_read_says_why_and_text_is_escaped() -> No
 
 def test_no_chart_before_any_batch_reported_a_lag() -> None:
     assert "No batch reported a lag yet" in chart([_shard("s0", [None])], 24)
+
+
+def test_a_dynamodb_connector_is_a_row_per_table_and_a_row_per_stream_shard_with_its_level() -> None:
+    def shard(shard_id: str, hours_ago: float) -> ShardStatus:
+        return ShardStatus(shard_id, Checkpoint("77"), hours_ago * 3600, None, "b2", T0, 4, None)
+
+    orders = TableStatus(
+        "orders",
+        "ANALYTICS.RAW.ORDERS",
+        1,
+        T0,
+        SnapshotProgress(4, 4, 250, True),
+        (shard("shardId-a", 1), shard("shardId-b", 12)),
+        "b2",
+        T0,
+        4,
+    )
+    fresh = TableStatus("<new>", "ANALYTICS.RAW.NEW")
+    status = DynamoDBConnectorStatus("tables", "tables-app", 20, (orders, fresh), ("keys: KEYS_ONLY",))
+    kinesis = ConnectorStatus("orders", "orders-app", "orders", "A.B.C", 24, (_shard("s0", [1000]),))
+
+    html = render_page([kinesis, status], T0)
+
+    # Both sources on one page: the Kinesis connector's chart, the DynamoDB connector's tables.
+    assert "data-connector='orders'" in html and "<svg class='lag-chart'" in html
+    assert "<section class='connector dynamodb' data-connector='tables'>" in html
+    assert re.findall(r"<tr class='(\w+)' data-table='([^']+)'>", html) == [
+        ("warning", "orders"),
+        ("ok", "&lt;new&gt;"),
+    ]
+    assert "<td class='snapshot'>complete (250 items)</td>" in html
+    assert re.findall(r"<tr class='(\w+)' data-table='orders' data-shard='([\w-]+)'>", html) == [
+        ("ok", "shardId-a"),
+        ("warning", "shardId-b"),  # 12 h of a safe age of 20 h
+    ]
+    assert "Not synced: keys: KEYS_ONLY" in html and "<new>" not in html
+
+
+def test_a_dynamodb_connector_that_could_not_be_read_says_why() -> None:
+    status = DynamoDBConnectorStatus("tables", "app", 20, error="AccessDeniedException: <Scan>")
+    assert "Could not read it: AccessDeniedException: &lt;Scan&gt;" in render_page([status], T0)
