@@ -1062,12 +1062,6 @@ class DynamoDBConnectorConfig(_ConnectorBase):
                 f"batch.schedule: {ON_NEW_RECORDS} is {later} (it watches Kinesis shards); give a cron expression, "
                 "a preset such as @hourly, or null for manual runs"
             )
-        if "iam_check" in self.source.model_fields_set and self.source.iam_check is not IamCheckMode.OFF:
-            raise ValueError(
-                f"source.iam_check: {self.source.iam_check.value} is {later}: its provision DAG does not check IAM "
-                "yet; remove it (or set off) and check the policy that `python -m airflow_kinesis_snowflake policy` "
-                "prints"
-            )
         return self
 
     def sync_options(self) -> dict[str, Any]:

@@ -75,7 +75,7 @@ from airflow_kinesis_snowflake.operators.dynamodb_provision import (
 )
 from airflow_kinesis_snowflake.operators.dynamodb_reset import ResetDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
-from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
+from airflow_kinesis_snowflake.operators.iam import CheckDynamoDBIamPermissionsOperator, CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from airflow_kinesis_snowflake.operators.migration import MigrateLegacyCheckpointsOperator
@@ -595,8 +595,9 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
 
 
 def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
-    """create_lease_table >> discover_tables >> provision_table (mapped: one per table); manual, idempotent."""
-    dst, conns = config.destination, config.connections
+    """[check_iam_permissions] >> create_lease_table >> discover_tables >> provision_table (mapped: one per
+    table); manual, idempotent. The IAM check runs in ``source.iam_check`` mode, not at all when ``off``."""
+    dst, conns, src = config.destination, config.connections, config.source
     with DAG(
         dag_id=provision_dag_id(config),
         description=f"Provision {_dynamodb_source(config)} -> Snowflake {dst.database}.{dst.schema_}",
@@ -618,6 +619,18 @@ def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
             snowflake_conn_id=conns.snowflake,
             map_index_template=TABLE_MAP_INDEX,
         ).expand(target=discover.output)
+        if src.iam_check is not IamCheckMode.OFF:
+            (
+                CheckDynamoDBIamPermissionsOperator(
+                    task_id="check_iam_permissions",
+                    tables=src.tables,
+                    application_name=src.application_name,
+                    region_name=src.region,
+                    aws_conn_id=conns.aws,
+                    check_mode=src.iam_check.value,
+                )
+                >> lease_table
+            )
         lease_table >> discover >> provision
     return dag
 
@@ -959,7 +972,9 @@ See docs/dynamodb.md.
 """
 
 _PROVISION_DYNAMODB_DOC = """
-Creates the connector's lease table, then, for each table discovery finds now, its Snowflake table and the
+Checks first (unless `source.iam_check` is `off`) that the connection's principal has every permission the
+connector needs (IAM's SimulatePrincipalPolicy; a missing one fails, naming it and the policy to attach).
+Then creates the connector's lease table, then, for each table discovery finds now, its Snowflake table and the
 support objects (ledgers, stage, tombstones) in the connector's database and schema, which must exist.
 Idempotent: run it again after tagging new tables. See docs/dynamodb.md.
 """

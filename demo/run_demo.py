@@ -213,7 +213,7 @@ def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> i
     runs = [
         (
             f"kinesis_snowflake_{config.connector_id}_provision",
-            "create_lease_table >> discover_tables >> provision_table",
+            "check_iam_permissions >> create_lease_table >> discover_tables >> provision_table",
         ),
         (f"kinesis_snowflake_{config.connector_id}_sync", "discover_tables >> sync_table[customers]: the snapshot"),
         (f"kinesis_snowflake_{config.connector_id}_sync", "the stream: the update and the delete"),

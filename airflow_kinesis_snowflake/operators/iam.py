@@ -1,4 +1,5 @@
-"""Check, before anything else runs, that the connector's AWS principal has every permission it needs."""
+"""Check, before anything else runs, that the connector's AWS principal has every permission it needs
+(a Kinesis connector's, or a DynamoDB connector's)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     CheckCannotRun,
     IamCheckMode,
     IamPolicyError,
+    Requirement,
     UnsimulatablePrincipalError,
     check_mode_from_skip_if_denied,
     describe_missing,
+    dynamodb_source_permissions,
     partition_of,
     policy_document,
     principal_arn,
@@ -30,7 +33,97 @@ from airflow_kinesis_snowflake.core.admin.iam_check import CheckCannotRunError, 
 from airflow_kinesis_snowflake.core.model import ConsumerType
 
 
-class CheckIamPermissionsOperator(BaseOperator):
+class _CheckIamPermissions(BaseOperator):
+    """What both sources' checks share: the principal, the simulation, and what happens when it cannot run.
+
+    A subclass gives :meth:`requirements`, what its connector does in AWS.
+    """
+
+    def __init__(
+        self,
+        *,
+        region_name: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        check_mode: IamCheckMode | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        try:
+            mode = IamCheckMode(IamCheckMode.REQUIRED if check_mode is None else check_mode)
+        except ValueError:
+            modes = ", ".join(m.value for m in IamCheckMode)
+            raise ValueError(f"check_mode must be one of {modes} (got {check_mode!r})") from None
+        self.region_name = region_name
+        self.aws_conn_id = aws_conn_id
+        self.check_mode = mode
+
+    def requirements(self, *, region: str, account_id: str, partition: str) -> list[Requirement]:
+        """Every permission the connector needs, on the exact resources of this account and region.
+
+        :raises IamPolicyError: the connector's settings cannot make a policy.
+        """
+        raise NotImplementedError
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        if self.check_mode is IamCheckMode.OFF:
+            raise AirflowSkipException("The IAM permission check is off (check_mode 'off'); nothing was checked")
+        sts = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type="sts")
+        region = self.region_name or sts.region_name
+        if not region:
+            raise AirflowFailException(
+                f"no AWS region: set region_name on the task or region_name in connection {self.aws_conn_id!r}"
+            )
+        identity = sts.conn.get_caller_identity()
+        caller = identity["Arn"]
+        try:
+            principal = principal_arn(caller)
+        except UnsimulatablePrincipalError as err:
+            self._cannot_run(why_check_cannot_run(err, caller_arn=caller), err)
+        try:
+            requirements = self.requirements(
+                region=region, account_id=identity["Account"], partition=partition_of(caller)
+            )
+        except IamPolicyError as err:
+            raise AirflowFailException(str(err)) from err
+        policy = policy_document(requirements)
+        self.log.info(
+            "Checking %d permissions of %s (%s), check_mode %s",
+            len(simulation_pairs(requirements)),
+            principal,
+            principal_kind(caller),
+            self.check_mode.value,
+        )
+
+        iam = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=region, client_type="iam").conn
+        try:
+            decisions = simulate(iam, principal, caller, requirements)
+        except CheckCannotRunError as err:
+            self._cannot_run(err.cannot_run, err.error)
+        except SimulationError as err:
+            raise AirflowException(str(err)) from err.__cause__
+        result = {
+            "principal_arn": principal,
+            "check_mode": self.check_mode.value,
+            "policy": policy,
+            "decisions": [d.to_dict() for d in decisions],
+        }
+        if not all(d.allowed for d in decisions):
+            raise AirflowFailException(describe_missing(principal, decisions, requirements, policy))
+        self.log.info("%s has all %d permissions the connector needs", principal, len(decisions))
+        return result
+
+    def _cannot_run(self, cannot_run: CheckCannotRun | None, err: Exception) -> NoReturn:
+        """The check could not run: skip with a warning (``best_effort``) or fail saying how to go on."""
+        if cannot_run is None:  # not a reason the check cannot run: the error is the failure
+            raise err
+        message = cannot_run.message(self.check_mode)
+        if self.check_mode is IamCheckMode.BEST_EFFORT:
+            self.log.warning("Skipping the IAM permission check: %s", message)
+            raise AirflowSkipException(message) from err
+        raise AirflowFailException(message) from err
+
+
+class CheckIamPermissionsOperator(_CheckIamPermissions):
     """Simulate the connector's IAM permissions for the connection's principal, and fail if any is missing.
 
     The principal comes from STS GetCallerIdentity (an assumed-role session is checked as its
@@ -79,7 +172,6 @@ class CheckIamPermissionsOperator(BaseOperator):
         skip_if_simulation_denied: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
         if skip_if_simulation_denied is not None:
             if check_mode is not None:
                 raise ValueError(
@@ -92,84 +184,61 @@ class CheckIamPermissionsOperator(BaseOperator):
                 AirflowProviderDeprecationWarning,
                 stacklevel=2,
             )
-        try:
-            mode = IamCheckMode(IamCheckMode.REQUIRED if check_mode is None else check_mode)
-        except ValueError:
-            modes = ", ".join(m.value for m in IamCheckMode)
-            raise ValueError(f"check_mode must be one of {modes} (got {check_mode!r})") from None
+        super().__init__(region_name=region_name, aws_conn_id=aws_conn_id, check_mode=check_mode, **kwargs)
         self.stream_name = stream_name
         self.application_name = application_name
         self.consumer_type = consumer_type
-        self.region_name = region_name
-        self.aws_conn_id = aws_conn_id
         self.include_migration_table = include_migration_table
-        self.check_mode = mode
 
     @property
     def skip_if_simulation_denied(self) -> bool:
         """Deprecated: ``check_mode`` is ``best_effort``."""
         return self.check_mode is IamCheckMode.BEST_EFFORT
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        if self.check_mode is IamCheckMode.OFF:
-            raise AirflowSkipException("The IAM permission check is off (check_mode 'off'); nothing was checked")
-        sts = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type="sts")
-        region = self.region_name or sts.region_name
-        if not region:
-            raise AirflowFailException(
-                f"no AWS region: set region_name on the task or region_name in connection {self.aws_conn_id!r}"
-            )
-        identity = sts.conn.get_caller_identity()
-        caller = identity["Arn"]
-        try:
-            principal = principal_arn(caller)
-        except UnsimulatablePrincipalError as err:
-            self._cannot_run(why_check_cannot_run(err, caller_arn=caller), err)
-        try:
-            requirements = required_permissions(
-                stream_name=self.stream_name,
-                region=region,
-                account_id=identity["Account"],
-                application_name=self.application_name,
-                consumer_type=self.consumer_type,
-                partition=partition_of(caller),
-                include_migration_table=self.include_migration_table,
-            )
-        except IamPolicyError as err:
-            raise AirflowFailException(str(err)) from err
-        policy = policy_document(requirements)
-        self.log.info(
-            "Checking %d permissions of %s (%s), check_mode %s",
-            len(simulation_pairs(requirements)),
-            principal,
-            principal_kind(caller),
-            self.check_mode.value,
+    def requirements(self, *, region: str, account_id: str, partition: str) -> list[Requirement]:
+        return required_permissions(
+            stream_name=self.stream_name,
+            region=region,
+            account_id=account_id,
+            application_name=self.application_name,
+            consumer_type=self.consumer_type,
+            partition=partition,
+            include_migration_table=self.include_migration_table,
         )
 
-        iam = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=region, client_type="iam").conn
-        try:
-            decisions = simulate(iam, principal, caller, requirements)
-        except CheckCannotRunError as err:
-            self._cannot_run(err.cannot_run, err.error)
-        except SimulationError as err:
-            raise AirflowException(str(err)) from err.__cause__
-        result = {
-            "principal_arn": principal,
-            "check_mode": self.check_mode.value,
-            "policy": policy,
-            "decisions": [d.to_dict() for d in decisions],
-        }
-        if not all(d.allowed for d in decisions):
-            raise AirflowFailException(describe_missing(principal, decisions, requirements, policy))
-        self.log.info("%s has all %d permissions the connector needs", principal, len(decisions))
-        return result
 
-    def _cannot_run(self, cannot_run: CheckCannotRun | None, err: Exception) -> NoReturn:
-        """The check could not run: skip with a warning (``best_effort``) or fail saying how to go on."""
-        if cannot_run is None:  # not a reason the check cannot run: the error is the failure
-            raise err
-        message = cannot_run.message(self.check_mode)
-        if self.check_mode is IamCheckMode.BEST_EFFORT:
-            self.log.warning("Skipping the IAM permission check: %s", message)
-            raise AirflowSkipException(message) from err
-        raise AirflowFailException(message) from err
+class CheckDynamoDBIamPermissionsOperator(_CheckIamPermissions):
+    """Simulate a DynamoDB connector's IAM permissions for the connection's principal, and fail if any is missing.
+
+    As :class:`CheckIamPermissionsOperator` does for a Kinesis connector, with what a DynamoDB
+    connector does (:func:`~airflow_kinesis_snowflake.core.admin.iam.dynamodb_source_permissions`):
+    DescribeTable and Scan on each table, DescribeStream, GetShardIterator and GetRecords on its
+    streams, the lease table's actions, and ``tag:GetResources`` when the tables are found by tags
+    (then the table and stream grants cover every table of the account and region). Nothing is
+    created or changed.
+
+    :param tables: the tables the connector lists (``source.tables``); None when it finds them by tags.
+    :param application_name: the connector's application name: its lease table.
+    :param region_name: AWS region of the tables and the lease table; defaults to the connection's.
+    :param aws_conn_id: the Airflow AWS connection the connector uses.
+    :param check_mode: ``required`` (default), ``best_effort`` or ``off``, as for
+        :class:`CheckIamPermissionsOperator`.
+    :return: ``principal_arn``, ``check_mode``, the ``policy`` document and one ``decisions`` entry
+        per action and resource (all ``allowed`` when the task succeeds).
+    """
+
+    template_fields: Sequence[str] = ("tables", "application_name", "region_name", "aws_conn_id")
+
+    def __init__(self, *, tables: Sequence[str] | None, application_name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tables = list(tables) if tables is not None else None
+        self.application_name = application_name
+
+    def requirements(self, *, region: str, account_id: str, partition: str) -> list[Requirement]:
+        return dynamodb_source_permissions(
+            region=region,
+            account_id=account_id,
+            application_name=self.application_name,
+            tables=self.tables,
+            partition=partition,
+        )

@@ -41,6 +41,7 @@ from airflow_kinesis_snowflake.operators.dynamodb import (
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     ProvisionDynamoDBTableOperator,
 )
+from airflow_kinesis_snowflake.operators.iam import CheckDynamoDBIamPermissionsOperator
 
 TAGGED: dict[str, Any] = {
     "connector_id": "orders_ddb",
@@ -240,7 +241,6 @@ def test_an_absolute_read_rate_is_taken_for_on_demand_tables() -> None:
             "batch.schedule: on_new_records is not in this version",
             "give a cron expression",
         ),
-        (with_("source", iam_check="required"), "source.iam_check: required is not in this version", "remove"),
     ],
 )
 def test_a_setting_without_effect_on_the_dynamodb_source_is_refused(
@@ -253,8 +253,26 @@ def test_a_setting_without_effect_on_the_dynamodb_source_is_refused(
     assert expected in message and fix in message
 
 
-def test_iam_check_off_is_accepted() -> None:
-    assert config(with_("source", iam_check="off")).source.iam_check.value == "off"
+@pytest.mark.parametrize("mode", ["required", "best_effort"])
+def test_the_provision_dag_checks_iam_first_for_the_tags_or_the_listed_tables(mode: str) -> None:
+    dag = build_dynamodb_provision_dag(config(with_("source", iam_check=mode)))
+    check = task(dag, "check_iam_permissions")
+    assert isinstance(check, CheckDynamoDBIamPermissionsOperator)
+    assert check.downstream_task_ids == {"create_lease_table"} and not check.upstream_task_ids
+    assert (check.check_mode.value, check.tables, check.application_name) == (mode, None, "orders-ddb")
+    assert (check.aws_conn_id, check.region_name) == ("aws_ddb", TAGGED["source"]["region"])
+    # The tables it is pointed at, when listed: the policy it simulates is scoped to them.
+    listed = copy.deepcopy(TAGGED)
+    for key in ("ingestion_tag_key", "environment_tag_key", "environment_tag_value"):
+        del listed["source"][key]
+    listed["source"]["tables"] = ["orders"]
+    assert task(build_dynamodb_provision_dag(config(listed)), "check_iam_permissions").tables == ["orders"]
+
+
+def test_the_provision_dag_has_no_iam_check_when_it_is_off() -> None:
+    dag = build_dynamodb_provision_dag(config(with_("source", iam_check="off")))
+    assert "check_iam_permissions" not in dag.task_ids
+    assert config().source.iam_check.value == "required"  # the default, as for Kinesis
 
 
 def write(directory: Path, data: dict[str, Any], name: str) -> Path:

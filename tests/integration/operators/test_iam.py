@@ -1,4 +1,5 @@
-"""CheckIamPermissionsOperator, and the generated policy, against a moto server that enforces IAM.
+"""CheckIamPermissionsOperator (and its DynamoDB twin), and the generated policy, against a moto server that
+enforces IAM.
 
 The server is started with ``INITIAL_NO_AUTH_ACTION_COUNT=3``: the first three requests create an
 administrator and its access key, every later request is signed and authorised against the
@@ -17,12 +18,17 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from botocore.exceptions import ClientError
 
-from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions, simulation_pairs
+from airflow_kinesis_snowflake.core.admin.iam import (
+    dynamodb_source_permissions,
+    policy_document,
+    required_permissions,
+    simulation_pairs,
+)
 from airflow_kinesis_snowflake.core.model import ConsumerType, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import ShardRange
 from airflow_kinesis_snowflake.core.sources.readers import read_shard_range
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
-from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
+from airflow_kinesis_snowflake.operators.iam import CheckDynamoDBIamPermissionsOperator, CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
 from tests.conftest import unique
 from tests.emulators.iam import ACCOUNT, CONN_ID, IamMoto, Key
@@ -527,3 +533,67 @@ def test_creating_the_tagged_lease_table_needs_tag_resource(iam_moto: IamMoto, m
         ).execute(context={})
     assert error.value.response["Error"]["Code"] == "AccessDeniedException"
     assert f"dynamodb:TagResource on resource: {table_arn(app)}" in error.value.response["Error"]["Message"]
+
+
+# -- a DynamoDB connector's check --------------------------------------------------------------
+
+
+def dynamodb_policy(tables: list[str] | None, app: str) -> dict[str, Any]:
+    return policy_document(
+        dynamodb_source_permissions(region=REGION, account_id=ACCOUNT, application_name=app, tables=tables)
+    )
+
+
+def check_dynamodb(tables: list[str] | None, app: str) -> dict[str, Any]:
+    operator = CheckDynamoDBIamPermissionsOperator(
+        task_id="check_iam_permissions", tables=tables, application_name=app, aws_conn_id=CONN_ID
+    )
+    result: dict[str, Any] = operator.execute(context={})
+    return result
+
+
+@pytest.mark.parametrize("tables", [["orders", "order-lines"], None], ids=["listed tables", "tables found by tags"])
+def test_a_dynamodb_connectors_check_simulates_its_tables_streams_lease_table_and_tagging(
+    iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch, tables: list[str] | None
+) -> None:
+    app = unique("ddb-app")
+    policy = dynamodb_policy(tables, app)
+    arn, key = iam_moto.user(inline={"connector": policy})
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
+    )
+    iam_moto.connection(key, monkeypatch)
+
+    result = check_dynamodb(tables, app)
+
+    requirements = dynamodb_source_permissions(region=REGION, account_id=ACCOUNT, application_name=app, tables=tables)
+    assert result["policy"] == policy
+    assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(simulation_pairs(requirements))
+    assert {d["decision"] for d in result["decisions"]} == {"allowed"}
+    actions = {d["action"] for d in result["decisions"]}
+    assert {"dynamodb:Scan", "dynamodb:GetRecords", "dynamodb:UpdateItem"} <= actions
+    assert ("tag:GetResources" in actions) is (tables is None)
+
+
+def test_a_dynamodb_connector_without_scan_on_one_table_is_told_which_and_what_to_attach(
+    iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, tables = unique("ddb-app"), ["orders", "order-lines"]
+    policy = dynamodb_policy(tables, app)
+    scan = next(s for s in policy["Statement"] if "dynamodb:Scan" in s["Action"])
+    scan["Action"].remove("dynamodb:Scan")
+    arn, key = iam_moto.user(inline={"connector": policy})
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
+    )
+    iam_moto.connection(key, monkeypatch)
+
+    with pytest.raises(AirflowFailException) as failure:
+        check_dynamodb(tables, app)
+
+    message = str(failure.value)
+    assert listed(message) == [
+        f"  - dynamodb:Scan on {table_arn('order-lines')} (implicitDeny)",
+        f"  - dynamodb:Scan on {table_arn('orders')} (implicitDeny)",
+    ]
+    assert json.loads(message.split(f"Attach this policy to {arn}:\n", 1)[1]) == dynamodb_policy(tables, app)
