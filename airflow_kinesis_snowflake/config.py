@@ -882,6 +882,9 @@ class DynamoDBSourceConfig(_Strict):
     :param snapshot_read_fraction: the share of a provisioned table's read capacity the snapshot
         may use; ``snapshot_read_units_per_second`` is the absolute rate, required for on-demand
         tables.
+    :param snapshot_max_batches_per_run: a sync run reads snapshot batches (each up to
+        ``snapshot_max_items_per_segment`` items of each segment it reads) until the snapshot is
+        complete or it has read this many; size it with the schedule.
     :param engine: where each batch reads and stages: ``spark`` (a spark-submit through
         ``connections.spark``, one Spark task per snapshot segment and per stream shard) or
         ``worker`` (in the Airflow task itself, for small tables).
@@ -905,6 +908,7 @@ class DynamoDBSourceConfig(_Strict):
     snapshot_read_fraction: float | None = Field(default=None, gt=0, le=1)
     snapshot_read_units_per_second: float | None = Field(default=None, gt=0)
     snapshot_max_items_per_segment: int = Field(default=100_000, ge=1, le=10_000_000)
+    snapshot_max_batches_per_run: int = Field(default=10, ge=1, le=1000)
     engine: Literal["spark", "worker"] = "spark"
     iam_check: IamCheckMode = IamCheckMode.REQUIRED
 
@@ -1082,6 +1086,7 @@ class DynamoDBConnectorConfig(_ConnectorBase):
             "read_fraction": src.snapshot_read_fraction,
             "read_units_per_second": src.snapshot_read_units_per_second,
             "max_items_per_segment": src.snapshot_max_items_per_segment,
+            "max_snapshot_batches_per_run": src.snapshot_max_batches_per_run,
             "max_records_per_shard": self.batch.max_records_per_shard,
             "lease_duration_seconds": self.batch.lease_duration_seconds,
         }
@@ -1123,6 +1128,7 @@ def table_sync(target: SyncTarget, options: Mapping[str, Any]) -> TableSync:
             on_gap=OnGap(options["on_gap"]),
             max_checkpoint_age=timedelta(hours=options["max_checkpoint_age_hours"]),
             total_segments=options["total_segments"],
+            max_snapshot_batches_per_run=options["max_snapshot_batches_per_run"],
         ),
         read_rate=ReadRateSettings(options["read_fraction"], options["read_units_per_second"]),
         max_items_per_segment=options["max_items_per_segment"],

@@ -26,8 +26,11 @@ A batch refused because a newer generation was recorded since it was planned (a 
 run: :class:`~.load.dynamodb_sink.GenerationSupersededError`) applied nothing; its leases are
 released and the next round decides again, in the new generation.
 
-The run goes on with another batch while a step started a generation or completed a snapshot, or a
-shard reached its end (its children become readable), up to :data:`MAX_ROUNDS` batches.
+The run goes on with another batch while a step started a generation or completed a snapshot, a
+shard reached its end (its children become readable), or the snapshot has segments left and the
+run has read fewer than ``max_snapshot_batches_per_run`` snapshot batches; at most :data:`MAX_ROUNDS`
+rounds besides those snapshot batches. Each batch commits on its own, so a run that dies after some
+of them keeps what they applied.
 """
 
 from __future__ import annotations
@@ -209,11 +212,12 @@ def sync_table(
     outcome = TableOutcome(sync.table)
     leases = LeaseTable(lease_dynamodb, sync.application_name)
     gap: Gap | None = None
+    snapshot_batches = 0
     with closing(connect_snowflake()) as conn:
         sink = DynamoDBSink(conn, sync.target)
         sink.ensure_support_objects()
         sink.ensure_destination(sync.destination_columns)
-        for _ in range(max_rounds):
+        for _ in range(max_rounds + sync.settings.max_snapshot_batches_per_run):
             current = sink.current_generation(sync.application_name)
             segment_marks = _segment_marks(sink, sync, current)
             states = _segment_states(segment_marks)
@@ -267,7 +271,17 @@ def sync_table(
             outcome.batches.append(figures)
             if figures.merge.completed_snapshot is not None:
                 outcome.snapshots_completed.append(figures.merge.completed_snapshot)
-            if not figures.shards_ended:
+            if figures.segments:
+                snapshot_batches += 1
+            # On: after a shard ended (its children are read next), and while the snapshot has more to
+            # read within the run's bound (this batch read segments without completing it); a stream
+            # batch that ended no shard read up to the cutoff.
+            more_snapshot = (
+                bool(figures.segments)
+                and figures.merge.completed_snapshot is None
+                and snapshot_batches < sync.settings.max_snapshot_batches_per_run
+            )
+            if not (figures.shards_ended or more_snapshot):
                 break
     return outcome
 

@@ -160,6 +160,8 @@ def test_the_table_equals_a_scan_after_the_fault(
             "engine": "spark",
             "snapshot_total_segments": SEGMENTS,
             "snapshot_max_items_per_segment": ITEMS_PER_SEGMENT_AND_BATCH,
+            # One snapshot batch per run: the faulted run's first batch, the retry's second.
+            "snapshot_max_batches_per_run": 1,
             "snapshot_read_units_per_second": 10000,
         },
         "destination": {"database": "ANALYTICS", "schema": "RAW"},

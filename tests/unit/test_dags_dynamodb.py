@@ -61,6 +61,7 @@ TAGGED: dict[str, Any] = {
         "snapshot_total_segments": 16,
         "snapshot_read_fraction": 0.25,
         "snapshot_max_items_per_segment": 2000,
+        "snapshot_max_batches_per_run": 3,
     },
     "destination": {"database": "analytics", "schema": "raw"},
     "batch": {
@@ -190,6 +191,7 @@ def test_each_table_sync_takes_the_file_settings_and_the_discovered_table() -> N
         OnGap.FAIL,
     )
     assert (settings.max_checkpoint_age, settings.total_segments) == (timedelta(hours=6), 16)
+    assert settings.max_snapshot_batches_per_run == 3
     assert sync.read_rate == ReadRateSettings(read_fraction=0.25, read_units_per_second=None)
     assert (sync.max_items_per_segment, sync.max_records_per_shard, sync.lease_duration_seconds) == (2000, 5000, 120.0)
 
@@ -206,6 +208,7 @@ def test_the_defaults_map_to_an_initial_snapshot_from_the_trim_horizon_with_hard
         OnGap.RESNAPSHOT,
     )
     assert (settings.max_checkpoint_age, settings.total_segments) == (timedelta(hours=20), 4)
+    assert settings.max_snapshot_batches_per_run == 10
     assert sync.read_rate == ReadRateSettings(None, None)  # the default fraction of a provisioned table
     assert sync.settings.snapshot is SnapshotMode.INITIAL
 

@@ -163,7 +163,8 @@ def make_source(
         stream_arn=description["LatestStreamArn"],
         target=target,
         keys=keys,
-        settings=settings or SyncSettings(total_segments=3, max_segments_per_batch=2),
+        # By default one snapshot batch per run: the deaths of the convergence test are laid out so.
+        settings=settings or SyncSettings(total_segments=3, max_segments_per_batch=2, max_snapshot_batches_per_run=1),
         max_items_per_segment=7,
         max_records_per_shard=25,
         lease_duration_seconds=2.0,
@@ -606,5 +607,39 @@ def test_a_reset_recorded_while_a_batch_is_in_flight_refuses_it_and_the_run_goes
     assert generation is not None and generation.number == 1
     workload.churn(10)
     run_until_complete(emulators, sync, 3)
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+
+
+# -- several snapshot batches in one run --------------------------------------------------------------
+
+
+def test_a_run_reads_snapshot_batches_up_to_its_bound_and_the_next_runs_read_on_from_the_cursors(
+    emulators: Emulators,
+) -> None:
+    settings = SyncSettings(total_segments=2, max_segments_per_batch=2, max_snapshot_batches_per_run=3)
+    workload, sync = make_source(emulators, settings=settings)
+    # 60 items; a batch reads at most 7 of each of the 2 segments: 3 batches read at most 42.
+    workload.put(60, start=0)
+
+    outcomes = []
+    for attempt in range(10):
+        outcomes.append(run(emulators, sync, attempt))
+        generation = current_generation(emulators, sync)
+        assert generation is not None
+        if generation.completed:
+            break
+
+    def snapshot_batches(outcome: dynamodb_sync.TableOutcome) -> list[dynamodb_sync.BatchFigures]:
+        return [b for b in outcome.batches if b.segments]
+
+    # Each run but the last reads three snapshot batches, each committed on its own; the last
+    # completes the snapshot. Every item is read by the snapshot exactly once, across the runs.
+    assert len(outcomes) >= 2
+    assert [len(snapshot_batches(o)) for o in outcomes[:-1]] == [3] * (len(outcomes) - 1)
+    assert 1 <= len(snapshot_batches(outcomes[-1])) <= 3 and outcomes[-1].snapshots_completed == [0]
+    batch_ids = [b.batch_id for o in outcomes for b in snapshot_batches(o)]
+    assert len(set(batch_ids)) == len(batch_ids)
+    assert sum(sum(b.segments.values()) for o in outcomes for b in snapshot_batches(o)) == 60
     actual, _ = destination_rows(emulators, sync)
     assert actual == source_items(workload)

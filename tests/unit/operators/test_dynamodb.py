@@ -40,6 +40,7 @@ OPTIONS = {
     "read_fraction": None,
     "read_units_per_second": 100.0,
     "max_items_per_segment": 1000,
+    "max_snapshot_batches_per_run": 10,
     "max_records_per_shard": 10000,
     "lease_duration_seconds": 300,
 }

@@ -77,6 +77,8 @@ class SyncSettings:
     :param max_checkpoint_age: a shard not read for this long counts as a gap (below 24 hours).
     :param total_segments: the snapshot's parallel Scan segments.
     :param max_segments_per_batch: at most this many segments are read in one batch.
+    :param max_snapshot_batches_per_run: a sync run goes on with the next snapshot batch until the
+        snapshot is complete or it has read this many (each one committed on its own).
     """
 
     snapshot: SnapshotMode = SnapshotMode.INITIAL
@@ -85,6 +87,7 @@ class SyncSettings:
     max_checkpoint_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE
     total_segments: int = 4
     max_segments_per_batch: int = 4
+    max_snapshot_batches_per_run: int = 10
 
     def __post_init__(self) -> None:
         if not timedelta(0) < self.max_checkpoint_age < STREAM_RETENTION:
@@ -95,6 +98,10 @@ class SyncSettings:
             )
         if self.max_segments_per_batch < 1:
             raise ValueError(f"max_segments_per_batch must be at least 1, got {self.max_segments_per_batch}")
+        if self.max_snapshot_batches_per_run < 1:
+            raise ValueError(
+                f"max_snapshot_batches_per_run must be at least 1, got {self.max_snapshot_batches_per_run}"
+            )
 
 
 @dataclass(frozen=True)
