@@ -1,4 +1,5 @@
-"""The connector's DAGs under a real scheduler: runs on the schedule, and a reset triggered through the REST API.
+"""The connectors' DAGs under a real scheduler: runs on the schedule, a reset triggered through the REST API,
+and a DynamoDB connector added beside the Kinesis one while Airflow runs.
 
 Airflow runs as it is deployed (api-server, scheduler, dag-processor, triggerer; LocalExecutor),
 with the moto and fakesnow servers beside it (see the ``real_airflow`` fixture). Everything a user
@@ -8,18 +9,23 @@ read the runs, pause.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
+import yaml
 
+from airflow_kinesis_snowflake.__main__ import main
 from airflow_kinesis_snowflake.core.model import InitialPosition
 from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.core.state.metadata import read_marks
-from tests.conftest import put_json, query
+from tests.conftest import put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_stack import AirflowStack, stuck_in_executor_shutdown
+from tests.integration.core.sources.dynamodb.test_discovery import create
+from tests.integration.test_dynamodb_dag import loaded, scanned
 from tests.integration.test_ingest_dag import checkpoints, shard_tips
 
 pytestmark = pytest.mark.integration
@@ -34,14 +40,50 @@ def lease_items(emulators: Emulators, table: str) -> list[dict[str, Any]]:
     return sorted(items, key=lambda item: str(item["lease_key"]))
 
 
+def add_dynamodb_connector(stack: AirflowStack, dynamodb: Any) -> tuple[str, str]:
+    """Add a DynamoDB connector to the running deployment, as a user does: its connector file beside the
+    Kinesis one, and its DAG file written by ``dag-file``. The table (3 items) is synced in the Airflow
+    task (``engine: worker``), packed. Returns the DynamoDB table and its Snowflake table's name."""
+    table = unique("sched-customers")
+    create(dynamodb, table)
+    for n in range(3):
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": f"c{n}"}, "balance": {"N": f"{n}.50"}})
+    connector = {
+        "connector_id": "customers",
+        "source": {
+            "type": "dynamodb",
+            "region": "us-east-1",
+            "application_name": unique("sched-ddb-app"),
+            "tables": [table],
+            "layout": "packed",
+            "engine": "worker",
+            "iam_check": "off",
+            "snapshot_total_segments": 2,
+            "snapshot_read_units_per_second": 1000,
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW"},
+        "batch": {"schedule": None, "retries": 0},
+    }
+    path = stack.dags_folder / "connectors" / "customers.yaml"
+    path.write_text(yaml.safe_dump(connector, sort_keys=False))
+    assert main(["dag-file", str(path)]) == 0
+    return table, table.replace("-", "_").upper()
+
+
 def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggered_through_the_api(
-    real_airflow: AirflowStack, emulators: Emulators
+    real_airflow: AirflowStack,
+    emulators: Emulators,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     stack, connector = real_airflow, real_airflow.connector
     stream, app = connector["source"]["stream_name"], connector["source"]["application_name"]
     fqn = "ANALYTICS.RAW." + connector["destination"]["table"]
     provision, ingest, reset = (f"kinesis_snowflake_orders_{kind}" for kind in ("provision", "ingest", "reset"))
     kinesis, dynamodb = emulators.boto3_client("kinesis"), emulators.boto3_client("dynamodb")
+    # A second connector, of the other source, added to the running deployment's DAGs folder.
+    source_table, destination = add_dynamodb_connector(stack, dynamodb)
+    ddb_provision, ddb_sync = "kinesis_snowflake_customers_provision", "kinesis_snowflake_customers_sync"
 
     def ids() -> Counter[int]:
         return Counter(int(row[0]) for row in query(emulators, f"SELECT ID FROM {fqn}"))
@@ -50,7 +92,7 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         return stack.runs(ingest)
 
     with stack.diagnosed():
-        stack.wait_for_dags([provision, ingest, reset])
+        stack.wait_for_dags([provision, ingest, reset, ddb_provision, ddb_sync])
         # New DAGs are paused (dags_are_paused_at_creation): a run triggered now would stay queued.
         assert all(stack.api("GET", f"dags/{dag_id}")["is_paused"] for dag_id in (provision, ingest, reset))
 
@@ -69,6 +111,21 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         # stays running, that task unscheduled while the DAG is paused.
         put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(40)])
         stack.set_paused(ingest, False)
+
+        # Meanwhile, the DynamoDB connector beside it, triggered through the REST API: its provisioning,
+        # then a sync (the snapshot), then a sync of an update and a delete through the stream. After
+        # each sync the Snowflake table equals a full Scan.
+        for dag_id in (ddb_provision, ddb_sync):
+            stack.set_paused(dag_id, False)
+        stack.assert_succeeded(ddb_provision, stack.trigger(ddb_provision))
+        stack.assert_succeeded(ddb_sync, stack.trigger(ddb_sync))
+        assert len(loaded(emulators, destination)) == 3
+        assert loaded(emulators, destination) == scanned(dynamodb, source_table)
+        dynamodb.put_item(TableName=source_table, Item={"pk": {"S": "c1"}, "balance": {"S": "closed"}})
+        dynamodb.delete_item(TableName=source_table, Key={"pk": {"S": "c2"}})
+        stack.assert_succeeded(ddb_sync, stack.trigger(ddb_sync))
+        assert loaded(emulators, destination) == scanned(dynamodb, source_table)
+        assert set(loaded(emulators, destination)) == {"c0", "c1"}
         stack.wait(lambda: ids() == Counter(range(40)), 420, lambda: f"rows {sorted(ids())}, runs {ingest_runs()}")
         put_json(kinesis, stream, [{"id": i, "name": f"n{i}"} for i in range(40, 70)])
 
@@ -132,6 +189,16 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
         generations = set(query(emulators, generations_sql))
         assert generations >= set(generations_before)
         assert new_generation in {row[1] for row in generations - set(generations_before)}
+
+    # `status` on the deployment's DAGs folder, which holds connectors of both sources: each is read.
+    for name, value in emulators.airflow_env().items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()  # what came before: dag-file's report
+    assert main(["status", str(stack.dags_folder), "--json"]) == 0
+    statuses = {s["connector_id"]: s for s in json.loads(capsys.readouterr().out)}
+    assert statuses["orders"]["error"] is None and statuses["customers"]["error"] is None
+    (synced,) = statuses["customers"]["tables"]
+    assert (synced["table"], synced["snapshot"]["completed"], synced["snapshot"]["items"]) == (source_table, True, 3)
 
     # Shut down: SIGTERM is enough for whatever the tasks started, and nothing the stack started is
     # left once its grace period is over. Airflow's scheduler may outlive it, waiting in
