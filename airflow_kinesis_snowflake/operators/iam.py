@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -17,27 +18,16 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     IamCheckMode,
     IamPolicyError,
     Requirement,
-    UnsimulatablePrincipalError,
-    check_mode_from_skip_if_denied,
-    describe_missing,
     dynamodb_source_permissions,
-    partition_of,
-    policy_document,
-    principal_arn,
-    principal_kind,
     required_permissions,
-    simulation_pairs,
-    why_check_cannot_run,
+    resolve_check_mode,
 )
-from airflow_kinesis_snowflake.core.admin.iam_check import CheckCannotRunError, SimulationError, simulate
+from airflow_kinesis_snowflake.core.admin.iam_check import CheckCannotRunError, SimulationError, check_principal
 from airflow_kinesis_snowflake.core.model import ConsumerType
 
 
 class _CheckIamPermissions(BaseOperator):
-    """What both sources' checks share: the principal, the simulation, and what happens when it cannot run.
-
-    A subclass gives :meth:`requirements`, what its connector does in AWS.
-    """
+    """Both sources' checks (:func:`~.core.admin.iam_check.check_principal`); a subclass gives :meth:`requirements`."""
 
     def __init__(
         self,
@@ -48,16 +38,11 @@ class _CheckIamPermissions(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        try:
-            mode = IamCheckMode(IamCheckMode.REQUIRED if check_mode is None else check_mode)
-        except ValueError:
-            modes = ", ".join(m.value for m in IamCheckMode)
-            raise ValueError(f"check_mode must be one of {modes} (got {check_mode!r})") from None
         self.region_name = region_name
         self.aws_conn_id = aws_conn_id
-        self.check_mode = mode
+        self.check_mode, _ = resolve_check_mode(check_mode)
 
-    def requirements(self, *, region: str, account_id: str, partition: str) -> list[Requirement]:
+    def requirements(self, region: str, account_id: str, partition: str) -> list[Requirement]:
         """Every permission the connector needs, on the exact resources of this account and region.
 
         :raises IamPolicyError: the connector's settings cannot make a policy.
@@ -73,44 +58,24 @@ class _CheckIamPermissions(BaseOperator):
             raise AirflowFailException(
                 f"no AWS region: set region_name on the task or region_name in connection {self.aws_conn_id!r}"
             )
-        identity = sts.conn.get_caller_identity()
-        caller = identity["Arn"]
         try:
-            principal = principal_arn(caller)
-        except UnsimulatablePrincipalError as err:
-            self._cannot_run(why_check_cannot_run(err, caller_arn=caller), err)
-        try:
-            requirements = self.requirements(
-                region=region, account_id=identity["Account"], partition=partition_of(caller)
+            check = check_principal(
+                sts.conn.get_caller_identity(),
+                lambda: AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=region, client_type="iam").conn,
+                functools.partial(self.requirements, region),
             )
-        except IamPolicyError as err:
-            raise AirflowFailException(str(err)) from err
-        policy = policy_document(requirements)
-        self.log.info(
-            "Checking %d permissions of %s (%s), check_mode %s",
-            len(simulation_pairs(requirements)),
-            principal,
-            principal_kind(caller),
-            self.check_mode.value,
-        )
-
-        iam = AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=region, client_type="iam").conn
-        try:
-            decisions = simulate(iam, principal, caller, requirements)
         except CheckCannotRunError as err:
             self._cannot_run(err.cannot_run, err.error)
+        except IamPolicyError as err:
+            raise AirflowFailException(str(err)) from err
         except SimulationError as err:
             raise AirflowException(str(err)) from err.__cause__
-        result = {
-            "principal_arn": principal,
-            "check_mode": self.check_mode.value,
-            "policy": policy,
-            "decisions": [d.to_dict() for d in decisions],
-        }
-        if not all(d.allowed for d in decisions):
-            raise AirflowFailException(describe_missing(principal, decisions, requirements, policy))
-        self.log.info("%s has all %d permissions the connector needs", principal, len(decisions))
-        return result
+        count, mode = len(check.decisions), self.check_mode.value
+        self.log.info("Checked %d permissions of %s (%s), check_mode %s", count, check.principal, check.kind, mode)
+        if (missing := check.missing()) is not None:
+            raise AirflowFailException(missing)
+        self.log.info("%s has all %d permissions the connector needs", check.principal, count)
+        return {**check.to_dict(), "check_mode": mode}
 
     def _cannot_run(self, cannot_run: CheckCannotRun | None, err: Exception) -> NoReturn:
         """The check could not run: skip with a warning (``best_effort``) or fail saying how to go on."""
@@ -172,18 +137,9 @@ class CheckIamPermissionsOperator(_CheckIamPermissions):
         skip_if_simulation_denied: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        if skip_if_simulation_denied is not None:
-            if check_mode is not None:
-                raise ValueError(
-                    "set only check_mode: skip_if_simulation_denied is its deprecated form "
-                    "(True is 'best_effort', False is 'required')"
-                )
-            check_mode = check_mode_from_skip_if_denied(skip_if_simulation_denied)
-            warnings.warn(
-                f"skip_if_simulation_denied is deprecated; use check_mode={check_mode.value!r}",
-                AirflowProviderDeprecationWarning,
-                stacklevel=2,
-            )
+        check_mode, deprecated = resolve_check_mode(check_mode, skip_if_simulation_denied)
+        if deprecated is not None:
+            warnings.warn(deprecated, AirflowProviderDeprecationWarning, stacklevel=2)
         super().__init__(region_name=region_name, aws_conn_id=aws_conn_id, check_mode=check_mode, **kwargs)
         self.stream_name = stream_name
         self.application_name = application_name
@@ -195,7 +151,7 @@ class CheckIamPermissionsOperator(_CheckIamPermissions):
         """Deprecated: ``check_mode`` is ``best_effort``."""
         return self.check_mode is IamCheckMode.BEST_EFFORT
 
-    def requirements(self, *, region: str, account_id: str, partition: str) -> list[Requirement]:
+    def requirements(self, region: str, account_id: str, partition: str) -> list[Requirement]:
         return required_permissions(
             stream_name=self.stream_name,
             region=region,
@@ -220,9 +176,7 @@ class CheckDynamoDBIamPermissionsOperator(_CheckIamPermissions):
     :param tables: the tables the connector lists (``source.tables``); None when it finds them by tags.
     :param application_name: the connector's application name: its lease table.
     :param region_name: AWS region of the tables and the lease table; defaults to the connection's.
-    :param aws_conn_id: the Airflow AWS connection the connector uses.
-    :param check_mode: ``required`` (default), ``best_effort`` or ``off``, as for
-        :class:`CheckIamPermissionsOperator`.
+    :param aws_conn_id: the Airflow AWS connection; ``check_mode`` as for :class:`CheckIamPermissionsOperator`.
     :return: ``principal_arn``, ``check_mode``, the ``policy`` document and one ``decisions`` entry
         per action and resource (all ``allowed`` when the task succeeds).
     """
@@ -234,7 +188,7 @@ class CheckDynamoDBIamPermissionsOperator(_CheckIamPermissions):
         self.tables = list(tables) if tables is not None else None
         self.application_name = application_name
 
-    def requirements(self, *, region: str, account_id: str, partition: str) -> list[Requirement]:
+    def requirements(self, region: str, account_id: str, partition: str) -> list[Requirement]:
         return dynamodb_source_permissions(
             region=region,
             account_id=account_id,

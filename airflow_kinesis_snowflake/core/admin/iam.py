@@ -85,6 +85,30 @@ def check_mode_from_skip_if_denied(skip_if_denied: bool) -> IamCheckMode:
     return IamCheckMode.BEST_EFFORT if skip_if_denied else IamCheckMode.REQUIRED
 
 
+def resolve_check_mode(
+    check_mode: IamCheckMode | str | None, skip_if_simulation_denied: bool | None = None
+) -> tuple[IamCheckMode, str | None]:
+    """The check's mode (``required`` when neither is given), and a deprecation message when it came
+    from the deprecated ``skip_if_simulation_denied``.
+
+    :raises ValueError: both are given, or ``check_mode`` is not a mode.
+    """
+    deprecated = None
+    if skip_if_simulation_denied is not None:
+        if check_mode is not None:
+            raise ValueError(
+                "set only check_mode: skip_if_simulation_denied is its deprecated form "
+                "(True is 'best_effort', False is 'required')"
+            )
+        check_mode = check_mode_from_skip_if_denied(skip_if_simulation_denied)
+        deprecated = f"skip_if_simulation_denied is deprecated; use check_mode={check_mode.value!r}"
+    try:
+        return IamCheckMode(IamCheckMode.REQUIRED if check_mode is None else check_mode), deprecated
+    except ValueError:
+        modes = ", ".join(m.value for m in IamCheckMode)
+        raise ValueError(f"check_mode must be one of {modes} (got {check_mode!r})") from None
+
+
 class IamPolicyError(ValueError):
     """A parameter cannot be turned into an ARN, or a caller identity into an IAM principal."""
 

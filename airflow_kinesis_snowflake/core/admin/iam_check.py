@@ -1,12 +1,15 @@
 """Simulate a connector's permissions with IAM's SimulatePrincipalPolicy, one resource at a time.
 
-What is required comes from :mod:`.iam`; this module calls IAM and reads its answers. When the
+What is required comes from :mod:`.iam`; this module calls IAM and reads its answers
+(:func:`check_principal`: the connection's principal against what its connector needs). When the
 check cannot run (see :func:`~.iam.why_check_cannot_run`), :class:`CheckCannotRunError` carries the
 reason, and the caller decides whether that skips or fails.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -18,6 +21,12 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     CheckCannotRun,
     Decision,
     Requirement,
+    UnsimulatablePrincipalError,
+    describe_missing,
+    partition_of,
+    policy_document,
+    principal_arn,
+    principal_kind,
     simulation_pairs,
     why_check_cannot_run,
 )
@@ -37,6 +46,64 @@ class CheckCannotRunError(Exception):
 
 class SimulationError(Exception):
     """SimulatePrincipalPolicy failed for a reason that is not the check being unable to run."""
+
+
+@dataclass(frozen=True)
+class PermissionCheck:
+    """What a check found: the principal simulated, what the connector needs, and IAM's decisions.
+
+    :param caller_arn: the STS GetCallerIdentity ARN the principal was found from.
+    """
+
+    principal: str
+    caller_arn: str
+    requirements: list[Requirement]
+    decisions: list[Decision]
+
+    @property
+    def kind(self) -> str:
+        return principal_kind(self.caller_arn)
+
+    @property
+    def policy(self) -> dict[str, Any]:
+        """The least-privilege policy the connector needs."""
+        return policy_document(self.requirements)
+
+    def missing(self) -> str | None:
+        """Every denied action on its resource, with the policy to attach; None when all are allowed."""
+        if all(d.allowed for d in self.decisions):
+            return None
+        return describe_missing(self.principal, self.decisions, self.requirements, self.policy)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "principal_arn": self.principal,
+            "policy": self.policy,
+            "decisions": [d.to_dict() for d in self.decisions],
+        }
+
+
+def check_principal(
+    identity: Mapping[str, str],
+    iam: Callable[[], Any],
+    requirements_for: Callable[[str, str], list[Requirement]],
+) -> PermissionCheck:
+    """Simulate what a connector needs for the principal behind a connection.
+
+    :param identity: the connection's STS GetCallerIdentity answer (``Arn``, ``Account``).
+    :param iam: makes the boto3 IAM client (not made when the principal cannot be simulated).
+    :param requirements_for: given the account id and the partition, what the connector needs.
+    :raises CheckCannotRunError: the principal cannot be simulated, or IAM would not simulate it.
+    :raises IamPolicyError: the connector's settings make no policy.
+    :raises SimulationError: the simulation failed otherwise.
+    """
+    caller = identity["Arn"]
+    try:
+        principal = principal_arn(caller)
+    except UnsimulatablePrincipalError as err:
+        raise CheckCannotRunError(why_check_cannot_run(err, caller_arn=caller), err) from err
+    requirements = requirements_for(identity["Account"], partition_of(caller))
+    return PermissionCheck(principal, caller, requirements, simulate(iam(), principal, caller, requirements))
 
 
 def simulate(iam: Any, principal: str, caller_arn: str, requirements: list[Requirement]) -> list[Decision]:

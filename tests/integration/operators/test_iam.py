@@ -66,6 +66,16 @@ def check(stream: str, app: str, conn_id: str = CONN_ID, **kwargs: Any) -> dict[
     return result
 
 
+def connector_user(iam_moto: IamMoto, policy: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> str:
+    """A user holding ``policy`` and leave to simulate itself, as the connection ``CONN_ID``; its ARN."""
+    arn, key = iam_moto.user(inline={"connector": policy})
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
+    )
+    iam_moto.connection(key, monkeypatch)
+    return arn
+
+
 def listed(message: str) -> list[str]:
     """The ``  - action on resource (decision...)`` lines of a failure message."""
     return [line for line in message.splitlines() if line.startswith("  - ")]
@@ -108,11 +118,7 @@ def test_one_missing_action_is_named_with_its_resource(iam_moto: IamMoto, monkey
     policy = connector_policy(stream, app)
     table_statement = next(s for s in policy["Statement"] if s["Sid"] == "DynamoDBLeaseTable")
     table_statement["Action"].remove("dynamodb:UpdateItem")
-    arn, key = iam_moto.user(inline={"connector": policy})
-    iam_moto.client("iam").put_user_policy(
-        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
-    )
-    iam_moto.connection(key, monkeypatch)
+    arn = connector_user(iam_moto, policy, monkeypatch)
 
     with pytest.raises(AirflowFailException) as failure:
         check(stream, app)
@@ -558,14 +564,11 @@ def test_a_dynamodb_connectors_check_simulates_its_tables_streams_lease_table_an
 ) -> None:
     app = unique("ddb-app")
     policy = dynamodb_policy(tables, app)
-    arn, key = iam_moto.user(inline={"connector": policy})
-    iam_moto.client("iam").put_user_policy(
-        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
-    )
-    iam_moto.connection(key, monkeypatch)
+    arn = connector_user(iam_moto, policy, monkeypatch)
 
     result = check_dynamodb(tables, app)
 
+    assert result["principal_arn"] == arn and result["check_mode"] == "required"
     requirements = dynamodb_source_permissions(region=REGION, account_id=ACCOUNT, application_name=app, tables=tables)
     assert result["policy"] == policy
     assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(simulation_pairs(requirements))
@@ -582,11 +585,7 @@ def test_a_dynamodb_connector_without_scan_on_one_table_is_told_which_and_what_t
     policy = dynamodb_policy(tables, app)
     scan = next(s for s in policy["Statement"] if "dynamodb:Scan" in s["Action"])
     scan["Action"].remove("dynamodb:Scan")
-    arn, key = iam_moto.user(inline={"connector": policy})
-    iam_moto.client("iam").put_user_policy(
-        UserName=arn.rsplit("/", 1)[1], PolicyName="simulate", PolicyDocument=json.dumps(may_simulate(arn))
-    )
-    iam_moto.connection(key, monkeypatch)
+    arn = connector_user(iam_moto, policy, monkeypatch)
 
     with pytest.raises(AirflowFailException) as failure:
         check_dynamodb(tables, app)
