@@ -29,6 +29,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     principal_arn,
     purpose_of,
     required_permissions,
+    resolve_check_mode,
     simulation_pairs,
     stream_arn,
     table_arn,
@@ -473,3 +474,16 @@ def test_required_fails_saying_how_to_go_on_and_best_effort_warns() -> None:
     assert required.startswith("REASON\nThe IAM permission check could not run, and check_mode is 'required'.")
     assert "To go on: allow X on Y; or set check_mode='best_effort'" in required
     assert "source.iam_check: best_effort" in required and "'off'" in required
+
+
+def test_the_check_mode_is_required_by_default_and_the_deprecated_boolean_says_what_to_write() -> None:
+    assert resolve_check_mode(None) == (IamCheckMode.REQUIRED, None)
+    assert resolve_check_mode("best_effort") == (IamCheckMode.BEST_EFFORT, None)
+    assert resolve_check_mode(None, True) == (
+        IamCheckMode.BEST_EFFORT,
+        "skip_if_simulation_denied is deprecated; use check_mode='best_effort'",
+    )
+    with pytest.raises(ValueError, match=r"check_mode must be one of required, best_effort, off \(got 'strict'\)"):
+        resolve_check_mode("strict")
+    with pytest.raises(ValueError, match="set only check_mode"):
+        resolve_check_mode("off", False)
