@@ -69,6 +69,7 @@ from airflow_kinesis_snowflake.operators.dynamodb import (
     DiscoverDynamoDBTablesOperator,
     SyncDynamoDBTableOperator,
 )
+from airflow_kinesis_snowflake.operators.dynamodb_cleanup import CleanupDynamoDBGenerationsOperator
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     CreateDynamoDBLeaseTableOperator,
     ProvisionDynamoDBTableOperator,
@@ -461,19 +462,20 @@ def _slug(text: str) -> str:
 
 
 def build_cleanup_dag(
-    configs: Sequence[ConnectorConfig],
+    configs: Sequence[AnyConnectorConfig],
     *,
     dag_id: str = CLEANUP_DAG_ID,
     schedule: str | None = "@daily",
     backup_dir: str | None = None,
 ) -> DAG:
-    """One clean-up task per AWS connection and region the connectors use, on ``schedule``.
+    """One clean-up task per AWS connection and region the Kinesis connectors use, and one per
+    DynamoDB connector (its superseded generations' leases), on ``schedule``.
 
     Scheduled runs use the defaults of the form: a dry run that lists the candidates. Trigger it
     with ``dry_run`` off and ``confirm`` ``DELETE`` to delete them.
     """
     groups: dict[tuple[str, str], list[ConnectorConfig]] = {}
-    for config in configs:
+    for config in _kinesis(configs):
         groups.setdefault((config.connections.aws, config.source.region), []).append(config)
     params = {
         "dry_run": _dry_run_param(),
@@ -503,7 +505,8 @@ def build_cleanup_dag(
     }
     with DAG(
         dag_id=dag_id,
-        description="Orphaned lease tables, migration copies and fan-out consumers of Kinesis connectors",
+        description="Orphaned lease tables, migration copies and fan-out consumers of Kinesis connectors, and "
+        "superseded generations' leases of DynamoDB connectors",
         schedule=schedule,
         params=params,
         doc_md=_CLEANUP_DOC,
@@ -530,6 +533,21 @@ def build_cleanup_dag(
                 region_name=region,
                 # The ledgers clean-up reads to tell a table in use are reached through this connection.
                 snowflake_conn_id=min(c.connections.snowflake for c in members),
+            )
+        for ddb in sorted(_dynamodb(configs), key=lambda c: c.connector_id):
+            CleanupDynamoDBGenerationsOperator(
+                task_id=f"cleanup_{_slug(ddb.connector_id)}_generations",
+                connector_id=ddb.connector_id,
+                application_name=ddb.source.application_name,
+                database=ddb.destination.database,
+                schema=ddb.destination.schema_,
+                application_name_patterns="{{ params.application_name_patterns | tojson }}",
+                preview_only="{{ params.dry_run }}",
+                confirm="{{ params.confirm }}",
+                backup_dir=backup_dir,
+                aws_conn_id=ddb.connections.aws,
+                region_name=ddb.source.region,
+                snowflake_conn_id=ddb.connections.snowflake,
             )
     return dag
 
@@ -705,9 +723,13 @@ def _connector_dags(config: AnyConnectorConfig, *, backup_dir: str | None) -> di
 
 
 def _kinesis(configs: Sequence[AnyConnectorConfig]) -> list[ConnectorConfig]:
-    """The Kinesis connectors: clean-up knows their lease tables, consumers and streams (not yet the
-    DynamoDB source's, whose lease tables it keeps as long as their leases are in use)."""
+    """The Kinesis connectors: clean-up decides on their lease tables, consumers and streams."""
     return [c for c in configs if isinstance(c, ConnectorConfig)]
+
+
+def _dynamodb(configs: Sequence[AnyConnectorConfig]) -> list[DynamoDBConnectorConfig]:
+    """The DynamoDB connectors: clean-up removes their superseded generations' leases."""
+    return [c for c in configs if isinstance(c, DynamoDBConnectorConfig)]
 
 
 def build_connector_file_dags(path: str | Path, *, backup_dir: str | None = None) -> dict[str, DAG]:
@@ -756,7 +778,7 @@ def build_cleanup_dags(
     folder = Path(dag_folder) if dag_folder is not None else directory.parent
     errors = dag_file_errors(directory, folder)
     try:
-        configs = _kinesis(load_any_connector_configs(directory))
+        configs = load_any_connector_configs(directory)
     except ConnectorConfigError as err:
         errors.insert(0, str(err))
         configs = []
@@ -807,9 +829,8 @@ def build_connector_dags(
     every = load_any_connector_configs(directory)
     for config in every:
         dags.update(_connector_dags(config, backup_dir=backup_dir))
-    configs = _kinesis(every)
-    if configs:
-        cleanup = build_cleanup_dag(configs, dag_id=cleanup_dag_id, backup_dir=backup_dir)
+    if every:
+        cleanup = build_cleanup_dag(every, dag_id=cleanup_dag_id, backup_dir=backup_dir)
         dags[cleanup.dag_id] = cleanup
     return dags
 
@@ -996,5 +1017,6 @@ uses any more, each with the rule that matched. Scheduled runs only report. To d
 tables with a live lease, the active and configured application of any connector, unfinished migrations,
 and tables a connector of any DAG folder used within the retention (never shorter than the stream's):
 their checkpoints, ingest runs and ledger commits say so. A table whose stream or ledger cannot be read is
-kept. See docs/operations.md.
+kept. For each DynamoDB connector, the leases of generations older than the newest one its generations table
+records (after a gap or a reset) are removed, never a lease held now. See docs/operations.md.
 """

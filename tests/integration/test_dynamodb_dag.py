@@ -12,8 +12,11 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.config import DynamoDBConnectorConfig, load_any_connector_config, sync_target_to_dict
+from airflow_kinesis_snowflake.core.admin.dynamodb_cleanup import BACKUP_REASON
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection, discover
 from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.dags import CLEANUP_DAG_ID
 from airflow_kinesis_snowflake.operators.dynamodb_reset import ResetDynamoDBTablesOperator
 from tests.conftest import query, unique
 from tests.emulators import Emulators
@@ -168,4 +171,32 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run3.log")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert loaded(emulators, drifted) == scanned(dynamodb, orders)
+    assert loaded(emulators, destination[events]) == scanned(dynamodb, events)
+
+    # (e) The clean-up DAG: generation 0 of `orders` is superseded, and no batch reads its leases again.
+    leases = LeaseTable(dynamodb, app)
+    before_cleanup = set(leases.leases())
+    superseded = {key for key in before_cleanup if key.startswith(f"{orders}/g0/")}
+    assert superseded and any(key.startswith(f"{orders}/g1/") for key in before_cleanup)
+    # A dry run (the default, as the daily run) lists them and deletes nothing.
+    proc = run_dag(CLEANUP_DAG_ID, dag_env, dag_file=dag_file, log_path=tmp_path / "cleanup-dry.log")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    for key in sorted(superseded):
+        assert f"DELETE dynamodb-source-lease {key} [superseded-generation]" in output
+    assert f"keep dynamodb-source-lease {orders}/g1/segment-0-of-2 [current-generation]" in output
+    assert f"keep dynamodb-source-lease {events}/g0/segment-0-of-2 [current-generation]" in output
+    assert set(leases.leases()) == before_cleanup
+    # Confirmed: every lease is backed up, then the superseded ones are deleted; the others stay.
+    proc = run_dag(CLEANUP_DAG_ID, dag_env, dag_file=dag_file, log_path=tmp_path / "cleanup.log",
+                   conf=json.dumps({"dry_run": False, "confirm": "DELETE"}))  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert set(leases.leases()) == before_cleanup - superseded
+    (backup,) = (Path(dag_env["AIRFLOW_HOME"]) / "kinesis_snowflake_backups" / app).glob("*-" + BACKUP_REASON + ".json")
+    assert {lease["shard_id"] for lease in json.loads(backup.read_text())["leases"]} == before_cleanup
+    # (f) The syncs go on from the leases left: a change arrives, and the tables equal a Scan.
+    dynamodb.put_item(TableName=orders, Item={"pk": {"S": "o5"}, "amount": {"N": "55"}})
+    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run4.log")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert loaded(emulators, drifted) == scanned(dynamodb, orders) and "o5" in loaded(emulators, drifted)
     assert loaded(emulators, destination[events]) == scanned(dynamodb, events)

@@ -292,7 +292,7 @@ KINESIS: dict[str, Any] = {
 }
 
 
-def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_the_kinesis_connectors(tmp_path: Path) -> None:
+def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_both(tmp_path: Path) -> None:
     connectors = tmp_path / "dags" / "connectors"
     ddb = write(connectors, TAGGED, "orders_ddb.yaml")
     kinesis = write(connectors, KINESIS, "orders.yaml")
@@ -304,8 +304,15 @@ def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_the_kinesi
         "kinesis_snowflake_orders_ddb_reset",
     }
     cleanup: Any
-    (cleanup,) = dags["kinesis_snowflake_cleanup"].tasks
+    generations: Any
+    cleanup, generations = sorted(dags["kinesis_snowflake_cleanup"].tasks, key=lambda t: t.task_id)
+    assert cleanup.task_id == "cleanup_aws_default_eu_west_1"
     assert [c["connector_id"] for c in cleanup.connectors] == ["orders"]
+    # The DynamoDB connector's task: its lease table, and the schema holding its generations table.
+    assert generations.task_id == "cleanup_orders_ddb_generations"
+    where = (generations.application_name, generations.database, generations.schema)
+    assert where == ("orders-ddb", "ANALYTICS", "RAW")
+    assert (generations.preview_only, generations.confirm) == ("{{ params.dry_run }}", "{{ params.confirm }}")
     # The way of a DAG file per connector file: the DynamoDB file gets one too.
     for path in (ddb, kinesis):
         (tmp_path / "dags" / dag_file_name(path)).write_text(render_dag_file(path, tmp_path / "dags"))

@@ -35,13 +35,13 @@ reason. The reasons to keep are checked first, and some are absolute:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import parse_lease_key
 from airflow_kinesis_snowflake.core.state.chain import ChainEnd, walk_chain
 from airflow_kinesis_snowflake.core.state.metadata import APPLICATION_TAG, CREATED_BY, CREATED_BY_TAG
 
@@ -55,24 +55,20 @@ RETENTION_MARGIN_SECONDS = 24 * 3600
 ACTIVE = "ACTIVE"
 GONE = "GONE"
 
-# A DynamoDB source's lease key (core/sources/dynamodb/progress.lease_key): a DynamoDB table name
-# (no '/'), the generation, then a stream shard id or a snapshot segment. A Kinesis lease's key is a
-# shard id, without '/'.
-_DYNAMODB_SOURCE_KEY = re.compile(r"^[A-Za-z0-9_.\-]{3,255}/g\d+/[^/]+$")
-
 LEASE_TABLE = "lease-table"
 MIGRATION_TABLE = "migration-table"
 FAN_OUT_CONSUMER = "fan-out-consumer"
 
 
 class Rule(StrEnum):
-    """Why a resource is removed (the first five) or kept (the others)."""
+    """Why a resource is removed (the first six) or kept (the others)."""
 
     ORPHANED_LEASE_TABLE = "orphaned-lease-table"
     SUPERSEDED_LEASE_TABLE = "superseded-lease-table"
     LEFTOVER_MIGRATION_TABLE = "leftover-migration-table"
     UNUSED_FAN_OUT_CONSUMER = "unused-fan-out-consumer"
     NOT_ENHANCED_FAN_OUT = "connector-not-enhanced-fan-out"
+    SUPERSEDED_GENERATION = "superseded-generation"
 
     UNTAGGED = "untagged"
     OUT_OF_SCOPE = "out-of-scope"
@@ -98,6 +94,8 @@ class Rule(StrEnum):
     SUCCESSOR_UNKNOWN = "successor-unknown"
     REACHED_FROM_KEPT_TABLE = "reached-from-kept-table"
     LEASE_TABLE_KEPT = "lease-table-kept"
+    CURRENT_GENERATION = "current-generation"
+    NO_RECORDED_GENERATION = "no-recorded-generation"
 
     @property
     def deletes(self) -> bool:
@@ -111,6 +109,7 @@ _DELETE_RULES = frozenset(
         Rule.LEFTOVER_MIGRATION_TABLE,
         Rule.UNUSED_FAN_OUT_CONSUMER,
         Rule.NOT_ENHANCED_FAN_OUT,
+        Rule.SUPERSEDED_GENERATION,
     }
 )
 
@@ -190,7 +189,7 @@ class LeaseTableFacts:
 
 def dynamodb_source_keys(lease_keys: Iterable[str]) -> tuple[str, ...]:
     """The lease keys of a DynamoDB source (``<table>/g<generation>/<shard or segment>``), sorted."""
-    return tuple(sorted(k for k in lease_keys if _DYNAMODB_SOURCE_KEY.match(k)))
+    return tuple(sorted(k for k in lease_keys if parse_lease_key(k) is not None))
 
 
 @dataclass(frozen=True)

@@ -409,6 +409,25 @@ def purge_tombstones_sql(target: DynamoDBTarget, generation: int) -> str:
     return f"DELETE FROM {target.tombstones} WHERE {VERSION_COLUMN} < '{Version.of_snapshot(generation + 1).to_text()}'"
 
 
+def recorded_generations(connection: Any, database: str, schema: str, application_name: str) -> dict[str, int]:
+    """The newest generation the generations table of ``DATABASE.SCHEMA`` records per DynamoDB table of
+    ``application_name``: what clean-up compares a DynamoDB source's lease items with.
+
+    :raises snowflake.connector.errors.Error: when it cannot be read (the table does not exist yet,
+        no privilege): the caller keeps what it would decide on.
+    """
+    cursor = connection.cursor()
+    try:
+        cursor.execute(
+            f"SELECT TABLE_NAME, MAX(GENERATION) FROM {qualified_name(database, schema, GENERATIONS_TABLE)} "
+            "WHERE APPLICATION_NAME = %s GROUP BY TABLE_NAME",
+            (application_name,),
+        )
+        return {str(table): int(generation) for table, generation in cursor.fetchall()}
+    finally:
+        cursor.close()
+
+
 # -- the sink -------------------------------------------------------------------------------------
 
 

@@ -445,6 +445,17 @@ class LeaseTable:
                 pass
         return sorted(removed)
 
+    def remove_unchanged(self, lease: Lease) -> bool:
+        """Delete a lease as read in ``lease``; False when it changed since (taken, released, checkpointed)
+        or is gone: conditional on its counter, which every change of the lease moves."""
+        try:
+            self.items.delete(
+                lease.shard_id, condition="lease_counter = :seen", values={":seen": _n(lease.lease_counter)}
+            )
+        except ConditionFailed:
+            return False
+        return True
+
     def put_lease(self, lease: Lease) -> bool:
         """Write a whole lease for a shard that has none yet; False when the shard already has one."""
         try:

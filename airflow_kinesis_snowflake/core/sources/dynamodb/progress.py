@@ -24,6 +24,7 @@ The steps of a batch, and what a crash after each leaves:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -227,3 +228,25 @@ def lease_key(table: str, generation: int, shard_or_segment: str) -> str:
     A connector's tables share its lease table; a DynamoDB table name holds no ``/``.
     """
     return f"{table}/g{generation}/{shard_or_segment}"
+
+
+# A lease key of :func:`lease_key`: a DynamoDB table name (3-255 of its characters, no '/'), the
+# generation, then a stream shard id or a snapshot segment. A Kinesis lease's key is a shard id.
+_LEASE_KEY = re.compile(r"^(?P<table>[A-Za-z0-9_.\-]{3,255})/g(?P<generation>\d+)/(?P<unit>[^/]+)$")
+
+
+@dataclass(frozen=True)
+class LeaseKey:
+    """A lease key read back: the table, the generation, and the shard or segment."""
+
+    table: str
+    generation: int
+    unit: str
+
+
+def parse_lease_key(key: str) -> LeaseKey | None:
+    """The parts of a DynamoDB source's lease key; None for any other key (a Kinesis shard id)."""
+    match = _LEASE_KEY.match(key)
+    if match is None:
+        return None
+    return LeaseKey(match["table"], int(match["generation"]), match["unit"])

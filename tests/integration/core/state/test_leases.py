@@ -96,6 +96,19 @@ def test_only_one_worker_takes_a_lease_and_a_fenced_worker_cannot_checkpoint(emu
     assert after.shard_ended and after.lease_owner is None and after.checkpoint == Checkpoint("30")
 
 
+def test_a_lease_is_removed_only_as_it_was_read(emulators: Emulators) -> None:
+    table = make_table(emulators)
+    leases = table.sync_shards([Shard("shardId-1"), Shard("shardId-2")], TRIM)
+    # Taken since it was read: its counter moved, so the read copy removes nothing.
+    assert table.take(leases["shardId-1"], "worker-a", 60) is not None
+    assert table.remove_unchanged(leases["shardId-1"]) is False
+    assert table.leases()["shardId-1"].lease_owner == "worker-a"
+    # Unchanged: removed, once; a second try finds it gone.
+    assert table.remove_unchanged(leases["shardId-2"]) is True
+    assert table.remove_unchanged(leases["shardId-2"]) is False
+    assert set(table.leases()) == {"shardId-1"}
+
+
 def test_sync_keeps_existing_checkpoints(emulators: Emulators) -> None:
     table = make_table(emulators)
     lease = table.sync_shards([Shard("shardId-1")], TRIM)["shardId-1"]

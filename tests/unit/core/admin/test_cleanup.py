@@ -317,6 +317,7 @@ def test_rules_that_delete() -> None:
         Rule.LEFTOVER_MIGRATION_TABLE,
         Rule.UNUSED_FAN_OUT_CONSUMER,
         Rule.NOT_ENHANCED_FAN_OUT,
+        Rule.SUPERSEDED_GENERATION,
     }
 
 
