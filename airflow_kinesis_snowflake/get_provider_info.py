@@ -63,6 +63,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.operators.dynamodb",
                     "airflow_kinesis_snowflake.operators.dynamodb_provision",
                     "airflow_kinesis_snowflake.operators.dynamodb_reset",
+                    "airflow_kinesis_snowflake.operators.dynamodb_cleanup",
                 ],
             },
         ],

@@ -158,8 +158,8 @@ def test_a_dynamodb_file_is_refused_by_the_kinesis_loader_and_built_by_the_dag_f
         "kinesis_snowflake_orders_ddb_reset",
     }
     assert set(build_connector_file_dags(path)) == expected
-    # A directory of DynamoDB connectors only: their DAGs, and no clean-up DAG (it knows Kinesis connectors).
-    assert set(build_connector_dags(connectors)) == expected
+    # A directory of DynamoDB connectors only: their DAGs, and the clean-up DAG (their superseded generations).
+    assert set(build_connector_dags(connectors)) == expected | {"kinesis_snowflake_cleanup"}
 
 
 def test_an_invalid_dynamodb_file_is_refused_with_its_own_mistakes(tmp_path: Path) -> None:

@@ -10,26 +10,32 @@ delete; the ``unpacked`` table evolves on the driver before staging.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
+from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import sync_table
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
-from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBSink
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from tests.emulators import Emulators
+from tests.emulators.dynamodb_streams import trim
 from tests.emulators.servers import REGION
 from tests.emulators.spark_env import spark_env
 from tests.integration.core.test_dynamodb_sync import (
     client,
     column_types,
     destination_rows,
+    key_text,
     make_source,
     source_items,
 )
@@ -95,3 +101,78 @@ def test_a_snapshot_of_three_segments_and_a_stream_batch_run_as_spark_tasks_and_
     assert actual["user#5|5"]["qty"] == "5 pieces"
     assert actual == expected
     assert not tombstoned
+
+
+def test_on_spark_a_batch_refused_by_a_reset_and_a_gap_found_by_a_task_apply_nothing_and_the_run_resnapshots(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in spark_env().items():
+        monkeypatch.setenv(name, value)
+    settings = SyncSettings(total_segments=2, max_segments_per_batch=2)
+    workload, sync = make_source(aws_connections, Layout.PACKED, Deletes.HARD, settings)
+    sync = replace(sync, max_items_per_segment=100, max_records_per_shard=100)
+    spark = KinesisJobSubmitHook(conn_id="spark_default")
+    aws, snowflake = KinesisStreamHook(aws_conn_id="aws_default"), KinesisSnowflakeHook()
+    results: list[TableBatchResult] = []
+    before_submit: list[Callable[[TableBatchPlan], None]] = []
+
+    def submit(plan: TableBatchPlan) -> TableBatchResult:
+        if before_submit:
+            before_submit.pop()(plan)
+        results.append(spark.run_table_batch(plan, aws=aws, snowflake=snowflake))
+        return results[-1]
+
+    def run_on_spark(attempt: int) -> Any:
+        return sync_table(
+            sync,
+            lease_dynamodb=client(aws_connections, "dynamodb"),
+            source_dynamodb=None,
+            streams=client(aws_connections, "dynamodbstreams"),
+            connect_snowflake=aws_connections.snowflake_connect,
+            owner=f"ddb/spark/run/-1/try-{attempt}/{os.getpid()}",
+            now=lambda: datetime.now(UTC),
+            submit=submit,
+            region=REGION,
+        )
+
+    workload.put(10, start=0)
+    first = run_on_spark(1)
+    assert first.snapshots_completed == [0]
+
+    # A reset recorded after the batch was planned, before Spark applies it: the job's transaction
+    # refuses it, and the run goes on in the new generation, whose snapshot it takes.
+    def reset(plan: TableBatchPlan) -> None:
+        with closing(aws_connections.snowflake_connect()) as conn:
+            sink = DynamoDBSink(conn, sync.target)
+            start = plan_table_reset(
+                sync.table, sink.current_generation(sync.application_name), 2, datetime.now(UTC), "test"
+            )
+            assert start.start is not None
+            assert sink.record_generation(sync.application_name, start.start.generation, start.start.reason)
+
+    workload.churn(4)
+    before_submit.append(reset)
+    results.clear()
+    second = run_on_spark(2)
+    refused = results[0]
+    assert refused.superseded and "generation 1" in refused.superseded and refused.merge is None
+    assert second.generations_superseded == [0]
+    assert second.snapshots_completed == [1]
+    assert destination_rows(aws_connections, sync)[0] == source_items(workload)
+
+    # Items deleted, then every record of the stream trimmed: a Spark task's read finds the gap,
+    # nothing is applied, and the run starts generation 2 whose snapshot removes the deleted rows.
+    deleted = sorted(workload.scan(), key=key_text)[:2]
+    gone = {key_text(item) for item in deleted}
+    for item in deleted:
+        workload.dynamodb.delete_item(TableName=workload.table, Key={"pk": item["pk"], "sk": item["sk"]})
+    trim(aws_connections.aws_endpoint, workload.table, before=datetime.now(UTC) + timedelta(seconds=2))
+    results.clear()
+    third = run_on_spark(3)
+    found = results[0]
+    assert found.gap is not None and found.merge is None and "trim" in found.gap.reason.lower()
+    assert any("gap" in reason for reason in third.generations_started), third.generations_started
+    assert third.snapshots_completed == [2]
+    actual, _ = destination_rows(aws_connections, sync)
+    assert actual == source_items(workload)
+    assert not gone & set(actual)
