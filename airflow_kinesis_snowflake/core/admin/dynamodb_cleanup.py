@@ -121,7 +121,7 @@ def prune_generations(
         it raises keeps every lease (``ledger-unreadable``).
     :param destination: ``DATABASE.SCHEMA`` of the connector's tables, where its generations are.
     :return: ``dry_run``, ``candidates``, ``kept``, ``deleted`` (decisions as mappings) and ``backups``.
-    :raises AdminError: when there is something to delete and ``confirm`` is not ``DELETE``.
+    :raises AdminError: when it is not a dry run and ``confirm`` is not ``DELETE`` (as the Kinesis clean-up).
     """
     now = time.time() if now is None else now
     if not table.exists():
