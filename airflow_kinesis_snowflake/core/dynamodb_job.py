@@ -130,19 +130,33 @@ class ShardUnit:
     :param key: the shard's lease key (``<table>/g<n>/<shard>``), which its ledger mark is kept under.
     :param shard_id: the stream's shard id.
     :param start: the ledger's mark (None: from the shard's start, or the generation's start).
+    :param first_record: with no mark, read from this sequence number, the shard's first, so that
+        records trimmed before it are a gap (:func:`.sources.dynamodb.progress.reads_from_first_record`);
+        None: from TRIM_HORIZON.
     """
 
     key: str
     shard_id: str
     start: Checkpoint | None = None
+    first_record: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "shard_id": self.shard_id, "start": self.start.to_dict() if self.start else None}
+        return {
+            "key": self.key,
+            "shard_id": self.shard_id,
+            "start": self.start.to_dict() if self.start else None,
+            "first_record": self.first_record,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ShardUnit:
         start = data.get("start")
-        return cls(data["key"], data["shard_id"], Checkpoint.from_dict(dict(start)) if start else None)
+        return cls(
+            data["key"],
+            data["shard_id"],
+            Checkpoint.from_dict(dict(start)) if start else None,
+            data.get("first_record"),
+        )
 
 
 Unit = SegmentUnit | ShardUnit
@@ -661,6 +675,7 @@ def read_unit(unit: Unit, plan: TableBatchPlan, access: AwsAccess, snapshot_tabl
             max_records=plan.max_records_per_shard,
             after=after_mark,
             not_before=plan.stream_not_before,
+            first_record=unit.first_record,
         )
     except StreamGap as err:
         return UnitRead(unit, [], gap=GapFound(err.shard_id, err.checkpoint, err.reason))

@@ -7,13 +7,16 @@ reads what, and a cache of the positions. Each batch:
 1. **Decides** from Snowflake's records and the leases' last reads (:func:`.progress.next_step`):
    start a generation (recorded in Snowflake before anything is read, so its stream position is
    fixed before its snapshot starts), complete a snapshot, or read. A gap (a shard of the current
-   generation last read longer than ``max_checkpoint_age`` ago by the run's ``now``, or a trimmed
-   position found by a read) starts the next generation with ``on_gap: resnapshot``, or raises
-   :class:`.progress.StreamGapError` with ``on_gap: fail`` before anything is recorded.
+   generation last read longer than ``max_checkpoint_age`` ago by the run's ``now``, a shard that
+   left the stream before it was read to its end, or a trimmed position found by a read) starts
+   the next generation with ``on_gap: resnapshot``, or raises :class:`.progress.StreamGapError`
+   with ``on_gap: fail`` before anything is recorded.
 2. **Leases** the segments the step names and the generation's stream shards whose parents are
    finished (conditional writes; a retry of the same task takes over its earlier try's leases).
 3. **Reads** each segment from its cursor in the snapshot ledger, and each shard after its ledger
-   mark, up to the run's cut-off and the caps. A trimmed position is a gap (:class:`.streams.StreamGap`).
+   mark (a shard never read: from its first record once the generation is older than the safe
+   age, :func:`.progress.reads_from_first_record`), up to the run's cut-off and the caps. A
+   trimmed position is a gap (:class:`.streams.StreamGap`).
 4. **Applies** the changes (``unpacked``: after widening and adding the columns they need,
    :func:`_staging_columns`) and moves the ledgers in one Snowflake transaction, guarded by the marks
    the batch read (:meth:`.load.dynamodb_sink.DynamoDBSink.apply_batch`): a batch replayed or run
@@ -83,9 +86,10 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     ReadBatch,
     StartGeneration,
     SyncSettings,
-    checkpoint_gap,
     lease_key,
     next_step,
+    reads_from_first_record,
+    shard_gap,
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter, ReadRateSettings, segment_read_rate
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import (
@@ -105,7 +109,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import LeaseLostError
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, open_to
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys, open_to
 
 log = logging.getLogger(__name__)
 
@@ -316,18 +320,35 @@ def _stream_leases(sync: TableSync, generation: int, shards: Iterable[Shard]) ->
 def _checkpoint_gap(
     leases: LeaseTable, sync: TableSync, current: Generation, shards: Sequence[Shard], now: datetime
 ) -> Gap | None:
-    """A shard of the generation that no batch read for longer than the safe age (read by key)."""
+    """The first gap (:func:`.progress.shard_gap`) among the generation's stream leases: the listed
+    shards' and the parents they name, which a shard no longer listed keeps (read by key)."""
     if not leases.exists():
         return None
-    keys = [s.shard_id for s in _stream_leases(sync, current.number, shards)]
-    for lease in leases.leases_of(keys).values():
-        if lease.shard_ended or not lease.checkpointed_at:
-            continue
-        last_read = datetime.fromtimestamp(lease.checkpointed_at, UTC)
-        found = checkpoint_gap(lease.shard_id, last_read, now, sync.settings.max_checkpoint_age)
+    units = _stream_leases(sync, current.number, shards)
+    listed = {s.shard_id for s in units}
+    for lease in leases.leases_of(lease_keys(units)).values():
+        found = shard_gap(
+            lease.shard_id,
+            listed=lease.shard_id in listed,
+            ended=lease.shard_ended,
+            last_read_at=datetime.fromtimestamp(lease.checkpointed_at, UTC) if lease.checkpointed_at else None,
+            now=now,
+            max_age=sync.settings.max_checkpoint_age,
+        )
         if found is not None:
             return found
     return None
+
+
+def _first_records(
+    sync: TableSync, generation: Generation, shards: Sequence[Shard], held: Mapping[str, Lease], now: datetime
+) -> dict[str, str]:
+    """The held shards no batch has read that start at their first sequence number, by lease key
+    (:func:`.progress.reads_from_first_record`); the ledger's marks come first where there are any."""
+    if not reads_from_first_record(generation, now, sync.settings.max_checkpoint_age):
+        return {}
+    first = {lease_key(sync.table, generation.number, s.shard_id): s.starting_sequence_number for s in shards}
+    return {key: first[key] for key, lease in held.items() if key in first and not lease.checkpointed_at}
 
 
 def _take(
@@ -388,6 +409,7 @@ def _read_batch(
             shards={k: shard_of[k] for k in sorted(held) if k in shard_of},
             segment_marks=segment_marks,
             marks=sink.read_ledger(sync.application_name, generation_id(sync.table, generation.number)),
+            first_records=_first_records(sync, generation, shards, held, now()),
         )
         plan = batch.plan(cutoff, data_plane.region)
         if data_plane.submit is None:
@@ -420,6 +442,7 @@ class _Batch:
     shards: dict[str, str]  # lease key -> stream shard id
     segment_marks: Mapping[int, SegmentMark]
     marks: Mapping[str, Checkpoint]
+    first_records: Mapping[str, str] = field(default_factory=dict)  # lease key -> first sequence number
 
     @property
     def batch_id(self) -> str:
@@ -450,7 +473,10 @@ class _Batch:
                 )
                 for t in self.segments
             ),
-            shards=tuple(ShardUnit(k, shard_id, self.marks.get(k)) for k, shard_id in self.shards.items()),
+            shards=tuple(
+                ShardUnit(k, shard_id, self.marks.get(k), self.first_records.get(k))
+                for k, shard_id in self.shards.items()
+            ),
             max_items_per_segment=self.sync.max_items_per_segment,
             max_records_per_shard=self.sync.max_records_per_shard,
             read_rate=self.sync.read_rate,
@@ -512,6 +538,7 @@ def _run_here(plan: TableBatchPlan, sink: DynamoDBSink, source_dynamodb: Any, st
             max_records=plan.max_records_per_shard,
             after=unit.start.sequence_number if unit.start else None,
             not_before=plan.stream_not_before,
+            first_record=unit.first_record,
         )
     changes: list[ItemChange] = [c for r in segment_reads for c in r.changes]
     changes += [c for r in stream_reads.values() for c in r.changes]

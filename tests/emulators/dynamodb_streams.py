@@ -13,18 +13,21 @@ records with microsecond times and never says a removal was made by time to live
 * **Trimming.** A test trims the records created before a time (each shard's), or one shard's
   records before a sequence number. TRIM_HORIZON then starts at the first record kept, and
   GetShardIterator (AT/AFTER_SEQUENCE_NUMBER) or GetRecords whose first position to read was
-  trimmed answers ``TrimmedDataAccessException``. Trimmed shards stay listed.
+  trimmed answers ``TrimmedDataAccessException``. Trimmed shards stay listed until a test
+  *removes* a closed one, as AWS deletes a shard whose records all passed the retention: it leaves
+  DescribeStream and GetShardIterator on it answers ``ResourceNotFoundException``.
 * **Times.** ``ApproximateCreationDateTime`` is rounded down to the second, as AWS documents.
 * **TTL removals.** A test expires an item: it is deleted and its REMOVE record carries
   ``userIdentity: {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}``.
 
-**Controls.** The moto server answers three extra DynamoDB Streams actions (JSON over HTTP, the
+**Controls.** The moto server answers four extra DynamoDB Streams actions (JSON over HTTP, the
 ``X-Amz-Target`` header ``DynamoDBStreams_20120810.<Action>``); the functions below send them:
 
 * :func:`roll_shard` (``EmulatorRollShard {"TableName"}``) -> ``{"ClosedShardId", "ChildShardId"}``;
 * :func:`trim` (``EmulatorTrim {"TableName", "Before": epoch seconds}`` or ``{"TableName",
   "ShardId", "SequenceNumber"}``: trim records with a smaller sequence number);
-* :func:`expire_item` (``EmulatorExpireItem {"TableName", "Key"}``) -> ``{"Deleted": bool}``.
+* :func:`expire_item` (``EmulatorExpireItem {"TableName", "Key"}``) -> ``{"Deleted": bool}``;
+* :func:`remove_shard` (``EmulatorRemoveShard {"TableName", "ShardId"}``): a closed shard leaves the stream.
 
 **Faults**, from the faults file (``MOTO_FAULTS_FILE``, shared with kinesis_extensions):
 ``{"operation": "DynamoDBStreams.GetRecords", "table": "t", "error": "LimitExceededException",
@@ -202,6 +205,15 @@ def _trim(self: DynamoDBStreamsHandler) -> str:
     return json.dumps({"Shards": {s.id: str(s.trimmed_before) for s in shards_of(table)}})
 
 
+def _remove_shard(self: DynamoDBStreamsHandler) -> str:
+    table = _table(self, self._get_param("TableName"))
+    shard = _shard(table, self._get_param("ShardId"))
+    if shard.ending_sequence_number is None:
+        raise JsonRESTError("ValidationException", f"shard {shard.id} is open: only a closed shard leaves the stream")
+    table.closed_stream_shards = [s for s in table.closed_stream_shards if s is not shard]
+    return json.dumps({"RemovedShardId": shard.id})
+
+
 def _expire_item(self: DynamoDBStreamsHandler) -> str:
     name = self._get_param("TableName")
     table = _table(self, name)
@@ -282,6 +294,7 @@ def install() -> None:
     DynamoDBStreamsHandler.emulator_roll_shard = _roll_shard  # type: ignore[attr-defined]
     DynamoDBStreamsHandler.emulator_trim = _trim  # type: ignore[attr-defined]
     DynamoDBStreamsHandler.emulator_expire_item = _expire_item  # type: ignore[attr-defined]
+    DynamoDBStreamsHandler.emulator_remove_shard = _remove_shard  # type: ignore[attr-defined]
     _installed = True
 
 
@@ -336,3 +349,8 @@ def trim(
 def expire_item(endpoint: str, table: str, key: dict[str, Any]) -> bool:
     """Delete the item with ``key`` (wire format) as time to live does; False if there was none."""
     return bool(_control(endpoint, "EmulatorExpireItem", {"TableName": table, "Key": key})["Deleted"])
+
+
+def remove_shard(endpoint: str, table: str, shard_id: str) -> None:
+    """Remove the closed shard ``shard_id`` from the table's stream, as AWS does past the retention."""
+    _control(endpoint, "EmulatorRemoveShard", {"TableName": table, "ShardId": shard_id})

@@ -19,17 +19,19 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
-from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
-from airflow_kinesis_snowflake.core.dynamodb_sync import sync_table
+from airflow_kinesis_snowflake.core.dynamodb_job import AwsAccess, TableBatchPlan, TableBatchResult, read_unit
+from airflow_kinesis_snowflake.core.dynamodb_sync import _Batch, sync_table
+from airflow_kinesis_snowflake.core.job import JobCredentials
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBSink
-from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
+from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, SyncSettings, lease_key
+from airflow_kinesis_snowflake.core.sources.dynamodb.streams import list_stream_shards
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from tests.emulators import Emulators
 from tests.emulators.dynamodb_streams import trim
-from tests.emulators.servers import REGION
+from tests.emulators.servers import AWS_KEY, REGION
 from tests.emulators.spark_env import spark_env
 from tests.integration.core.test_dynamodb_sync import (
     client,
@@ -176,3 +178,35 @@ def test_on_spark_a_batch_refused_by_a_reset_and_a_gap_found_by_a_task_apply_not
     actual, _ = destination_rows(aws_connections, sync)
     assert actual == source_items(workload)
     assert not gone & set(actual)
+
+
+def test_a_task_reads_a_shard_never_read_from_its_first_record_so_a_trimmed_start_is_its_gap(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators)
+    workload.put(3, start=0)
+    (shard,) = list_stream_shards(client(emulators, "dynamodbstreams"), sync.stream_arn)
+    trim(emulators.aws_endpoint, workload.table, before=datetime.now(UTC) + timedelta(seconds=2))
+    # A generation that began 21 hours ago, whose shard no batch read.
+    generation = Generation(0, datetime.now(UTC) - timedelta(hours=21), None, completed=True)
+    key = lease_key(sync.table, 0, shard.shard_id)
+    batch = _Batch(
+        sync,
+        generation,
+        segments=[],
+        shards={key: shard.shard_id},
+        segment_marks={},
+        marks={},
+        first_records={key: shard.starting_sequence_number},
+    )
+    plan = TableBatchPlan.from_json(batch.plan(datetime.now(UTC) + timedelta(minutes=1), REGION).to_json())
+    credentials = JobCredentials(aws={"AWS_ACCESS_KEY_ID": AWS_KEY, "AWS_SECRET_ACCESS_KEY": AWS_KEY}, snowflake={})
+    access = AwsAccess(credentials, REGION, streams_endpoint=emulators.aws_endpoint)
+
+    (unit,) = plan.shards
+    found = read_unit(unit, plan, access, None, None)
+    passed_over = read_unit(replace(unit, first_record=None), plan, access, None, None)
+
+    assert found.gap is not None and found.gap.checkpoint is None and found.changes == []
+    assert "TrimmedDataAccessException" in found.gap.reason
+    assert passed_over.gap is None and passed_over.changes == []  # what TRIM_HORIZON would have loaded

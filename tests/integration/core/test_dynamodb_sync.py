@@ -42,7 +42,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from tests.conftest import query, unique
 from tests.emulators import Emulators
-from tests.emulators.dynamodb_streams import expire_item, roll_shard, trim
+from tests.emulators.dynamodb_streams import expire_item, remove_shard, roll_shard, trim
 
 pytestmark = pytest.mark.integration
 
@@ -540,6 +540,84 @@ def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap(emulators: Emula
     actual, _ = destination_rows(emulators, sync)
     assert actual == source_items(workload)
     assert not gone & set(actual)
+
+
+def delete_some(workload: Workload, numbers: tuple[int, ...]) -> set[str]:
+    """Delete the items put as ``numbers``; their keys."""
+    for n in numbers:
+        workload.dynamodb.delete_item(TableName=workload.table, Key=_key(workload.item(n, 0)))
+    return {key_text(workload.item(n, 0)) for n in numbers}
+
+
+def test_a_child_shard_left_unread_until_its_changes_were_trimmed_is_a_gap_not_a_silent_loss(
+    emulators: Emulators,
+) -> None:
+    settings = SyncSettings(total_segments=2, max_snapshot_batches_per_run=1)
+    workload, sync = make_source(emulators, settings=settings)
+    workload.put(10, start=0)
+
+    def yesterday() -> datetime:
+        return datetime.now(UTC) - timedelta(hours=21)
+
+    # Generation 0 began 21 hours ago by the runs' clock, and its snapshot is complete.
+    run_until_complete(emulators, sync, 0, now=yesterday)
+    parent, child = roll_shard(emulators.aws_endpoint, workload.table)
+    gone = delete_some(workload, (2, 7))
+    workload.put(2, start=20)
+    # Then, 21 hours ago, one batch reads the parent to its end and the run stops (as if it died):
+    # the child, which holds the deletes and puts, is left unread.
+    stopped = sync_table(
+        sync,
+        lease_dynamodb=client(emulators, "dynamodb"),
+        source_dynamodb=client(emulators, "dynamodb"),
+        streams=client(emulators, "dynamodbstreams"),
+        connect_snowflake=emulators.snowflake_connect,
+        owner="ddb/sync/run/-1/try-10/stopped",
+        now=yesterday,
+        cutoff=datetime.now(UTC),
+        max_rounds=0,
+    )
+    assert [b.shards_ended for b in stopped.batches] == [(parent,)]
+    leases = positions(emulators, sync, 1).leases
+    assert not leases[f"{sync.table}/g0/{child}"].checkpointed_at, "the child was read"
+    # Now, by the real clock, the child's records have passed the retention: TRIM_HORIZON would
+    # start after them, silently; the read from the child's first record finds the gap.
+    trim(emulators.aws_endpoint, workload.table, before=datetime.now(UTC) + timedelta(seconds=2))
+    outcome = run(emulators, sync, 11)
+    assert any("gap" in reason and child in reason for reason in outcome.generations_started), outcome
+    run_until_complete(emulators, sync, 12)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1 and generation.completed
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+    assert not gone & set(actual)
+
+
+def test_a_shard_that_left_the_stream_before_it_was_read_to_its_end_is_a_gap_and_its_child_is_not_stuck(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators, settings=SyncSettings(total_segments=2, max_snapshot_batches_per_run=1))
+    workload.put(10, start=0)
+    run_until_complete(emulators, sync, 0)
+    workload.put(30, start=100)
+    first = run(emulators, sync, 10)
+    (read,) = first.batches
+    assert list(read.shards.values()) == [sync.max_records_per_shard] and not read.shards_ended
+    parent, child = roll_shard(emulators.aws_endpoint, workload.table)
+    gone = delete_some(workload, (3, 8))
+    workload.put(2, start=200)
+    # AWS deletes a shard once its records passed the retention: the parent's last five are gone
+    # with it, and its child waits for a parent that no batch can finish.
+    remove_shard(emulators.aws_endpoint, workload.table, parent)
+    outcome = run(emulators, sync, 11)
+    assert any("gap" in r and "left the stream" in r for r in outcome.generations_started), outcome
+    run_until_complete(emulators, sync, 12)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1 and generation.completed
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+    assert not gone & set(actual)
+    assert f"{sync.table}/g1/{child}" in positions(emulators, sync, 2).leases
 
 
 # -- widening an unpacked column ----------------------------------------------------------------

@@ -72,6 +72,7 @@ def plan(**changes: Any) -> TableBatchPlan:
         shards=(
             ShardUnit("orders-v2/g2/shardId-1", "shardId-1", None),
             ShardUnit("orders-v2/g2/shardId-2", "shardId-2", Checkpoint(SEQ)),
+            ShardUnit("orders-v2/g2/shardId-3", "shardId-3", None, first_record="4200000000000000000001"),
         ),
         max_items_per_segment=500,
         max_records_per_shard=1000,
@@ -128,10 +129,10 @@ def test_a_plan_too_large_for_one_argument_is_refused_naming_the_setting_to_lowe
 def test_each_segment_and_each_shard_is_one_unit_of_work() -> None:
     p = plan()
     assert p.units == [*p.segments, *p.shards]
-    assert [type(u).__name__ for u in p.units] == ["SegmentUnit", "SegmentUnit", "ShardUnit", "ShardUnit"]
+    assert [type(u).__name__ for u in p.units] == ["SegmentUnit", "SegmentUnit", *["ShardUnit"] * 3]
 
 
-def test_the_control_plane_plans_each_held_segment_from_its_cursor_and_each_shard_after_its_mark() -> None:
+def test_the_control_plane_plans_each_segment_from_its_cursor_and_each_shard_after_its_mark_or_first_record() -> None:
     generation = Generation(2, STARTED, SnapshotStart(2, STARTED, 3))
     cursor = SegmentCursor.from_text(CURSOR)
     sync = TableSync(
@@ -148,14 +149,18 @@ def test_the_control_plane_plans_each_held_segment_from_its_cursor_and_each_shar
         sync,
         generation,
         segments=[SegmentTask(Segment(2, 0, 3), None), SegmentTask(Segment(2, 1, 3), cursor)],
-        shards={"orders-v2/g2/shardId-9": "shardId-9"},
+        shards={"orders-v2/g2/shardId-9": "shardId-9", "orders-v2/g2/shardId-a": "shardId-a"},
         segment_marks=marks,
         marks={"orders-v2/g2/shardId-9": Checkpoint(SEQ)},
+        first_records={"orders-v2/g2/shardId-a": "77"},
     )
     cutoff = STARTED + timedelta(hours=1)
     got = batch.plan(cutoff, "eu-west-1")
     assert got.segments == (SegmentUnit(0, None, None), SegmentUnit(1, cursor.to_text(), marks[1]))
-    assert got.shards == (ShardUnit("orders-v2/g2/shardId-9", "shardId-9", Checkpoint(SEQ)),)
+    assert got.shards == (
+        ShardUnit("orders-v2/g2/shardId-9", "shardId-9", Checkpoint(SEQ)),
+        ShardUnit("orders-v2/g2/shardId-a", "shardId-a", None, first_record="77"),  # never read: from its first
+    )
     assert (got.generation, got.total_segments, got.batch_id, got.cutoff) == (2, 3, batch.batch_id, cutoff)
     assert got.stream_not_before == generation.stream_not_before
     assert (got.max_items_per_segment, got.max_records_per_shard) == (11, 22)

@@ -173,12 +173,61 @@ def checkpoint_gap(
     shard_id: str, last_read_at: datetime | None, now: datetime, max_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE
 ) -> Gap | None:
     """A shard last read up to its cut-off at ``last_read_at`` has a gap once that is ``max_age`` ago
-    (:func:`.streams.gap_reason`); None (never read) is no gap: the generation's start is recent.
+    (:func:`.streams.gap_reason`); None (never read) is no gap here: :func:`reads_from_first_record`
+    makes the read itself find one.
     """
     if last_read_at is None:
         return None
     reason = gap_reason(last_read_at, now, max_age)
     return None if reason is None else Gap(shard_id, f"shard {shard_id}: {reason}")
+
+
+def shard_gap(
+    shard_id: str,
+    *,
+    listed: bool,
+    ended: bool,
+    last_read_at: datetime | None,
+    now: datetime,
+    max_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE,
+) -> Gap | None:
+    """The gap, if any, in one stream shard of the current generation, from its lease.
+
+    A shard read to its end has none. A shard that DescribeStream no longer lists but that no batch
+    read to its end left the stream with records unread (AWS removes a shard once its records are
+    past the retention): a gap, which also frees its children, which wait for their parents. A
+    listed shard has one once its last read is ``max_age`` ago (:func:`checkpoint_gap`).
+
+    :param listed: DescribeStream lists the shard.
+    :param ended: a batch read the shard to its end (its lease is SHARD_END).
+    :param last_read_at: when a batch last read it; None: never.
+    """
+    if ended:
+        return None
+    if not listed:
+        return Gap(
+            shard_id,
+            f"shard {shard_id} left the stream (its records passed the stream's retention) before a batch "
+            "read it to its end",
+        )
+    return checkpoint_gap(shard_id, last_read_at, now, max_age)
+
+
+def reads_from_first_record(
+    generation: Generation, now: datetime, max_age: timedelta = DEFAULT_MAX_CHECKPOINT_AGE
+) -> bool:
+    """Whether a shard that no batch has read starts at its first sequence number (AT_SEQUENCE_NUMBER),
+    not at TRIM_HORIZON.
+
+    TRIM_HORIZON starts at the oldest record kept, so it passes silently over records trimmed
+    before the first read. While the generation began less than ``max_age`` ago that is harmless:
+    a trimmed record is older than the stream's retention, so it predates the generation's view
+    (the snapshot holds its effect). Once the generation is older, a shard never read (a child
+    left unread by an outage after its parent ended, a shard whose lease table was deleted) may
+    have lost records of the view: reading from its first sequence number makes DynamoDB answer
+    ``TrimmedDataAccessException``, a gap, where records were trimmed.
+    """
+    return now - generation.started_at >= max_age
 
 
 def next_step(

@@ -5,13 +5,15 @@
 number is closed, and its child names it as ``ParentShardId``. Parents come before children, so
 that an item's changes are applied in their order.
 
-**A range.** A read starts after a checkpoint (``AFTER_SEQUENCE_NUMBER``) or at the shard's start
-(``TRIM_HORIZON``). DynamoDB Streams has no AT_TIMESTAMP: a start at a time (``snapshot: skip``
-with LATEST, or the position fixed before a snapshot) is TRIM_HORIZON skipping the records created
-before ``not_before``; the checkpoint moves past what was skipped. The read stops at the first
-record created after the batch's cut-off (left for the next batch), at ``max_records``, when the
-shard is caught up (:data:`MAX_EMPTY_READS` empty pages in a row), or at the shard's end (a page
-without ``NextShardIterator``). GetRecords takes at most :data:`MAX_RECORDS_PER_CALL` records.
+**A range.** A read starts after a checkpoint (``AFTER_SEQUENCE_NUMBER``), at the shard's first
+sequence number (``AT_SEQUENCE_NUMBER``: where records may have been trimmed before the first read,
+so that the trimming is found, not passed over) or at the oldest record kept (``TRIM_HORIZON``).
+DynamoDB Streams has no AT_TIMESTAMP: a start at a time (``snapshot: skip`` with LATEST, or the
+position fixed before a snapshot) skips the records created before ``not_before``; the checkpoint
+moves past what was skipped. The read stops at the first record created after the batch's cut-off
+(left for the next batch), at ``max_records``, when the shard is caught up (:data:`MAX_EMPTY_READS`
+empty pages in a row), or at the shard's end (a page without ``NextShardIterator``). GetRecords
+takes at most :data:`MAX_RECORDS_PER_CALL` records.
 
 **Faults.** ``LimitExceededException`` is retried after a growing pause; ``ExpiredIteratorException``
 gets a new iterator after the last record read, so nothing is read twice or skipped; a
@@ -206,14 +208,17 @@ class _Reader:
         shard_id: str,
         result: StreamRead,
         sleep: Callable[[float], None],
+        first_record: str | None = None,
     ) -> None:
         self.client, self.stream_arn, self.table, self.shard_id = client, stream_arn, table, shard_id
-        self.result, self.sleep = result, sleep
+        self.result, self.sleep, self.first_record = result, sleep, first_record
 
     def iterator(self) -> str:
         args: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": self.shard_id}
         last = self.result.last_sequence_number
-        if last is None:
+        if last is None and self.first_record is not None:
+            args.update(ShardIteratorType="AT_SEQUENCE_NUMBER", SequenceNumber=self.first_record)
+        elif last is None:
             args["ShardIteratorType"] = "TRIM_HORIZON"
         else:
             args.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=last)
@@ -270,6 +275,7 @@ def read_stream_shard(
     max_records: int,
     after: str | None = None,
     not_before: datetime | None = None,
+    first_record: str | None = None,
     records_per_call: int = MAX_RECORDS_PER_CALL,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StreamRead:
@@ -284,16 +290,19 @@ def read_stream_shard(
     :param max_records: the most records a read converts.
     :param after: the checkpoint: the read starts after this sequence number; None: at the start.
     :param not_before: with no checkpoint, records created before this time are skipped.
+    :param first_record: with no checkpoint, the read starts at this sequence number (the shard's
+        first) rather than at TRIM_HORIZON, so that records trimmed before it are a gap
+        (:func:`.progress.reads_from_first_record` says when).
     :param records_per_call: GetRecords' ``Limit`` (at most :data:`MAX_RECORDS_PER_CALL`).
     :param sleep: how the read pauses when throttled.
-    :raises StreamGap: the records after the checkpoint were trimmed.
+    :raises StreamGap: the records after the checkpoint (or from ``first_record``) were trimmed.
     :raises StreamViewTypeError: the stream keeps no new images.
     """
     if max_records < 1:
         raise ValueError(f"max_records must be at least 1, got {max_records}")
     per_call = max(1, min(records_per_call, MAX_RECORDS_PER_CALL))
     result = StreamRead(shard_id=shard_id, last_sequence_number=after)
-    reader = _Reader(client, stream_arn, table, shard_id, result, sleep)
+    reader = _Reader(client, stream_arn, table, shard_id, result, sleep, first_record)
     skip_before = not_before if after is None else None
     iterator: str | None = reader.iterator()
     empty = 0

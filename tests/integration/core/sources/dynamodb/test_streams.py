@@ -245,6 +245,25 @@ def test_a_checkpoint_behind_the_trim_horizon_is_a_stream_gap(emulators: Emulato
     assert [c.keys["pk"]["S"] for c in from_kept.changes] == ["c", "d"]
 
 
+def test_a_read_from_the_first_record_finds_a_trimmed_start_that_trim_horizon_passes_over(emulators: Emulators) -> None:
+    table = new_table(emulators)
+    for pk in "abcd":
+        table.put(pk)
+    (shard,) = list_stream_shards(table.streams, table.stream_arn)
+    whole = table.read(shard.shard_id, first_record=shard.starting_sequence_number)
+    sequences = [str(c.version.sequence) for c in whole.changes]
+    trim(emulators.aws_endpoint, table.name, shard_id=shard.shard_id, sequence_number=sequences[2])
+
+    with pytest.raises(StreamGap) as raised:
+        table.read(shard.shard_id, first_record=shard.starting_sequence_number)
+    from_horizon = table.read(shard.shard_id)
+
+    assert [c.keys["pk"]["S"] for c in whole.changes] == list("abcd")
+    assert raised.value.checkpoint is None and "from its start" in str(raised.value)
+    assert "TrimmedDataAccessException" in str(raised.value)
+    assert [c.keys["pk"]["S"] for c in from_horizon.changes] == ["c", "d"]  # a and b, silently gone
+
+
 def test_records_trimmed_by_age_are_a_gap_for_a_checkpoint_among_them(emulators: Emulators) -> None:
     table = new_table(emulators)
     table.put("a")

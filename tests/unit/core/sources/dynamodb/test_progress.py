@@ -19,6 +19,8 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     checkpoint_gap,
     lease_key,
     next_step,
+    reads_from_first_record,
+    shard_gap,
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SegmentCursor, SegmentState, SnapshotStart
 
@@ -85,6 +87,36 @@ def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap():
     gap = checkpoint_gap("s", NOW - timedelta(hours=21), NOW)
     assert gap is not None and gap.shard_id == "s" and "safe age" in gap.reason
     assert checkpoint_gap("s", NOW - timedelta(hours=3), NOW, max_age=timedelta(hours=2)) is not None
+
+
+def test_a_shard_read_to_its_end_has_no_gap_however_long_ago_and_whether_listed_or_not():
+    for listed in (True, False):
+        last_read = NOW - timedelta(days=3)
+        assert shard_gap("s", listed=listed, ended=True, last_read_at=last_read, now=NOW) is None
+
+
+def test_a_listed_shard_has_a_gap_once_its_last_read_is_older_than_the_safe_age():
+    assert shard_gap("s", listed=True, ended=False, last_read_at=NOW - timedelta(hours=19), now=NOW) is None
+    assert shard_gap("s", listed=True, ended=False, last_read_at=None, now=NOW) is None
+    old = shard_gap("s", listed=True, ended=False, last_read_at=NOW - timedelta(hours=21), now=NOW)
+    assert old is not None and "safe age" in old.reason
+
+
+@pytest.mark.parametrize("last_read", [None, NOW - timedelta(minutes=5)])
+def test_a_shard_that_left_the_stream_before_it_was_read_to_its_end_is_a_gap(last_read):
+    gap = shard_gap("shardId-7", listed=False, ended=False, last_read_at=last_read, now=NOW)
+    assert gap is not None and gap.shard_id == "shardId-7"
+    assert "left the stream" in gap.reason and "retention" in gap.reason
+
+
+@pytest.mark.parametrize(
+    ("age", "from_first"),
+    [(timedelta(minutes=1), False), (timedelta(hours=19, minutes=59), False), (timedelta(hours=20), True)],
+)
+def test_a_shard_never_read_starts_at_its_first_record_once_the_generation_is_older_than_the_safe_age(age, from_first):
+    current = Generation(2, NOW - age, None, completed=True)
+    assert reads_from_first_record(current, NOW) is from_first
+    assert reads_from_first_record(current, NOW, max_age=timedelta(minutes=1)) is True
 
 
 @pytest.mark.parametrize(
