@@ -8,7 +8,8 @@ reads what, and a cache of the positions. Each batch:
    start a generation (recorded in Snowflake before anything is read, so its stream position is
    fixed before its snapshot starts), complete a snapshot, or read. A gap (a shard of the current
    generation last read longer than ``max_checkpoint_age`` ago by the run's ``now``, a shard that
-   left the stream before it was read to its end, or a trimmed position found by a read) starts
+   left the stream before it was read to its end, a stream that is not the one the generation
+   follows, or a trimmed position found by a read) starts
    the next generation with ``on_gap: resnapshot``, or raises :class:`.progress.StreamGapError`
    with ``on_gap: fail`` before anything is recorded.
 2. **Leases** the segments the step names and the generation's stream shards whose parents are
@@ -43,7 +44,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,6 +91,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     next_step,
     reads_from_first_record,
     shard_gap,
+    stream_replaced,
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter, ReadRateSettings, segment_read_rate
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import (
@@ -227,11 +229,13 @@ def sync_table(
             states = _segment_states(segment_marks)
             shards = list_stream_shards(streams, sync.stream_arn)
             if gap is None and current is not None:
-                gap = _checkpoint_gap(leases, sync, current, shards, now())
+                gap = stream_replaced(current, sync.stream_arn) or _checkpoint_gap(leases, sync, current, shards, now())
             step = next_step(sync.table, current, states, sync.settings, now(), gap)
             gap = None
             if isinstance(step, StartGeneration):
-                sink.record_generation(sync.application_name, step.generation, step.reason)
+                sink.record_generation(
+                    sync.application_name, replace(step.generation, stream_arn=sync.stream_arn), step.reason
+                )
                 log.info("%s: generation %d started: %s", sync.table, step.generation.number, step.reason)
                 outcome.generations_started.append(step.reason)
                 continue

@@ -84,7 +84,9 @@ class ResetDynamoDBTablesOperator(BaseOperator):
                 sync = syncs[table]
                 sink = DynamoDBSink(conn, sync.target)
                 current = sink.current_generation(application_name)
-                reset = plan_table_reset(table, current, sync.settings.total_segments, now, requested_by)
+                reset = plan_table_reset(
+                    table, current, sync.settings.total_segments, now, requested_by, sync.stream_arn
+                )
                 recorded = None
                 if reset.start is not None and not params.dry_run:
                     if not sink.record_generation(application_name, reset.start.generation, reset.start.reason):

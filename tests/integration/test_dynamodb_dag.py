@@ -132,6 +132,14 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
             )
         )
 
+    def followed_streams(table: str) -> set[str]:
+        rows = query(
+            emulators,
+            "SELECT STREAM_ARN FROM ANALYTICS.RAW.DYNAMODB_SYNC_GENERATIONS "
+            f"WHERE APPLICATION_NAME = '{app}' AND TABLE_NAME = '{table}'",
+        )
+        return {str(r[0]) for r in rows}
+
     before = {table: generations(table) for table in (orders, events)}
     assert [g for g, _ in before[orders]] == [0]
     # (a) A dry run (the default) says what would happen and records nothing.
@@ -164,6 +172,8 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     after = generations(orders)
     assert [g for g, _ in after] == [0, 1] and after[1][1].startswith(f"reset requested (reset/{reset_id}/")
+    # Both generations follow the table's stream, as discovery found it.
+    assert followed_streams(orders) == {dynamodb.describe_table(TableName=orders)["Table"]["LatestStreamArn"]}
     assert generations(events) == before[events]
     assert loaded(emulators, drifted) != scanned(dynamodb, orders)  # nothing truncated: still the drifted rows
     # (d) The next sync takes the new snapshot: the Snowflake table equals a full Scan again, item by item.

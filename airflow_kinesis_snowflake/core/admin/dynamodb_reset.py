@@ -136,7 +136,12 @@ def _state(generation: Generation) -> str:
 
 
 def plan_table_reset(
-    table: str, current: Generation | None, total_segments: int, now: datetime, requested_by: str
+    table: str,
+    current: Generation | None,
+    total_segments: int,
+    now: datetime,
+    requested_by: str,
+    stream_arn: str | None = None,
 ) -> TableReset:
     """What a reset of ``table`` does (see the module docstring).
 
@@ -144,9 +149,10 @@ def plan_table_reset(
     :param total_segments: the connector's ``snapshot_total_segments``.
     :param now: the reset's time: the new generation's start.
     :param requested_by: who asked (the DAG run), written into the generation's reason.
+    :param stream_arn: the table's stream now, which the new generation follows.
     """
     if current is None:
         return TableReset(table, None, None)
     number = current.number + 1
-    generation = Generation(number, now, SnapshotStart(number, now, total_segments))
+    generation = Generation(number, now, SnapshotStart(number, now, total_segments), stream_arn=stream_arn)
     return TableReset(table, current, StartGeneration(generation, f"reset requested ({requested_by})"))

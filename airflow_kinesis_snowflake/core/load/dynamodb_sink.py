@@ -228,14 +228,20 @@ def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
         f"CREATE TABLE IF NOT EXISTS {target.generations} ("
         "APPLICATION_NAME VARCHAR NOT NULL, TABLE_NAME VARCHAR NOT NULL, GENERATION NUMBER(10,0) NOT NULL, "
         "STARTED_AT VARCHAR NOT NULL, TOTAL_SEGMENTS NUMBER(10,0) NOT NULL, STREAM_FROM_TRIM_HORIZON BOOLEAN NOT NULL, "
-        "REASON VARCHAR NOT NULL, COMPLETED BOOLEAN NOT NULL, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
+        "REASON VARCHAR NOT NULL, COMPLETED BOOLEAN NOT NULL, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), "
+        "STREAM_ARN VARCHAR)",
+    )
+    # A generations table created before it recorded the stream followed.
+    stream = SupportObjectDDL(
+        "sync generations' stream", f"ALTER TABLE {target.generations} ADD COLUMN IF NOT EXISTS STREAM_ARN VARCHAR"
     )
     if target.deletes is Deletes.SOFT:
-        return (ledger, generations)
+        return (ledger, generations, stream)
     keys = ", ".join(f"{_q(k.name)} {k.column_type} NOT NULL" for k in target.keys)
     return (
         ledger,
         generations,
+        stream,
         SupportObjectDDL(
             "tombstones",
             f"CREATE TABLE IF NOT EXISTS {target.tombstones} ({keys}, {VERSION_COLUMN} VARCHAR NOT NULL)",
@@ -513,29 +519,30 @@ class DynamoDBSink:
         """
         rows = self._execute(
             f"SELECT GENERATION, MIN(STARTED_AT), MAX(TOTAL_SEGMENTS), "
-            "MAX(CASE WHEN STREAM_FROM_TRIM_HORIZON THEN 1 ELSE 0 END), MAX(CASE WHEN COMPLETED THEN 1 ELSE 0 END) "
-            f"FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
+            "MAX(CASE WHEN STREAM_FROM_TRIM_HORIZON THEN 1 ELSE 0 END), MAX(CASE WHEN COMPLETED THEN 1 ELSE 0 END), "
+            f"MAX(STREAM_ARN) FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
             "GROUP BY GENERATION ORDER BY GENERATION DESC LIMIT 1",
             (application_name, self.target.source_table),
         )
         if not rows:
             return None
-        number, started, total, trim_horizon, completed = rows[0]
+        number, started, total, trim_horizon, completed, stream_arn = rows[0]
         started_at = datetime.fromisoformat(str(started))
         snapshot = SnapshotStart(int(number), started_at, int(total)) if int(total) else None
-        return Generation(int(number), started_at, snapshot, bool(trim_horizon), bool(completed))
+        return Generation(int(number), started_at, snapshot, bool(trim_horizon), bool(completed), stream_arn)
 
     # -- writes ---------------------------------------------------------------------------------
 
     def record_generation(self, application_name: str, generation: Generation, reason: str) -> bool:
-        """Record a generation's start, before anything of it is read; False when this or a later
-        generation is already recorded (another worker started it: the caller reads it back)."""
+        """Record a generation's start and the stream it follows, before anything of it is read; False
+        when this or a later generation is already recorded (another worker started it: the caller
+        reads it back)."""
         total = generation.snapshot.total_segments if generation.snapshot else 0
         return (
             self._rowcount(
                 f"INSERT INTO {self.target.generations} (APPLICATION_NAME, TABLE_NAME, GENERATION, STARTED_AT, "
-                "TOTAL_SEGMENTS, STREAM_FROM_TRIM_HORIZON, REASON, COMPLETED) "
-                "SELECT %s, %s, %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
+                "TOTAL_SEGMENTS, STREAM_FROM_TRIM_HORIZON, REASON, COMPLETED, STREAM_ARN) "
+                "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
                 f"SELECT 1 FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
                 "AND GENERATION >= %s)",
                 (
@@ -547,6 +554,7 @@ class DynamoDBSink:
                     generation.stream_from_trim_horizon,
                     reason,
                     generation.completed,
+                    generation.stream_arn,
                     application_name,
                     self.target.source_table,
                     generation.number,

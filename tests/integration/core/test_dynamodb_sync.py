@@ -129,16 +129,9 @@ class Workload:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def make_source(
-    emulators: Emulators,
-    layout: Layout = Layout.PACKED,
-    deletes: Deletes = Deletes.HARD,
-    settings: SyncSettings | None = None,
-) -> tuple[Workload, TableSync]:
-    """A table with a partition and a sort key, its stream, its destination, and its sync."""
-    dynamodb = client(emulators, "dynamodb")
-    name = unique("orders")
-    description = dynamodb.create_table(
+def create_table(dynamodb: Any, name: str) -> dict[str, Any]:
+    """A table with a partition and a sort key, and a stream of new and old images; its description."""
+    description: dict[str, Any] = dynamodb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         AttributeDefinitions=[
@@ -148,6 +141,19 @@ def make_source(
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )["TableDescription"]
+    return description
+
+
+def make_source(
+    emulators: Emulators,
+    layout: Layout = Layout.PACKED,
+    deletes: Deletes = Deletes.HARD,
+    settings: SyncSettings | None = None,
+) -> tuple[Workload, TableSync]:
+    """A table with a partition and a sort key, its stream, its destination, and its sync."""
+    dynamodb = client(emulators, "dynamodb")
+    name = unique("orders")
+    description = create_table(dynamodb, name)
     keys = key_attributes(description)
     destination = Destination("ANALYTICS", "RAW", name.replace("-", "_").upper())
     target = DynamoDBTarget(destination, name, tuple(KeyColumn(k.column, k.sql_type) for k in keys), layout, deletes)
@@ -618,6 +624,32 @@ def test_a_shard_that_left_the_stream_before_it_was_read_to_its_end_is_a_gap_and
     assert actual == source_items(workload)
     assert not gone & set(actual)
     assert f"{sync.table}/g1/{child}" in positions(emulators, sync, 2).leases
+
+
+def test_a_table_deleted_and_created_again_has_a_new_stream_and_gets_a_new_snapshot_not_a_mix(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators, settings=SyncSettings(total_segments=2, max_snapshot_batches_per_run=1))
+    workload.put(12, start=0)
+    run_until_complete(emulators, sync, 0)
+    first = current_generation(emulators, sync)
+    assert first is not None and first.stream_arn == sync.stream_arn
+    # The table is deleted and created again under its name (restored from an older backup, say):
+    # its new stream holds none of the old items' deletions.
+    workload.dynamodb.delete_table(TableName=workload.table)
+    description = create_table(workload.dynamodb, workload.table)
+    workload.put(3, start=100)
+    changed = workload.item(4, 1)
+    workload.put_item(changed)  # a key the old table had, with other values
+    renewed = dataclasses.replace(sync, stream_arn=description["LatestStreamArn"])  # as discovery finds it
+    assert renewed.stream_arn != sync.stream_arn
+    outcome = run(emulators, renewed, 10)
+    assert any("stream is now" in r and sync.stream_arn in r for r in outcome.generations_started), outcome
+    run_until_complete(emulators, renewed, 11)
+    generation = current_generation(emulators, renewed)
+    assert generation is not None and generation.number == 1 and generation.stream_arn == renewed.stream_arn
+    actual, _ = destination_rows(emulators, renewed)
+    assert actual == source_items(workload) and len(actual) == 4
 
 
 # -- widening an unpacked column ----------------------------------------------------------------

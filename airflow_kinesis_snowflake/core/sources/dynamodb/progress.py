@@ -114,6 +114,8 @@ class Generation:
     :param snapshot: its snapshot's segments; None when the snapshot was skipped.
     :param stream_from_trim_horizon: its stream is read from the oldest record kept, unfiltered.
     :param completed: its snapshot's completion (step 3) committed; True when there is no snapshot.
+    :param stream_arn: the stream it follows (the table's ``LatestStreamArn`` when it started); None
+        when not recorded.
     """
 
     number: int
@@ -121,6 +123,7 @@ class Generation:
     snapshot: SnapshotStart | None
     stream_from_trim_horizon: bool = False
     completed: bool = False
+    stream_arn: str | None = None
 
     def __post_init__(self) -> None:
         if self.snapshot is not None and self.snapshot.generation != self.number:
@@ -167,6 +170,24 @@ class Gap:
 
     shard_id: str
     reason: str
+
+
+def stream_replaced(current: Generation, stream_arn: str) -> Gap | None:
+    """A gap when the table's stream is no longer the one the generation follows.
+
+    Disabling a table's stream and enabling it again makes a new stream, and so does deleting the
+    table and creating it again: the changes made in between are in no stream, and those the old
+    stream held unread are no longer followed. Only a new snapshot finds the table's state again.
+    A generation that did not record its stream (None) is taken as following the current one.
+    """
+    if current.stream_arn is None or current.stream_arn == stream_arn:
+        return None
+    return Gap(
+        stream_arn,
+        f"the table's stream is now {stream_arn}, not {current.stream_arn} that generation {current.number} "
+        "follows (the stream was disabled and enabled again, or the table deleted and created again): changes "
+        "made in between are in neither stream",
+    )
 
 
 def checkpoint_gap(

@@ -456,3 +456,42 @@ def test_a_batch_of_a_superseded_generation_is_refused_and_applies_nothing(packe
                 segment_starts={0: SegmentMark(cursor, items=1)},
                 segment_ends={0: SegmentMark(None, done=True, items=2)})  # fmt: skip
     assert {k: r["item"] for k, r in table.rows().items()} == {"a": {"id": "a", "v": 1}, "b": {"id": "b", "v": 2}}
+
+
+def test_a_generations_table_from_before_the_stream_was_recorded_gains_the_column_and_keeps_its_rows(
+    emulators: Emulators,
+) -> None:
+    schema = unique("OLD").replace("-", "_").upper()
+    target = DynamoDBTarget(
+        Destination("ANALYTICS", schema, "ORDERS"), "orders", (KeyColumn("ID", "VARCHAR"),), Layout.PACKED
+    )
+    conn = emulators.snowflake_connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("CREATE DATABASE IF NOT EXISTS ANALYTICS")
+        cur.execute(f"CREATE SCHEMA ANALYTICS.{schema}")
+        # As the first releases created it: no STREAM_ARN.
+        cur.execute(
+            f"CREATE TABLE {target.generations} (APPLICATION_NAME VARCHAR NOT NULL, TABLE_NAME VARCHAR NOT NULL, "
+            "GENERATION NUMBER(10,0) NOT NULL, STARTED_AT VARCHAR NOT NULL, TOTAL_SEGMENTS NUMBER(10,0) NOT NULL, "
+            "STREAM_FROM_TRIM_HORIZON BOOLEAN NOT NULL, REASON VARCHAR NOT NULL, COMPLETED BOOLEAN NOT NULL, "
+            "RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())"
+        )
+        cur.execute(
+            f"INSERT INTO {target.generations} (APPLICATION_NAME, TABLE_NAME, GENERATION, STARTED_AT, TOTAL_SEGMENTS, "
+            "STREAM_FROM_TRIM_HORIZON, REASON, COMPLETED) VALUES ('app', 'orders', 0, %s, 2, FALSE, 'first', TRUE)",
+            (T0.isoformat(),),
+        )
+        sink = DynamoDBSink(conn, target)
+        sink.ensure_support_objects()
+        sink.ensure_support_objects()  # idempotent
+        assert sink.current_generation("app") == Generation(0, T0, SnapshotStart(0, T0, 2), completed=True)
+        later = T0 + timedelta(hours=1)
+        stream_arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-11-24T00:00:00.000"
+        assert sink.record_generation(
+            "app", Generation(1, later, SnapshotStart(1, later, 2), stream_arn=stream_arn), "a gap"
+        )
+        current = sink.current_generation("app")
+        assert current is not None and (current.number, current.stream_arn) == (1, stream_arn)
+    finally:
+        conn.close()

@@ -34,12 +34,12 @@ def test_before_the_first_sync_there_is_nothing_to_reset() -> None:
         (Generation(2, T0, None, completed=True), "stream only"),
     ],
 )
-def test_a_reset_starts_the_next_generation_with_a_snapshot_of_the_connectors_segments(
+def test_a_reset_starts_the_next_generation_with_a_snapshot_of_the_connectors_segments_on_the_stream_now(
     current: Generation, state: str
 ) -> None:
-    reset = plan_table_reset("orders", current, 8, NOW, "reset/dag/run-1/1")
+    reset = plan_table_reset("orders", current, 8, NOW, "reset/dag/run-1/1", "arn:orders/stream/b")
     assert reset.start is not None
-    assert reset.start.generation == Generation(3, NOW, SnapshotStart(3, NOW, 8))
+    assert reset.start.generation == Generation(3, NOW, SnapshotStart(3, NOW, 8), stream_arn="arn:orders/stream/b")
     assert reset.start.reason == "reset requested (reset/dag/run-1/1)"
     line = reset.describe()
     assert f"generation 2 ({state}" in line and "-> generation 3" in line and "8 segments" in line

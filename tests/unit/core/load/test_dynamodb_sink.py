@@ -47,9 +47,10 @@ def test_a_segment_has_a_cursor_exactly_until_it_is_done() -> None:
 
 def test_tombstones_exist_only_with_hard_deletes() -> None:
     hard = support_objects_ddl(target(Deletes.HARD))
-    assert [d.kind for d in hard] == ["snapshot ledger", "sync generations", "tombstones"]
-    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == ["snapshot ledger", "sync generations"]
-    assert '"SK" NUMBER(38,0) NOT NULL' in hard[2].sql
+    generations = ["snapshot ledger", "sync generations", "sync generations' stream"]
+    assert [d.kind for d in hard] == [*generations, "tombstones"]
+    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == generations
+    assert '"SK" NUMBER(38,0) NOT NULL' in hard[3].sql
 
 
 def test_an_upsert_sets_every_attribute_column_null_where_the_batch_has_none() -> None:

@@ -21,6 +21,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     next_step,
     reads_from_first_record,
     shard_gap,
+    stream_replaced,
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SegmentCursor, SegmentState, SnapshotStart
 
@@ -87,6 +88,16 @@ def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap():
     gap = checkpoint_gap("s", NOW - timedelta(hours=21), NOW)
     assert gap is not None and gap.shard_id == "s" and "safe age" in gap.reason
     assert checkpoint_gap("s", NOW - timedelta(hours=3), NOW, max_age=timedelta(hours=2)) is not None
+
+
+def test_a_stream_other_than_the_one_the_generation_follows_is_a_gap_naming_both():
+    followed = Generation(3, NOW, None, completed=True, stream_arn="arn:table/orders/stream/2026-01-01")
+    assert stream_replaced(followed, "arn:table/orders/stream/2026-01-01") is None
+    gap = stream_replaced(followed, "arn:table/orders/stream/2026-11-24")
+    assert gap is not None and "arn:table/orders/stream/2026-11-24" in gap.reason
+    assert "not arn:table/orders/stream/2026-01-01 that generation 3 follows" in gap.reason
+    unrecorded = Generation(3, NOW, None, completed=True)
+    assert stream_replaced(unrecorded, "arn:table/orders/stream/2026-11-24") is None
 
 
 def test_a_shard_read_to_its_end_has_no_gap_however_long_ago_and_whether_listed_or_not():
