@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_kinesis_snowflake.core.batch import BatchRefused, BatchSettings
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun, decode_run
+from airflow_kinesis_snowflake.core.dynamodb_job import encode_table_plan
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan, encode_plan
@@ -33,6 +34,7 @@ from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, KinesisJobSubmitHook
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
+from tests.unit.core.test_dynamodb_job import plan as table_plan
 
 
 def spark_connection(monkeypatch: pytest.MonkeyPatch, host: str, **extra: Any) -> str:
@@ -400,6 +402,21 @@ def test_a_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
 
     with pytest.raises(AirflowException, match=r"set batch\.max_shards_per_batch in the connector file to at most"):
         hook.run_batch(batch_plan(shards=20), kinesis=kinesis, snowflake=snowflake)
+
+    assert not spark_submit_fails.exists()
+
+
+def test_a_dynamodb_table_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
+    monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path
+) -> None:
+    aws, snowflake = job_connections(monkeypatch)
+    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    monkeypatch.setattr(
+        "airflow_kinesis_snowflake.hooks.spark.encode_table_plan", partial(encode_table_plan, limit=100)
+    )
+
+    with pytest.raises(AirflowException, match="lower snapshot_total_segments in the connector file; nothing was"):
+        hook.run_table_batch(table_plan(), aws=aws, snowflake=snowflake)
 
     assert not spark_submit_fails.exists()
 
