@@ -20,7 +20,7 @@ import pytest
 
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_job import AwsAccess, TableBatchPlan, TableBatchResult, read_unit
-from airflow_kinesis_snowflake.core.dynamodb_sync import _Batch, sync_table
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, _Batch, sync_table
 from airflow_kinesis_snowflake.core.job import JobCredentials
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBSink
@@ -34,6 +34,7 @@ from tests.emulators.dynamodb_streams import trim
 from tests.emulators.servers import AWS_KEY, REGION
 from tests.emulators.spark_env import spark_env
 from tests.integration.core.test_dynamodb_sync import (
+    Workload,
     client,
     column_types,
     destination_rows,
@@ -45,14 +46,21 @@ from tests.integration.core.test_dynamodb_sync import (
 pytestmark = pytest.mark.integration
 
 
+def source_on_spark(
+    emulators: Emulators, monkeypatch: pytest.MonkeyPatch, layout: Layout, *, total_segments: int
+) -> tuple[Workload, TableSync]:
+    """A source table whose batches run through spark-submit (every segment in one batch, 100 items or records each)."""
+    for name, value in spark_env().items():
+        monkeypatch.setenv(name, value)
+    settings = SyncSettings(total_segments=total_segments, max_segments_per_batch=total_segments)
+    workload, sync = make_source(emulators, layout, Deletes.HARD, settings)
+    return workload, replace(sync, max_items_per_segment=100, max_records_per_shard=100)
+
+
 def test_a_snapshot_of_three_segments_and_a_stream_batch_run_as_spark_tasks_and_the_table_equals_a_scan(
     aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in spark_env().items():
-        monkeypatch.setenv(name, value)
-    settings = SyncSettings(total_segments=3, max_segments_per_batch=3)
-    workload, sync = make_source(aws_connections, Layout.UNPACKED, Deletes.HARD, settings)
-    sync = replace(sync, max_items_per_segment=100, max_records_per_shard=100)
+    workload, sync = source_on_spark(aws_connections, monkeypatch, Layout.UNPACKED, total_segments=3)
     workload.put(12, start=0)
     updated = {**workload.item(5, 3), "sk": {"N": "5.0"}}  # qty becomes text: its column must hold N and S
     workload.put_item(updated)
@@ -108,11 +116,7 @@ def test_a_snapshot_of_three_segments_and_a_stream_batch_run_as_spark_tasks_and_
 def test_on_spark_a_batch_refused_by_a_reset_and_a_gap_found_by_a_task_apply_nothing_and_the_run_resnapshots(
     aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in spark_env().items():
-        monkeypatch.setenv(name, value)
-    settings = SyncSettings(total_segments=2, max_segments_per_batch=2)
-    workload, sync = make_source(aws_connections, Layout.PACKED, Deletes.HARD, settings)
-    sync = replace(sync, max_items_per_segment=100, max_records_per_shard=100)
+    workload, sync = source_on_spark(aws_connections, monkeypatch, Layout.PACKED, total_segments=2)
     spark = KinesisJobSubmitHook(conn_id="spark_default")
     aws, snowflake = KinesisStreamHook(aws_conn_id="aws_default"), KinesisSnowflakeHook()
     results: list[TableBatchResult] = []

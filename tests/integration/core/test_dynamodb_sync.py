@@ -519,6 +519,16 @@ def test_a_trimmed_stream_with_on_gap_resnapshot_takes_a_resumable_snapshot_that
     assert {k for k in new.leases if k.startswith(f"{sync.table}/g1/")}
 
 
+def assert_resnapshotted(emulators: Emulators, sync: TableSync, workload: Workload, gone: set[str]) -> None:
+    """Runs complete generation 1's snapshot; then the table equals a Scan, without the ``gone`` keys."""
+    run_until_complete(emulators, sync, 12)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1 and generation.completed
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+    assert not gone & set(actual)
+
+
 def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap(emulators: Emulators) -> None:
     settings = SyncSettings(total_segments=2, max_checkpoint_age=timedelta(hours=20))
     workload, sync = make_source(emulators, settings=settings)
@@ -540,12 +550,7 @@ def test_a_shard_not_read_for_longer_than_the_safe_age_is_a_gap(emulators: Emula
     # Now, by the real clock: the shard's last read is 21 hours old.
     outcome = run(emulators, sync, 11)
     assert any("gap" in reason for reason in outcome.generations_started), outcome.generations_started
-    run_until_complete(emulators, sync, 12)
-    generation = current_generation(emulators, sync)
-    assert generation is not None and generation.number == 1 and generation.completed
-    actual, _ = destination_rows(emulators, sync)
-    assert actual == source_items(workload)
-    assert not gone & set(actual)
+    assert_resnapshotted(emulators, sync, workload, gone)
 
 
 def delete_some(workload: Workload, numbers: tuple[int, ...]) -> set[str]:
@@ -591,12 +596,7 @@ def test_a_child_shard_left_unread_until_its_changes_were_trimmed_is_a_gap_not_a
     trim(emulators.aws_endpoint, workload.table, before=datetime.now(UTC) + timedelta(seconds=2))
     outcome = run(emulators, sync, 11)
     assert any("gap" in reason and child in reason for reason in outcome.generations_started), outcome
-    run_until_complete(emulators, sync, 12)
-    generation = current_generation(emulators, sync)
-    assert generation is not None and generation.number == 1 and generation.completed
-    actual, _ = destination_rows(emulators, sync)
-    assert actual == source_items(workload)
-    assert not gone & set(actual)
+    assert_resnapshotted(emulators, sync, workload, gone)
 
 
 def test_a_shard_that_left_the_stream_before_it_was_read_to_its_end_is_a_gap_and_its_child_is_not_stuck(
@@ -617,12 +617,7 @@ def test_a_shard_that_left_the_stream_before_it_was_read_to_its_end_is_a_gap_and
     remove_shard(emulators.aws_endpoint, workload.table, parent)
     outcome = run(emulators, sync, 11)
     assert any("gap" in r and "left the stream" in r for r in outcome.generations_started), outcome
-    run_until_complete(emulators, sync, 12)
-    generation = current_generation(emulators, sync)
-    assert generation is not None and generation.number == 1 and generation.completed
-    actual, _ = destination_rows(emulators, sync)
-    assert actual == source_items(workload)
-    assert not gone & set(actual)
+    assert_resnapshotted(emulators, sync, workload, gone)
     assert f"{sync.table}/g1/{child}" in positions(emulators, sync, 2).leases
 
 
