@@ -859,8 +859,6 @@ _DYNAMODB_BATCH_UNUSED = (
     "new_records_poll_seconds",
     "max_bytes_per_shard",
     "max_shards_per_batch",
-    "mode",
-    "max_runtime_minutes",
 )
 
 
@@ -1054,6 +1052,11 @@ class DynamoDBConnectorConfig(_ConnectorBase):
             raise ValueError(
                 f"snowflake: {later}: its provision DAG creates the destination tables and their support objects "
                 "only (no role, user, warehouse or columns); remove the snowflake section"
+            )
+        if self.batch.mode == "continuous" and self.source.engine == "worker":
+            raise ValueError(
+                "batch.mode: continuous runs each table's sync in a Spark driver, and source.engine: worker has "
+                "none; set source.engine: spark, or batch.mode: scheduled"
             )
         unused = [name for name in _DYNAMODB_BATCH_UNUSED if name in self.batch.model_fields_set]
         if unused:

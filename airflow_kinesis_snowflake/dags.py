@@ -607,6 +607,7 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             spark_conn_id=conns.spark if config.source.engine == "spark" else None,
             spark_conf=config.spark.spark_conf() or None,
             spark_submit=config.spark.submit_arguments(),
+            max_runtime_minutes=config.batch.max_runtime_minutes,
             map_index_template=TABLE_MAP_INDEX,
         ).expand(target=discover.output)
     return dag

@@ -134,16 +134,21 @@ def idle(outcome: BatchOutcome) -> bool:
     return not any(shard.records_read for batch in outcome.batches if batch.result for shard in batch.result.shards)
 
 
-def next_pause(outcome: BatchOutcome, elapsed: float, run: ContinuousRun) -> float | None:
-    """After a micro-batch, ``elapsed`` seconds into the run: None to end, else seconds to wait first.
+def pause_after(read_anything: bool, elapsed: float, max_runtime_seconds: float, idle_seconds: float) -> float | None:
+    """After a micro-batch, ``elapsed`` seconds into a continuous run: None to end, else seconds to wait first.
 
-    A micro-batch that read records is followed at once; an idle one after ``idle_seconds``; none
+    A micro-batch that read something is followed at once; an idle one after ``idle_seconds``; none
     starts after ``max_runtime_seconds``, and no pause reaches past it.
     """
-    left = run.max_runtime_seconds - elapsed
+    left = max_runtime_seconds - elapsed
     if left <= 0:
         return None
-    return min(run.idle_seconds, left) if idle(outcome) else 0.0
+    return 0.0 if read_anything else min(idle_seconds, left)
+
+
+def next_pause(outcome: BatchOutcome, elapsed: float, run: ContinuousRun) -> float | None:
+    """:func:`pause_after` a Kinesis micro-batch with this ``outcome``."""
+    return pause_after(not idle(outcome), elapsed, run.max_runtime_seconds, run.idle_seconds)
 
 
 def run_continuously(

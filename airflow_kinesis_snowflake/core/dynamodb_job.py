@@ -37,6 +37,7 @@ import binascii
 import json
 import logging
 import os
+import sys
 import tempfile
 import traceback
 import uuid
@@ -162,7 +163,8 @@ class ShardUnit:
 Unit = SegmentUnit | ShardUnit
 
 
-def _target_to_dict(target: DynamoDBTarget) -> dict[str, Any]:
+def target_to_dict(target: DynamoDBTarget) -> dict[str, Any]:
+    """The target as plain values (the inverse of :func:`target_from_dict`), for a plan or a run."""
     d = target.destination
     return {
         "destination": {"database": d.database, "schema": d.schema, "table": d.table},
@@ -173,7 +175,8 @@ def _target_to_dict(target: DynamoDBTarget) -> dict[str, Any]:
     }
 
 
-def _target_from_dict(data: Mapping[str, Any]) -> DynamoDBTarget:
+def target_from_dict(data: Mapping[str, Any]) -> DynamoDBTarget:
+    """The target a mapping of :func:`target_to_dict` holds."""
     d = data["destination"]
     return DynamoDBTarget(
         destination=Destination(d["database"], d["schema"], d["table"]),
@@ -258,7 +261,7 @@ class TableBatchPlan:
             "read_rate": None
             if rate is None
             else {"read_fraction": rate.read_fraction, "read_units_per_second": rate.read_units_per_second},
-            "target": _target_to_dict(self.target),
+            "target": target_to_dict(self.target),
             "keys": [[k.name, k.type] for k in self.keys],
         }
 
@@ -282,7 +285,7 @@ class TableBatchPlan:
             max_items_per_segment=int(data["max_items_per_segment"]),
             max_records_per_shard=int(data["max_records_per_shard"]),
             read_rate=None if rate is None else ReadRateSettings(rate["read_fraction"], rate["read_units_per_second"]),
-            target=_target_from_dict(data["target"]),
+            target=target_from_dict(data["target"]),
             keys=tuple(KeyAttribute(name, kind) for name, kind in data["keys"]),
         )
 
@@ -821,6 +824,48 @@ def run(plan: TableBatchPlan, credentials: Any, attempt_id: str | None = None) -
         sc.stop()
 
 
+def run_continuous(run_spec: Any, credentials: Any, attempt_id: str) -> int:
+    """Driver, continuous mode: the table's sync run after run in one SparkContext
+    (:func:`~.dynamodb_continuous.sync_continuously`), each batch recorded under ``attempt_id``.
+
+    :param run_spec: the :class:`~.dynamodb_continuous.TableContinuousRun`.
+    :returns: the batches applied.
+    """
+    from airflow_kinesis_snowflake.core.dynamodb_continuous import sync_continuously
+    from airflow_kinesis_snowflake.core.job import spark_context
+
+    # The sync's steps are logged as a scheduled run's task log shows them; through the redacted stdout.
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    package_log = logging.getLogger("airflow_kinesis_snowflake")
+    package_log.addHandler(handler)
+    package_log.setLevel(logging.INFO)
+    sync = run_spec.sync
+    sc = spark_context(f"dynamodb-to-snowflake:{sync.application_name}:{sync.table}:continuous")
+    endpoint = credentials.aws.get(STREAMS_ENDPOINT_ENV) or os.environ.get(STREAMS_ENDPOINT_ENV)
+    access = AwsAccess(credentials, run_spec.region, endpoint)
+    try:
+
+        def submit(plan: TableBatchPlan) -> TableBatchResult:
+            result = load(sc, plan, credentials, attempt_id)
+            for line in report_lines(result):
+                print(line)
+            return result
+
+        outcomes = sync_continuously(
+            run_spec,
+            lease_dynamodb=credentials.dynamodb_client(run_spec.region),
+            source_dynamodb=access.dynamodb(),
+            streams=access.streams(),
+            connect_snowflake=credentials.connect_snowflake,
+            submit=submit,
+        )
+    finally:
+        sc.stop()
+        package_log.removeHandler(handler)
+    return sum(len(outcome.batches) for outcome in outcomes)
+
+
 def report_lines(result: TableBatchResult) -> list[str]:
     """What a batch read and applied, one line each."""
     if result.merge is None:
@@ -839,22 +884,42 @@ def report_lines(result: TableBatchResult) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from airflow_kinesis_snowflake.core.job import ATTEMPT_ARG, SNOWFLAKE_CONNECTION_REF_ARG, JobCredentials
+    from airflow_kinesis_snowflake.core.dynamodb_continuous import decode_table_run
+    from airflow_kinesis_snowflake.core.job import (
+        ATTEMPT_ARG,
+        CONTINUOUS_ARG,
+        SNOWFLAKE_CONNECTION_REF_ARG,
+        JobCredentials,
+    )
     from airflow_kinesis_snowflake.core.redaction import redacted_output
 
-    parser = argparse.ArgumentParser(description="Sync one batch of one DynamoDB table into Snowflake")
-    parser.add_argument(SUBMIT_PLAN_ARG, required=True, help="the TableBatchPlan, as encode_table_plan encodes it")
-    parser.add_argument(ATTEMPT_ARG, required=True, help="this submission's id, which the outcome is recorded under")
+    parser = argparse.ArgumentParser(description="Sync one DynamoDB table into Snowflake: one batch, or continuously")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument(SUBMIT_PLAN_ARG, help="one batch: the TableBatchPlan, as encode_table_plan encodes it")
+    what.add_argument(
+        CONTINUOUS_ARG,
+        help="continuous mode: the TableContinuousRun, as dynamodb_continuous.encode_table_run encodes it",
+    )
+    parser.add_argument(ATTEMPT_ARG, required=True, help="this submission's id, which the outcomes are recorded under")
     parser.add_argument(
         SNOWFLAKE_CONNECTION_REF_ARG,
         help="name or ARN of the AWS Secrets Manager secret holding the Snowflake connection; AWS "
         "credentials then come from the default chain (the driver's own identity)",
     )
     args = parser.parse_args(argv)
-    plan = decode_table_plan(args.plan)
-    credentials = JobCredentials.for_job(args.snowflake_connection_ref, plan.region)
+    if args.continuous:
+        run_spec = decode_table_run(args.continuous)
+        region = run_spec.region
+    else:
+        plan = decode_table_plan(args.plan)
+        region = plan.region
+    credentials = JobCredentials.for_job(args.snowflake_connection_ref, region)
     with redacted_output(credentials.secret_values()):
         try:
+            if args.continuous:
+                batches = run_continuous(run_spec, credentials, args.attempt)
+                print(f"continuous run of {run_spec.sync.table}: {batches} batches applied")
+                return 0
             result = run(plan, credentials, args.attempt)
         except Exception:  # noqa: BLE001 - printed, then the job fails with status 1
             traceback.print_exc()

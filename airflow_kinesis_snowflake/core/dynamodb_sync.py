@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kinesis_snowflake.core.dynamodb_job import (
@@ -60,6 +60,8 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     new_stage_dir,
     stage_changes,
     staging_columns,
+    target_from_dict,
+    target_to_dict,
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
@@ -84,8 +86,11 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     CompleteSnapshot,
     Gap,
     Generation,
+    OnGap,
     ReadBatch,
+    SnapshotMode,
     StartGeneration,
+    StreamStart,
     SyncSettings,
     lease_key,
     next_step,
@@ -152,6 +157,54 @@ class TableSync:
         soft = self.target.deletes is Deletes.SOFT
         return table_columns(self.keys, self.target.layout, soft_deletes=soft)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, no credential (the inverse of :meth:`from_dict`): a continuous run carries them."""
+        s, rate = self.settings, self.read_rate
+        return {
+            "application_name": self.application_name,
+            "table": self.table,
+            "stream_arn": self.stream_arn,
+            "target": target_to_dict(self.target),
+            "keys": [[k.name, k.type] for k in self.keys],
+            "settings": {
+                "snapshot": s.snapshot.value,
+                "stream_start": s.stream_start.value,
+                "on_gap": s.on_gap.value,
+                "max_checkpoint_age_seconds": s.max_checkpoint_age.total_seconds(),
+                "total_segments": s.total_segments,
+                "max_segments_per_batch": s.max_segments_per_batch,
+                "max_snapshot_batches_per_run": s.max_snapshot_batches_per_run,
+            },
+            "read_rate": None if rate is None else [rate.read_fraction, rate.read_units_per_second],
+            "max_items_per_segment": self.max_items_per_segment,
+            "max_records_per_shard": self.max_records_per_shard,
+            "lease_duration_seconds": self.lease_duration_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TableSync:
+        settings = dict(data["settings"])
+        age = timedelta(seconds=settings.pop("max_checkpoint_age_seconds"))
+        rate = data["read_rate"]
+        return cls(
+            application_name=data["application_name"],
+            table=data["table"],
+            stream_arn=data["stream_arn"],
+            target=target_from_dict(data["target"]),
+            keys=tuple(KeyAttribute(name, kind) for name, kind in data["keys"]),
+            settings=SyncSettings(
+                snapshot=SnapshotMode(settings.pop("snapshot")),
+                stream_start=StreamStart(settings.pop("stream_start")),
+                on_gap=OnGap(settings.pop("on_gap")),
+                max_checkpoint_age=age,
+                **settings,
+            ),
+            read_rate=None if rate is None else ReadRateSettings(*rate),
+            max_items_per_segment=data["max_items_per_segment"],
+            max_records_per_shard=data["max_records_per_shard"],
+            lease_duration_seconds=data["lease_duration_seconds"],
+        )
+
 
 @dataclass(frozen=True)
 class BatchFigures:
@@ -184,6 +237,29 @@ class TableOutcome:
     @property
     def changes(self) -> int:
         return sum(b.merge.changes_loaded for b in self.batches)
+
+    def summary(self, sync: TableSync) -> dict[str, Any]:
+        """The run's figures as plain values (the sync task's return value; :func:`describe_summary`)."""
+        return {
+            "table": sync.table,
+            "destination": sync.target.table,
+            "batches": len(self.batches),
+            "changes": self.changes,
+            "generations_started": self.generations_started,
+            "snapshots_completed": self.snapshots_completed,
+        }
+
+
+def describe_summary(figures: Mapping[str, Any]) -> str:
+    """One line for a :meth:`TableOutcome.summary` (or a continuous run's, which has no generations)."""
+    started = figures.get("generations_started")
+    line = (
+        f"{figures['table']} -> {figures['destination']}: {figures['batches']} batch(es), "
+        f"{figures['changes']} change(s) loaded; "
+    )
+    if started is not None:
+        line += f"generations started: {started or 'none'}; "
+    return line + f"snapshots completed: {figures['snapshots_completed'] or 'none'}"
 
 
 def sync_table(

@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import AirflowException
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun, encode_run
+from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, encode_table_run
 from airflow_kinesis_snowflake.core.dynamodb_job import (
     STREAMS_ENDPOINT_ENV,
     SUBMIT_PLAN_ARG,
@@ -485,6 +486,52 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             for line in table_report_lines(result):
                 self.log.info("%s", line)
         return result
+
+    def run_table_continuous(
+        self,
+        run: TableContinuousRun,
+        *,
+        aws: KinesisStreamHook,
+        snowflake: KinesisSnowflakeHook,
+        application: str | None = None,
+    ) -> list[TableBatchResult]:
+        """Sync one DynamoDB table in continuous mode and read back, from Snowflake, every batch it applied.
+
+        The driver runs the table's sync itself (:mod:`~airflow_kinesis_snowflake.core.dynamodb_continuous`),
+        reaching the lease table, the table, its stream and Snowflake with the job's credentials, until
+        ``run.max_runtime_seconds``; ``--continuous`` carries the encoded run (no credential in it).
+        Each batch records its outcome under this submission's ``--attempt`` id, read here once
+        spark-submit returned.
+
+        :param aws: as for :meth:`run_table_batch`.
+        :returns: the batches' results, oldest first.
+        :raises AirflowException: spark-submit fails; the batches committed before stay committed,
+            and the next run plans from the ledgers in Snowflake.
+        """
+        self.check_credential_delivery()
+        self._plan_argument = encode_table_run(run)
+        self._plan_label = f"<continuous run of {run.sync.table}: {len(self._plan_argument)} characters>"
+        attempt_id = uuid.uuid4().hex
+        workdir = Path(tempfile.mkdtemp(prefix="dynamodb-continuous-"))
+        try:
+            self.submit_job(
+                application or DYNAMODB_APPLICATION,
+                application_args=[CONTINUOUS_ARG, self._plan_argument, ATTEMPT_ARG, attempt_id],
+                kinesis=_StreamsLocation(aws),  # type: ignore[arg-type]
+                snowflake=snowflake,
+                name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
+                py_files=str(package_core(workdir)),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        with closing(snowflake.get_conn()) as conn:
+            recorded = SnowflakeSink(conn, run.sync.target.destination).read_attempt_outcomes(attempt_id)
+        results = [TableBatchResult.from_batch_result(result) for _, result in recorded]
+        if self.deploy_mode == CLUSTER:
+            for result in results:
+                for line in table_report_lines(result):
+                    self.log.info("%s", line)
+        return results
 
     def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
         """The command as logged and quoted in errors: the encoded plan by its batch and length."""

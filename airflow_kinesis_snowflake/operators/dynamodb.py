@@ -19,8 +19,9 @@ from airflow_kinesis_snowflake.config import (
     sync_target_to_dict,
     table_sync,
 )
+from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
-from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, describe_summary, sync_table
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
@@ -107,7 +108,11 @@ class SyncDynamoDBTableOperator(BaseOperator):
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
     :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`
         (e.g. ``total_executor_cores`` on a cluster shared with other connectors).
-    :return: the run's figures: table, batches, changes loaded, generations started, snapshots completed.
+    :param max_runtime_minutes: continuous mode (needs ``spark_conn_id``): one Spark application syncs
+        the table run after run for this long (:mod:`~airflow_kinesis_snowflake.core.dynamodb_continuous`);
+        None syncs it once, up to the DAG run's start.
+    :return: the run's figures: table, batches, changes loaded, snapshots completed, and (scheduled)
+        the generations started.
     """
 
     template_fields: Sequence[str] = (
@@ -130,18 +135,19 @@ class SyncDynamoDBTableOperator(BaseOperator):
         spark_conn_id: str | None = None,
         spark_conf: dict[str, Any] | None = None,
         spark_submit: dict[str, Any] | None = None,
+        max_runtime_minutes: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.target = target
-        self.sync_options = dict(sync_options)
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self.target, self.sync_options = target, dict(sync_options)
+        self.aws_conn_id, self.region_name = aws_conn_id, region_name
         self.snowflake_conn_id = snowflake_conn_id
         self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
         if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
             raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
-        self.spark_submit = dict(spark_submit or {})
+        if max_runtime_minutes is not None and (spark_conn_id is None or max_runtime_minutes <= 0):
+            raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
+        self.spark_submit, self.max_runtime_minutes = dict(spark_submit or {}), max_runtime_minutes
         self._spark_hook: KinesisJobSubmitHook | None = None
 
     def table_sync(self) -> TableSync:
@@ -152,6 +158,8 @@ class SyncDynamoDBTableOperator(BaseOperator):
         sync = self.table_sync()
         aws = {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
+        # A retry takes over what an earlier try of this task instance still holds.
+        owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
         submit, region = None, ""
         if self.spark_conn_id is not None:
             check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
@@ -160,6 +168,11 @@ class SyncDynamoDBTableOperator(BaseOperator):
             job_aws = KinesisStreamHook(**aws)
             region = job_aws.region_name or ""
             spark.check_submission()  # before anything is leased or recorded
+            if self.max_runtime_minutes is not None:
+                run = TableContinuousRun(sync, region, owner, self.max_runtime_minutes * 60)
+                figures = summary_of_results(sync, spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake))
+                self.log.info("%s", describe_summary(figures))
+                return figures
 
             def submit(plan: TableBatchPlan) -> TableBatchResult:
                 return spark.run_table_batch(plan, aws=job_aws, snowflake=snowflake)
@@ -170,30 +183,15 @@ class SyncDynamoDBTableOperator(BaseOperator):
             source_dynamodb=DynamoDBSourceHook(scan=True, **aws).conn,
             streams=DynamoDBStreamsHook(**aws).conn,
             connect_snowflake=snowflake.get_conn,
-            # A retry takes over what an earlier try of this task instance still holds.
-            owner=str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id)),
+            owner=owner,
             # The run's start is shared by every try, so a retry reads up to the same records.
             cutoff=getattr(context.get("dag_run"), "start_date", None),
             submit=submit,
             region=region,
         )
-        self.log.info(
-            "%s -> %s: %d batch(es), %d change(s) loaded; generations started: %s; snapshots completed: %s",
-            sync.table,
-            sync.target.table,
-            len(outcome.batches),
-            outcome.changes,
-            outcome.generations_started or "none",
-            outcome.snapshots_completed or "none",
-        )
-        return {
-            "table": sync.table,
-            "destination": sync.target.table,
-            "batches": len(outcome.batches),
-            "changes": outcome.changes,
-            "generations_started": outcome.generations_started,
-            "snapshots_completed": outcome.snapshots_completed,
-        }
+        figures = outcome.summary(sync)
+        self.log.info("%s", describe_summary(figures))
+        return figures
 
     def on_kill(self) -> None:
         if self._spark_hook is not None:

@@ -3,7 +3,9 @@
 ``spark-submit [--py-files core.zip] dynamodb_to_snowflake.py --plan PLAN --attempt ID
 [--snowflake-connection-ref SECRET]``: runs the data plane of the encoded table batch plan ``PLAN``
 (one Spark task per snapshot segment and per stream shard) and records its result in Snowflake
-under the batch id and ``ID``. The work lives in :mod:`airflow_kinesis_snowflake.core.dynamodb_job`.
+under the batch id and ``ID``. With ``--continuous RUN`` instead of ``--plan``, the driver syncs the
+table run after run (:mod:`airflow_kinesis_snowflake.core.dynamodb_continuous`), each batch
+recorded under ``ID``. The work lives in :mod:`airflow_kinesis_snowflake.core.dynamodb_job`.
 """
 
 import sys

@@ -58,7 +58,14 @@ class Case:
     delete_lease_table: bool = False
     # The first run's batch was committed in Snowflake (the retry resumes the snapshot from it).
     committed: bool = False
+    # More of the connector file's batch section (continuous mode).
+    batch: dict[str, Any] = field(default_factory=dict)
 
+
+# Continuous mode: the Spark driver syncs the table run after run for 6 s per DAG run. It is killed
+# right after its first batch's commit, holding that batch's leases; the next DAG run's driver
+# resumes the snapshot from the ledger once they expired, and follows the stream.
+CONTINUOUS = {"mode": "continuous", "max_runtime_minutes": 0.1}
 
 CASES = [
     Case("DynamoDB: SIGKILL spark-submit after staging, before COPY INTO",
@@ -73,6 +80,9 @@ CASES = [
     Case("DynamoDB: Snowflake emulator stopped after COMMIT and restarted",
          snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "restart", "seconds": 5}], committed=True),
     Case("DynamoDB: lease table deleted between two successful runs", delete_lease_table=True, committed=True),
+    Case("DynamoDB: SIGKILL during continuous mode (the driver, after a batch's COMMIT)",
+         snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}], committed=True,
+         batch=CONTINUOUS),
 ]  # fmt: skip
 
 
@@ -165,7 +175,7 @@ def test_the_table_equals_a_scan_after_the_fault(
             "snapshot_read_units_per_second": 10000,
         },
         "destination": {"database": "ANALYTICS", "schema": "RAW"},
-        "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": 60},
+        "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": 60, **case.batch},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
@@ -189,8 +199,8 @@ def test_the_table_equals_a_scan_after_the_fault(
     assert after_fault == [(committed_rows,)], (after_fault, log.read_text()[-3000:])
 
     change_items(dynamodb, source)
-    if case.kill_worker_in_checkpoint:
-        expire_locks(dynamodb, app)  # the killed worker's leases expire
+    if case.kill_worker_in_checkpoint or case.batch:
+        expire_locks(dynamodb, app)  # the leases the killed worker (or continuous driver) held expire
     runs = 1
     retry_failure = None
     while runs < MAX_RUNS and loaded(emulators, destination) != scanned(dynamodb, source):
@@ -219,7 +229,10 @@ def test_the_table_equals_a_scan_after_the_fault(
     # batch went on from the one before (the snapshot ledger holds every item a batch read once),
     # and each stream change was applied once.
     results = committed_results(emulators, app)
-    assert len({r["batch_id"] for r in results}) == len(results), results
+    # (A batch that read nothing is named by where it starts, as the one before it: a continuous
+    # driver idle on the stream records one each time it looks.)
+    applied = [r["batch_id"] for r in results if r["merge"]["changes_loaded"]]
+    assert len(set(applied)) == len(applied), results
     ledger = query(
         emulators,
         "SELECT SEGMENT, ITEMS FROM ANALYTICS.RAW.DYNAMODB_SNAPSHOT_LEDGER "
@@ -237,6 +250,14 @@ def test_the_table_equals_a_scan_after_the_fault(
         f"SELECT GENERATION FROM ANALYTICS.RAW.DYNAMODB_SYNC_GENERATIONS WHERE APPLICATION_NAME = '{app}'",
     )
     assert generations == [(0,)], generations
+    if case.batch:
+        # Continuous: one Spark application per DAG run, whose batches share its attempt id.
+        per_attempt = query(
+            emulators,
+            "SELECT COUNT(*) FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES "
+            f"WHERE APPLICATION_NAME = '{app}' AND COMMITTED GROUP BY ATTEMPT_ID ORDER BY MIN(RECORDED_AT)",
+        )
+        assert len(per_attempt) == 2 and per_attempt[1][0] >= 2, per_attempt
 
 
 def test_a_fault_kills_only_the_spark_job_of_its_dynamodb_application(tmp_path: Path) -> None:

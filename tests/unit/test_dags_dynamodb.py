@@ -133,6 +133,15 @@ def test_batches_run_on_spark_through_the_spark_connection_unless_the_engine_is_
     assert in_worker.partial_kwargs["spark_conn_id"] is None
 
 
+def test_in_continuous_mode_each_table_s_task_runs_one_spark_application_for_the_runtime() -> None:
+    continuous = task(
+        build_dynamodb_sync_dag(config(with_("batch", mode="continuous", max_runtime_minutes=5))), "sync_table"
+    )
+    assert continuous.partial_kwargs["max_runtime_minutes"] == 5
+    assert continuous.partial_kwargs["spark_conn_id"] == config().connections.spark
+    assert task(build_dynamodb_sync_dag(config()), "sync_table").partial_kwargs["max_runtime_minutes"] is None
+
+
 def test_the_spark_section_reaches_each_batch_s_spark_submit() -> None:
     data = with_("spark", total_executor_cores=2, executor_memory="2g", conf={"spark.task.maxFailures": 2})
     sync = task(build_dynamodb_sync_dag(config(data)), "sync_table")
@@ -230,9 +239,12 @@ def test_an_absolute_read_rate_is_taken_for_on_demand_tables() -> None:
         ),
         (with_("snowflake", role="LOADER"), "snowflake: not in this version of the DynamoDB source", "remove"),
         (
-            with_("batch", mode="continuous", max_runtime_minutes=5),
-            "batch.mode, batch.max_runtime_minutes: not in this version of the DynamoDB source",
-            "remove",
+            {
+                **with_("batch", mode="continuous", max_runtime_minutes=5),
+                "source": {**TAGGED["source"], "engine": "worker"},
+            },
+            "batch.mode: continuous runs each table's sync in a Spark driver, and source.engine: worker has none",
+            "set source.engine: spark, or batch.mode: scheduled",
         ),
         (
             with_("batch", wait_for_records=True, max_bytes_per_shard=1048576),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableOutcome
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget
 from airflow_kinesis_snowflake.operators.dynamodb import (
     DiscoverDynamoDBTablesOperator,
@@ -103,15 +104,9 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
     monkeypatch.setattr(module.KinesisJobSubmitHook, "on_kill", lambda self: calls.append(("kill", None)))
     seen: dict[str, Any] = {}
 
-    class Outcome:
-        batches: list[Any] = []
-        changes = 0
-        generations_started: list[str] = []
-        snapshots_completed: list[int] = []
-
-    def fake_sync(sync: Any, **kwargs: Any) -> Outcome:
+    def fake_sync(sync: Any, **kwargs: Any) -> TableOutcome:
         seen.update(kwargs)
-        return Outcome()
+        return TableOutcome(sync.table)
 
     monkeypatch.setattr(module, "sync_table", fake_sync)
 
@@ -145,3 +140,57 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
     assert hook._total_executor_cores == 1
     on_spark.on_kill()
     assert calls[-1] == ("kill", None)
+
+
+def test_continuous_mode_needs_a_spark_connection() -> None:
+    with pytest.raises(ValueError, match="max_runtime_minutes \\(continuous mode\\) needs a spark_conn_id"):
+        SyncDynamoDBTableOperator(task_id="sync_table", target={}, sync_options=OPTIONS, max_runtime_minutes=5)
+
+
+def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_batches_it_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
+    from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
+    from airflow_kinesis_snowflake.operators import dynamodb as module
+
+    aws = {"conn_type": "aws", "login": "AKIAUNITTEST00000001", "password": "x", "extra": {"region_name": "eu-west-1"}}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_UNIT", json.dumps(aws))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_UNIT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_UNIT", json.dumps({"conn_type": "snowflake", "login": "u"}))
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: None)
+    monkeypatch.setattr(module, "sync_table", lambda *a, **k: pytest.fail("a continuous task syncs in Spark only"))
+    runs: list[Any] = []
+
+    def merged(changes: int, completed: int | None = None) -> MergeResult:
+        return MergeResult(changes_loaded=changes, completed_snapshot=completed)
+
+    def run_table_continuous(self: Any, run: Any, *, aws: Any, snowflake: Any) -> list[TableBatchResult]:
+        runs.append(run)
+        return [
+            TableBatchResult("b1", merged(7, completed=0), (), ()),
+            TableBatchResult("b2", None, (), (), superseded="generation 1 was recorded meanwhile"),
+            TableBatchResult("b3", merged(2), (), ()),
+        ]
+
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "run_table_continuous", run_table_continuous)
+    task = SyncDynamoDBTableOperator(
+        task_id="sync_table",
+        target=sync_target_to_dict(TARGET),
+        sync_options=OPTIONS,
+        aws_conn_id="aws_unit",
+        snowflake_conn_id="snowflake_unit",
+        spark_conn_id="spark_unit",
+        max_runtime_minutes=2.5,
+    )
+    figures = task.execute({})
+    [run] = runs
+    assert (run.sync, run.region, run.max_runtime_seconds) == (task.table_sync(), "eu-west-1", 150)
+    assert "/sync_table/" in run.owner
+    assert figures == {
+        "table": "orders.v2",
+        "destination": '"ANALYTICS"."RAW"."ORDERS_V2"',
+        "batches": 2,
+        "changes": 9,
+        "snapshots_completed": [0],
+    }

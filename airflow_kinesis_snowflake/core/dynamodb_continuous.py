@@ -1,0 +1,157 @@
+"""Continuous mode for a DynamoDB table: one Spark application syncs it run after run, then ends.
+
+With ``batch.mode: continuous`` a DynamoDB connector's sync task submits one Spark application per
+table, with a :class:`TableContinuousRun` instead of a plan. Its driver then runs the table's sync
+itself, in a loop (:func:`sync_continuously`):
+
+1. **A sync run**: :func:`~.dynamodb_sync.sync_table` with the cut-off *now*, each batch's data
+   plane in the driver's live ``SparkContext`` (:func:`~.dynamodb_job.load`) instead of a
+   spark-submit of its own. The steps, the ordering and the crash windows are a scheduled run's
+   (:mod:`.dynamodb_sync`): each batch applies its changes and moves the ledgers in one Snowflake
+   transaction, with its outcome recorded under the submission's attempt id.
+2. **Idle**: after a run that applied nothing, started no generation and completed no snapshot,
+   the driver sleeps ``idle_seconds`` (never past the end) before the next one.
+3. **End**: once ``max_runtime_seconds`` have passed, no run starts; the one running finishes,
+   the application ends, and the sync task reads every outcome of its attempt. The next DAG run
+   submits again.
+
+A gap with ``on_gap: fail`` (:class:`~.sources.dynamodb.progress.StreamGapError`) fails the
+application, as it fails a scheduled run; a reset recording a new generation meanwhile is met by
+the next run, which reads in the new generation. Killing the driver, spark-submit or the Airflow
+task at any point loses and applies twice nothing: the leases expire, and the next run (of any
+application) plans from the ledgers in Snowflake.
+
+The driver needs the lease table besides the source table, its stream and Snowflake: in cluster
+deploy mode its own AWS identity must be allowed the lease-table actions too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, pause_after
+from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
+from airflow_kinesis_snowflake.core.dynamodb_sync import Submit, TableOutcome, TableSync, sync_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableContinuousRun:
+    """What the driver of a table's continuous application needs besides credentials (it holds none).
+
+    :param sync: the table's sync, as a scheduled run gets it.
+    :param region: the table's region.
+    :param owner: the lease owner of the application, the same for each run.
+    :param max_runtime_seconds: no sync run starts after this long.
+    :param idle_seconds: the sleep after a run that did nothing.
+    """
+
+    sync: TableSync
+    region: str
+    owner: str
+    max_runtime_seconds: float
+    idle_seconds: float = IDLE_SECONDS
+
+    def to_json(self) -> str:
+        data = {
+            "sync": self.sync.to_dict(),
+            "region": self.region,
+            "owner": self.owner,
+            "max_runtime_seconds": self.max_runtime_seconds,
+            "idle_seconds": self.idle_seconds,
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> TableContinuousRun:
+        data = json.loads(text)
+        return cls(**{**data, "sync": TableSync.from_dict(data["sync"])})
+
+
+def encode_table_run(run: TableContinuousRun) -> str:
+    """The run as one command-line argument: compact JSON, zlib-compressed, URL-safe base64."""
+    return base64.urlsafe_b64encode(zlib.compress(run.to_json().encode(), 9)).decode("ascii")
+
+
+def decode_table_run(text: str) -> TableContinuousRun:
+    """The run :func:`encode_table_run` encoded.
+
+    :raises ValueError: ``text`` is not an encoded run.
+    """
+    try:
+        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
+    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
+        raise ValueError(f"not an encoded continuous table run ({len(text)} characters): {err}") from None
+    return TableContinuousRun.from_json(data.decode("utf-8"))
+
+
+def did_something(outcome: TableOutcome) -> bool:
+    """Whether a sync run applied changes, started a generation or completed a snapshot."""
+    return bool(outcome.changes or outcome.generations_started or outcome.snapshots_completed)
+
+
+def summary_of_results(sync: TableSync, results: Sequence[TableBatchResult]) -> dict[str, Any]:
+    """A continuous application's figures, from the batch results it recorded (as
+    :meth:`~.dynamodb_sync.TableOutcome.summary`, without the generations started: its driver's log
+    tells them)."""
+    applied = [r.merge for r in results if r.merge is not None]
+    return {
+        "table": sync.table,
+        "destination": sync.target.table,
+        "batches": len(applied),
+        "changes": sum(m.changes_loaded for m in applied),
+        "snapshots_completed": [m.completed_snapshot for m in applied if m.completed_snapshot is not None],
+    }
+
+
+def sync_continuously(
+    run: TableContinuousRun,
+    *,
+    lease_dynamodb: Any,
+    source_dynamodb: Any,
+    streams: Any,
+    connect_snowflake: Callable[[], Any],
+    submit: Submit | None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[TableOutcome]:
+    """Run the table's sync again and again until ``run.max_runtime_seconds`` (steps 1 to 3 of this module).
+
+    :param lease_dynamodb: a DynamoDB client for the lease table.
+    :param source_dynamodb: a DynamoDB client for the source table.
+    :param streams: a DynamoDB Streams client.
+    :param connect_snowflake: opens a Snowflake connection.
+    :param submit: runs a batch's data plane in the live Spark application; None runs it here.
+    :returns: every run's outcome, oldest first.
+    :raises StreamGapError: the stream lost changes and ``on_gap: fail`` is set; the earlier
+        batches are committed.
+    """
+    started = clock()
+    outcomes: list[TableOutcome] = []
+    while True:
+        outcome = sync_table(
+            run.sync,
+            lease_dynamodb=lease_dynamodb,
+            source_dynamodb=source_dynamodb,
+            streams=streams,
+            connect_snowflake=connect_snowflake,
+            owner=run.owner,
+            submit=submit,
+            region=run.region,
+        )
+        outcomes.append(outcome)
+        pause = pause_after(did_something(outcome), clock() - started, run.max_runtime_seconds, run.idle_seconds)
+        if pause is None:
+            log.info("%s: continuous run ends after %d sync runs (max runtime reached)", run.sync.table, len(outcomes))
+            return outcomes
+        if pause:
+            sleep(pause)
