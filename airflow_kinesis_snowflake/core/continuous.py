@@ -83,9 +83,27 @@ class ContinuousRun:
         return cls(settings=BatchSettings(**settings), **data)
 
 
+def encode_argument(text: str) -> str:
+    """JSON as one command-line argument: zlib-compressed, URL-safe base64 (a continuous run's)."""
+    return base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
+
+
+def decode_argument(text: str, what: str) -> str:
+    """The JSON :func:`encode_argument` encoded.
+
+    :param what: what ``text`` should be, for the error.
+    :raises ValueError: ``text`` is not an encoded ``what``.
+    """
+    try:
+        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
+    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
+        raise ValueError(f"not an encoded {what} ({len(text)} characters): {err}") from None
+    return data.decode("utf-8")
+
+
 def encode_run(run: ContinuousRun) -> str:
-    """The run as one command-line argument: compact JSON, zlib-compressed, URL-safe base64."""
-    return base64.urlsafe_b64encode(zlib.compress(run.to_json().encode(), 9)).decode("ascii")
+    """The run as one command-line argument (:func:`encode_argument`)."""
+    return encode_argument(run.to_json())
 
 
 def decode_run(text: str) -> ContinuousRun:
@@ -93,11 +111,7 @@ def decode_run(text: str) -> ContinuousRun:
 
     :raises ValueError: ``text`` is not an encoded run.
     """
-    try:
-        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
-    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
-        raise ValueError(f"not an encoded continuous run ({len(text)} characters): {err}") from None
-    return ContinuousRun.from_json(data.decode("utf-8"))
+    return ContinuousRun.from_json(decode_argument(text, "continuous run"))
 
 
 class KinesisStream:

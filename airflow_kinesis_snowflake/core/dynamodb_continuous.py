@@ -27,17 +27,14 @@ deploy mode its own AWS identity must be allowed the lease-table actions too.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, pause_after
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, decode_argument, encode_argument, pause_after
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import Submit, TableOutcome, TableSync, sync_table
 
@@ -78,8 +75,8 @@ class TableContinuousRun:
 
 
 def encode_table_run(run: TableContinuousRun) -> str:
-    """The run as one command-line argument: compact JSON, zlib-compressed, URL-safe base64."""
-    return base64.urlsafe_b64encode(zlib.compress(run.to_json().encode(), 9)).decode("ascii")
+    """The run as one command-line argument (:func:`~.continuous.encode_argument`)."""
+    return encode_argument(run.to_json())
 
 
 def decode_table_run(text: str) -> TableContinuousRun:
@@ -87,11 +84,7 @@ def decode_table_run(text: str) -> TableContinuousRun:
 
     :raises ValueError: ``text`` is not an encoded run.
     """
-    try:
-        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
-    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
-        raise ValueError(f"not an encoded continuous table run ({len(text)} characters): {err}") from None
-    return TableContinuousRun.from_json(data.decode("utf-8"))
+    return TableContinuousRun.from_json(decode_argument(text, "continuous table run"))
 
 
 def did_something(outcome: TableOutcome) -> bool:
