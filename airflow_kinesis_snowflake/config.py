@@ -1076,6 +1076,7 @@ class DynamoDBConnectorConfig(_ConnectorBase):
         (they travel with the sync task; :func:`table_sync` makes the ``TableSync`` of one table)."""
         src = self.source
         return {
+            "connector_id": self.connector_id,
             "application_name": src.application_name,
             "database": self.destination.database,
             "schema": self.destination.schema_,
@@ -1137,6 +1138,7 @@ def table_sync(target: SyncTarget, options: Mapping[str, Any]) -> TableSync:
         max_items_per_segment=options["max_items_per_segment"],
         max_records_per_shard=options["max_records_per_shard"],
         lease_duration_seconds=float(options["lease_duration_seconds"]),
+        connector_id=options.get("connector_id"),
     )
 
 

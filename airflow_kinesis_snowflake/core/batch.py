@@ -380,8 +380,7 @@ def _run_round(
     found = read_marks(dynamodb, active) if active else None
     # 2. Refused before anything is recorded or read: another connector's table is not ours to adopt.
     if active is not None:
-        recorded = _identity_of(found) if found is not None else _metadata_identity(LeaseTable(dynamodb, active))
-        _check_identity(active, recorded, identity)
+        _check_identity(active, found if found is not None else LeaseTable(dynamodb, active).metadata(), identity)
     consumer_arn = _consumer_arn(settings, stream, active or configured)
     now = datetime.now(UTC)
     start = settings.start_position(now)
@@ -408,7 +407,7 @@ def _run_round(
     application = choice.application_name
     table = LeaseTable(dynamodb, application)
     if adoption is not None or application != active:  # else checked in step 2, on the same item
-        _check_identity(application, _metadata_identity(table), identity)
+        _check_identity(application, table.metadata(), identity)
     table.record_identity(identity)
     table.record_ingest()
     if application != (active or configured):
@@ -522,21 +521,22 @@ def _resolve(dynamodb: Any, configured: str) -> Resolution | MaintenanceError:
     return resolution
 
 
-def _identity_of(marks: TableMarks) -> TableIdentity:
-    return TableIdentity(marks.connector_id, marks.destination, marks.stream_arn, marks.stream_created_at)
-
-
-def _metadata_identity(table: LeaseTable) -> TableIdentity | None:
-    metadata = table.metadata()
-    return metadata.identity if metadata is not None else None
-
-
-def _check_identity(table_name: str, recorded: TableIdentity | None, identity: TableIdentity) -> None:
-    """Step 2: refuse a table whose progress belongs to another destination or an earlier stream."""
-    if recorded is None:
+def _check_identity(table_name: str, marks: TableMarks | None, identity: TableIdentity) -> None:
+    """Step 2: refuse a table whose progress belongs to another destination, an earlier stream, or a
+    DynamoDB source's tables."""
+    if marks is None:
         return
+    if marks.table_claims:
+        tables = ", ".join(sorted(claim.table for claim in marks.table_claims))
+        owners = sorted({claim.connector_id or "(unknown)" for claim in marks.table_claims})
+        raise BatchRefused(
+            f"application name {table_name!r} is already used by DynamoDB connector {', '.join(owners)} for "
+            f"tables {tables}; its lease table cannot also hold the progress of Kinesis connector "
+            f"{identity.connector_id or '(this one)'!r}. Give connector {identity.connector_id or '(this one)'!r} "
+            "an application_name of its own. Nothing was read"
+        )
     try:
-        check_identity(table_name, recorded, identity)
+        check_identity(table_name, marks.identity, identity)
     except IdentityError as err:
         raise BatchRefused(str(err)) from err
 

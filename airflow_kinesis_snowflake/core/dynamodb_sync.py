@@ -115,8 +115,9 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
     read_stream_shard,
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.errors import LeaseLostError
+from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys, open_to
+from airflow_kinesis_snowflake.core.state.metadata import TableClaim, check_claim
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class TableSync:
     :param max_items_per_segment: a batch reads at most this many items of a segment.
     :param max_records_per_shard: a batch reads at most this many records of a stream shard.
     :param lease_duration_seconds: a lease not renewed for this long may be taken by another worker.
+    :param connector_id: the connector (named in the refusal when another one holds the table).
     """
 
     application_name: str
@@ -151,6 +153,7 @@ class TableSync:
     max_items_per_segment: int = 5000
     max_records_per_shard: int = 10_000
     lease_duration_seconds: float = 300.0
+    connector_id: str | None = None
 
     @property
     def destination_columns(self) -> list[TableColumn]:
@@ -179,6 +182,7 @@ class TableSync:
             "max_items_per_segment": self.max_items_per_segment,
             "max_records_per_shard": self.max_records_per_shard,
             "lease_duration_seconds": self.lease_duration_seconds,
+            "connector_id": self.connector_id,
         }
 
     @classmethod
@@ -203,6 +207,7 @@ class TableSync:
             max_items_per_segment=data["max_items_per_segment"],
             max_records_per_shard=data["max_records_per_shard"],
             lease_duration_seconds=data["lease_duration_seconds"],
+            connector_id=data.get("connector_id"),
         )
 
 
@@ -298,6 +303,9 @@ def sync_table(
     with closing(connect_snowflake()) as conn:
         sink = DynamoDBSink(conn, sync.target)
         sink.ensure_support_objects()
+        # Step 0: Snowflake's record first (a refusal leaves no claim behind), then the lease table's.
+        _check_recorded_destinations(sink, sync)
+        _claim(leases, sync)
         sink.ensure_destination(sync.destination_columns)
         for _ in range(max_rounds + sync.settings.max_snapshot_batches_per_run):
             current = sink.current_generation(sync.application_name)
@@ -368,6 +376,39 @@ def sync_table(
             if not (figures.shards_ended or more_snapshot):
                 break
     return outcome
+
+
+def _claim(leases: LeaseTable, sync: TableSync) -> None:
+    """Step 0, before anything is recorded or read: the lease table is a DynamoDB source's (created
+    with its metadata item when missing), and its progress of the table belongs to this destination.
+
+    :raises IdentityError: the lease table serves a Kinesis stream, or another destination of the table.
+    """
+    metadata = leases.metadata() if leases.exists() else None
+    if metadata is None:
+        # A connector's tables share its lease table, which names the connector's application as
+        # its source (as the provision DAG creates it).
+        leases.create(stream_name=sync.application_name, application_name=sync.application_name)
+    elif metadata.stream_arn or metadata.stream_name != sync.application_name:
+        raise IdentityError(
+            f"application name {sync.application_name!r} is already used by Kinesis connector "
+            f"{metadata.connector_id or '(unknown)'!r} for stream {metadata.stream_name!r}; its lease table cannot "
+            f"also hold the progress of DynamoDB table {sync.table!r}. Give connector "
+            f"{sync.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
+        )
+    mine = TableClaim(sync.table, sync.target.destination.qualified_name, sync.connector_id)
+    check_claim(sync.application_name, leases.claim_table(mine), mine)
+
+
+def _check_recorded_destinations(sink: DynamoDBSink, sync: TableSync) -> None:
+    """Snowflake's record agrees: the table's generations under this application name were recorded for
+    this destination (the lease table's claim is a cache: a lost lease table claims anew).
+
+    :raises IdentityError: another destination's generations are recorded.
+    """
+    mine = TableClaim(sync.table, sync.target.destination.qualified_name, sync.connector_id)
+    for destination in sink.recorded_destinations(sync.application_name):
+        check_claim(sync.application_name, TableClaim(sync.table, destination), mine)
 
 
 def _segment_marks(sink: DynamoDBSink, sync: TableSync, current: Generation | None) -> dict[int, SegmentMark]:
@@ -469,10 +510,6 @@ def _read_batch(
 ) -> BatchFigures | None:
     """Steps 2 to 5 of one batch; None when it could take no lease."""
     generation = step.generation
-    if not leases.exists():
-        # A connector's tables share its lease table, which names the connector's application as
-        # its source (as the provision DAG creates it).
-        leases.create(stream_name=sync.application_name, application_name=sync.application_name)
     shard_of = {lease_key(sync.table, generation.number, s.shard_id): s.shard_id for s in shards}
     task_of = {lease_key(sync.table, generation.number, t.segment.id): t for t in step.segments}
     units = _stream_leases(sync, generation.number, shards) + [Shard(shard_id=key) for key in task_of]

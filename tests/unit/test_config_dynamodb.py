@@ -18,7 +18,8 @@ from airflow_kinesis_snowflake.config import (
     load_dynamodb_connector_config,
     parse_dynamodb_connector_config,
 )
-from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget, TableSelection
 
 BY_NAME: dict[str, Any] = {
     "connector_id": "orders_ddb",
@@ -168,3 +169,19 @@ def test_an_invalid_dynamodb_file_is_refused_with_its_own_mistakes(tmp_path: Pat
         load_connector_config(path)
     assert "not in this version" not in str(caught.value)
     assert "source.type is dynamodb" in str(caught.value)
+
+
+def test_a_tables_sync_carries_the_connector_and_the_destination_its_claim_names(tmp_path: Path) -> None:
+    config = load_dynamodb_connector_config(write(tmp_path, BY_NAME))
+    target = SyncTarget(
+        table="orders",
+        arn="arn:aws:dynamodb:eu-west-1:123456789012:table/orders",
+        stream_arn="arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-11-25T00:00:00.000",
+        keys=(KeyAttribute("id", "HASH", "S"),),
+        read_capacity_units=None,
+        destination_table="ORDERS",
+    )
+    sync = config.table_sync(target)
+    assert (sync.connector_id, sync.application_name) == ("orders_ddb", "orders-ddb")
+    assert sync.target.destination.qualified_name == "ANALYTICS.RAW.ORDERS"
+    assert TableSync.from_dict(sync.to_dict()) == sync  # as a continuous run carries it

@@ -229,19 +229,24 @@ def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
         "APPLICATION_NAME VARCHAR NOT NULL, TABLE_NAME VARCHAR NOT NULL, GENERATION NUMBER(10,0) NOT NULL, "
         "STARTED_AT VARCHAR NOT NULL, TOTAL_SEGMENTS NUMBER(10,0) NOT NULL, STREAM_FROM_TRIM_HORIZON BOOLEAN NOT NULL, "
         "REASON VARCHAR NOT NULL, COMPLETED BOOLEAN NOT NULL, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP(), "
-        "STREAM_ARN VARCHAR)",
+        "STREAM_ARN VARCHAR, DESTINATION VARCHAR)",
     )
-    # A generations table created before it recorded the stream followed.
+    # A generations table created before it recorded the stream followed, and the destination.
     stream = SupportObjectDDL(
         "sync generations' stream", f"ALTER TABLE {target.generations} ADD COLUMN IF NOT EXISTS STREAM_ARN VARCHAR"
     )
+    destination = SupportObjectDDL(
+        "sync generations' destination",
+        f"ALTER TABLE {target.generations} ADD COLUMN IF NOT EXISTS DESTINATION VARCHAR",
+    )
     if target.deletes is Deletes.SOFT:
-        return (ledger, generations, stream)
+        return (ledger, generations, stream, destination)
     keys = ", ".join(f"{_q(k.name)} {k.column_type} NOT NULL" for k in target.keys)
     return (
         ledger,
         generations,
         stream,
+        destination,
         SupportObjectDDL(
             "tombstones",
             f"CREATE TABLE IF NOT EXISTS {target.tombstones} ({keys}, {VERSION_COLUMN} VARCHAR NOT NULL)",
@@ -531,18 +536,28 @@ class DynamoDBSink:
         snapshot = SnapshotStart(int(number), started_at, int(total)) if int(total) else None
         return Generation(int(number), started_at, snapshot, bool(trim_horizon), bool(completed), stream_arn)
 
+    def recorded_destinations(self, application_name: str) -> list[str]:
+        """The destinations the generations of this table under ``application_name`` were recorded for
+        (``DATABASE.SCHEMA.TABLE``; generations recorded before the column existed name none)."""
+        rows = self._execute(
+            f"SELECT DISTINCT DESTINATION FROM {self.target.generations} WHERE APPLICATION_NAME = %s "
+            "AND TABLE_NAME = %s AND DESTINATION IS NOT NULL ORDER BY DESTINATION",
+            (application_name, self.target.source_table),
+        )
+        return [str(r[0]) for r in rows]
+
     # -- writes ---------------------------------------------------------------------------------
 
     def record_generation(self, application_name: str, generation: Generation, reason: str) -> bool:
-        """Record a generation's start and the stream it follows, before anything of it is read; False
+        """Record a generation's start, the stream it follows and the destination, before anything of it is read; False
         when this or a later generation is already recorded (another worker started it: the caller
         reads it back)."""
         total = generation.snapshot.total_segments if generation.snapshot else 0
         return (
             self._rowcount(
                 f"INSERT INTO {self.target.generations} (APPLICATION_NAME, TABLE_NAME, GENERATION, STARTED_AT, "
-                "TOTAL_SEGMENTS, STREAM_FROM_TRIM_HORIZON, REASON, COMPLETED, STREAM_ARN) "
-                "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
+                "TOTAL_SEGMENTS, STREAM_FROM_TRIM_HORIZON, REASON, COMPLETED, STREAM_ARN, DESTINATION) "
+                "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
                 f"SELECT 1 FROM {self.target.generations} WHERE APPLICATION_NAME = %s AND TABLE_NAME = %s "
                 "AND GENERATION >= %s)",
                 (
@@ -555,6 +570,7 @@ class DynamoDBSink:
                     reason,
                     generation.completed,
                     generation.stream_arn,
+                    self.target.destination.qualified_name,
                     application_name,
                     self.target.source_table,
                     generation.number,

@@ -166,17 +166,23 @@ class DynamoTable:
         condition: str | None = None,
         names: Mapping[str, str] | None = None,
         values: Mapping[str, Any] | None = None,
-    ) -> None:
+        returning: str = "NONE",
+    ) -> dict[str, Any]:
         """UpdateItem of the item ``key`` with ``expression``, conditional on ``condition`` when given.
 
+        :param returning: UpdateItem's ``ReturnValues`` (``ALL_NEW``: the whole item as written).
+        :returns: the attributes ``returning`` asks for (none by default).
         :raises ConditionFailed: when the condition does not hold.
         """
         with _errors():
-            self.client.update_item(
+            response = self.client.update_item(
                 Key=self.key(key),
                 UpdateExpression=expression,
+                **({"ReturnValues": returning} if returning != "NONE" else {}),
                 **self._conditions(expression, condition, names, values),
             )
+        attributes: dict[str, Any] = response.get("Attributes", {})
+        return attributes
 
     def delete(
         self,

@@ -33,8 +33,10 @@ from airflow_kinesis_snowflake.core.state.metadata import (
     CREATED_BY,
     CREATED_BY_TAG,
     KEY_ATTRIBUTE,
+    TableClaim,
     TableIdentity,
     TableMetadata,
+    claim_table,
     lease_table_items,
     put_metadata,
     read_metadata,
@@ -344,6 +346,10 @@ class LeaseTable:
     def record_ingest(self, now: float | None = None) -> None:
         """Set ``last_ingest_at``: an ingest run used the table (clean-up reads it to tell live tables)."""
         record_ingest(self.items, now)
+
+    def claim_table(self, claim: TableClaim) -> TableClaim:
+        """Record a DynamoDB source's claim on a table unless one is recorded; the claim recorded after."""
+        return claim_table(self.items, claim)
 
     # -- shard leases ---------------------------------------------------------------------------
 

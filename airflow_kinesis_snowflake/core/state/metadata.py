@@ -3,7 +3,8 @@
 A lease table holds one item per shard (see :mod:`.leases`) and one metadata item, keyed
 :data:`METADATA_KEY`. The metadata item records who made the table, for which stream and
 application, the **generation** that keys the ledger's marks, the table's **identity** (connector,
-destination, stream ARN and creation time), when an ingest run last used it, and the marks of
+destination, stream ARN and creation time; for a DynamoDB source, one :class:`TableClaim` per
+DynamoDB table it syncs), when an ingest run last used it, and the marks of
 maintenance: ``superseded_by`` after a reset to a new application name, and a live **reset mark**
 while a reset or restore works on the connector (see :mod:`.marks`).
 
@@ -43,6 +44,8 @@ DESTINATION = "destination"  # "DATABASE.SCHEMA.TABLE"
 STREAM_ARN = "stream_arn"
 STREAM_CREATED_AT = "stream_created_at"
 LAST_INGEST_AT = "last_ingest_at"  # epoch seconds, every ingest run
+# A DynamoDB source's claim on one of its tables: "table:<DynamoDB table>" -> {connector_id, destination}.
+TABLE_CLAIM_PREFIX = "table:"
 
 
 def lease_table_items(client: Any, table_name: str) -> DynamoTable:
@@ -117,6 +120,56 @@ def check_identity(table_name: str, recorded: TableIdentity, current: TableIdent
 
 
 @dataclass(frozen=True)
+class TableClaim:
+    """Whose progress a DynamoDB source's lease table holds for one DynamoDB table.
+
+    :param table: the DynamoDB table.
+    :param destination: ``DATABASE.SCHEMA.TABLE`` it is synced into, upper case.
+    :param connector_id: the connector that syncs it.
+    """
+
+    table: str
+    destination: str
+    connector_id: str | None = None
+
+    @property
+    def attribute(self) -> str:
+        """The metadata item's attribute that holds the claim."""
+        return TABLE_CLAIM_PREFIX + self.table
+
+    def to_attribute(self) -> dict[str, Any]:
+        fields = {"destination": {"S": self.destination}}
+        if self.connector_id is not None:
+            fields["connector_id"] = {"S": self.connector_id}
+        return {"M": fields}
+
+    @classmethod
+    def from_attribute(cls, table: str, value: dict[str, Any]) -> TableClaim:
+        fields = value.get("M", {})
+        connector = fields.get("connector_id", {}).get("S")
+        return cls(table, fields.get("destination", {}).get("S", ""), connector)
+
+
+def check_claim(table_name: str, recorded: TableClaim, current: TableClaim) -> None:
+    """Refuse a DynamoDB connector whose destination for a table is not the one the lease table's
+    progress of that table belongs to.
+
+    :raises IdentityError: naming both sides and the fix.
+    """
+    if recorded.destination == current.destination:
+        return
+    raise IdentityError(
+        f"application name {table_name!r} already syncs DynamoDB table {current.table!r} into "
+        f"{recorded.destination} for connector {recorded.connector_id or '(unknown)'!r}; connector "
+        f"{current.connector_id or '(this one)'!r} syncs it into {current.destination}. One application name "
+        "keeps one copy of each table (the two would share its leases and snapshot cursors, and neither "
+        f"copy would be whole): connector {recorded.connector_id or '(unknown)'!r} keeps it and needs no "
+        f"change; give connector {current.connector_id or '(this one)'!r} an application_name of its own, "
+        "which takes a snapshot of its own. Nothing was read"
+    )
+
+
+@dataclass(frozen=True)
 class ResetMark:
     """A reset or restore working on a connector; ingestions skip while it is live."""
 
@@ -150,6 +203,7 @@ class TableMetadata:
     :param last_ingest_at: when an ingest run last used the table (epoch seconds).
     :param schema_version: the metadata item's layout version.
     :param created_by: who made the table (:data:`CREATED_BY` for this provider's tables).
+    :param table_claims: a DynamoDB source's tables and where each is synced (none for Kinesis).
     """
 
     table_name: str
@@ -167,6 +221,7 @@ class TableMetadata:
     last_ingest_at: float | None = None
     schema_version: int = SCHEMA_VERSION
     created_by: str = CREATED_BY
+    table_claims: tuple[TableClaim, ...] = ()
 
     @property
     def identity(self) -> TableIdentity:
@@ -214,6 +269,11 @@ class TableMetadata:
             last_ingest_at=number(LAST_INGEST_AT),
             schema_version=int(number("schema_version") or 0),
             created_by=text("created_by") or "",
+            table_claims=tuple(
+                TableClaim.from_attribute(name[len(TABLE_CLAIM_PREFIX) :], value)
+                for name, value in sorted(item.items())
+                if name.startswith(TABLE_CLAIM_PREFIX)
+            ),
         )
 
 
@@ -288,3 +348,19 @@ def record_ingest(items: DynamoTable, now: float | None = None) -> None:
         condition="attribute_exists(#k)",
         values={":now": {"N": str(time.time() if now is None else now)}},
     )
+
+
+def claim_table(items: DynamoTable, claim: TableClaim) -> TableClaim:
+    """Record ``claim`` unless the metadata item holds a claim on its table; the claim held after.
+
+    One conditional UpdateItem (``if_not_exists``): of two connectors claiming a table at once, one wins.
+    """
+    attributes = items.update(
+        METADATA_KEY,
+        "SET #c = if_not_exists(#c, :c)",
+        condition="attribute_exists(#k)",
+        names={"#c": claim.attribute},
+        values={":c": claim.to_attribute()},
+        returning="ALL_NEW",
+    )
+    return TableClaim.from_attribute(claim.table, attributes[claim.attribute])

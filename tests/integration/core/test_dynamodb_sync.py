@@ -39,7 +39,10 @@ from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb import types
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, OnGap, StreamGapError, SyncSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
+from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
+from airflow_kinesis_snowflake.core.state.errors import IdentityError
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.metadata import TableIdentity
 from tests.conftest import query, unique
 from tests.emulators import Emulators
 from tests.emulators.dynamodb_streams import expire_item, remove_shard, roll_shard, trim
@@ -748,3 +751,93 @@ def test_a_run_reads_snapshot_batches_up_to_its_bound_and_the_next_runs_read_on_
     assert sum(sum(b.segments.values()) for o in outcomes for b in snapshot_batches(o)) == 60
     actual, _ = destination_rows(emulators, sync)
     assert actual == source_items(workload)
+
+
+# -- one application name, one copy of each table ---------------------------------------------------
+
+
+def second_destination(emulators: Emulators, sync: TableSync, schema: str) -> TableSync:
+    """The same table under the same application name, synced by another connector into ``schema``."""
+    query(emulators, f"CREATE SCHEMA IF NOT EXISTS ANALYTICS.{schema}")
+    other = Destination("ANALYTICS", schema, sync.target.destination.table + "_COPY")
+    return dataclasses.replace(
+        sync, target=dataclasses.replace(sync.target, destination=other), connector_id="orders_copy"
+    )
+
+
+def tables_in(emulators: Emulators, schema: str) -> set[str]:
+    rows = query(
+        emulators, f"SELECT TABLE_NAME FROM ANALYTICS.INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = '{schema}'"
+    )
+    return {str(r[0]) for r in rows}
+
+
+@pytest.mark.parametrize("schema", ["RAW", "COPIES"], ids=["same-schema", "another-schema"])
+def test_a_second_destination_of_a_table_under_one_application_name_is_refused_before_anything_is_read(
+    emulators: Emulators, schema: str
+) -> None:
+    # Without the refusal, the second connector's table stayed empty: in the same schema it took the
+    # first one's snapshot as its own; in another, the first one's finished segments were never read.
+    workload, sync = make_source(emulators)
+    sync = dataclasses.replace(sync, connector_id="orders")
+    workload.put(20, start=0)
+    run_until_complete(emulators, sync, 0)
+    copy = second_destination(emulators, sync, schema)
+    leases_before = LeaseTable(client(emulators, "dynamodb"), sync.application_name).leases()
+
+    with pytest.raises(IdentityError) as refused:
+        run(emulators, copy, 50)
+
+    message = str(refused.value)
+    assert f"already syncs DynamoDB table {sync.table!r} into {sync.target.destination.qualified_name}" in message
+    assert f"connector 'orders_copy' syncs it into {copy.target.destination.qualified_name}" in message
+    assert "give connector 'orders_copy' an application_name of its own" in message
+    # Nothing of the copy was created, recorded or taken.
+    assert copy.target.destination.table not in tables_in(emulators, schema)
+    generations = f"SELECT COUNT(*) FROM {copy.target.generations} WHERE DESTINATION = "
+    assert query(emulators, generations + f"'{copy.target.destination.qualified_name}'") == [(0,)]
+    assert LeaseTable(client(emulators, "dynamodb"), sync.application_name).leases() == leases_before
+    # The first connector syncs on.
+    workload.churn(6)
+    run(emulators, sync, 60)
+    assert destination_rows(emulators, sync)[0] == source_items(workload)
+
+
+def test_with_the_lease_table_lost_snowflakes_record_still_refuses_a_second_destination_in_the_schema(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators)
+    workload.put(15, start=0)
+    run_until_complete(emulators, sync, 0)
+    delete_table(client(emulators, "dynamodb"), sync.application_name)
+    copy = second_destination(emulators, sync, "RAW")
+
+    with pytest.raises(IdentityError, match=f"into {sync.target.destination.qualified_name} for connector"):
+        run(emulators, copy, 50)
+
+    # The refused run claimed nothing: the first connector's next run claims the new lease table.
+    workload.churn(6)
+    run(emulators, sync, 60)
+    assert destination_rows(emulators, sync)[0] == source_items(workload)
+    metadata = LeaseTable(client(emulators, "dynamodb"), sync.application_name).metadata()
+    assert metadata is not None
+    assert [(c.table, c.destination) for c in metadata.table_claims] == [
+        (sync.table, sync.target.destination.qualified_name)
+    ]
+
+
+def test_a_kinesis_connectors_lease_table_is_refused_before_anything_is_read(emulators: Emulators) -> None:
+    workload, sync = make_source(emulators)
+    workload.put(5, start=0)
+    leases = LeaseTable(client(emulators, "dynamodb"), sync.application_name)
+    leases.create(stream_name="clicks", application_name=sync.application_name)
+    stream_arn = "arn:aws:kinesis:us-east-1:123456789012:stream/clicks"
+    leases.record_identity(TableIdentity("clicks", "ANALYTICS.RAW.CLICKS", stream_arn))
+
+    with pytest.raises(IdentityError, match="already used by Kinesis connector 'clicks' for stream 'clicks'"):
+        run(emulators, sync, 0)
+
+    assert current_generation(emulators, sync) is None
+    assert leases.leases() == {}
+    metadata = leases.metadata()
+    assert metadata is not None and metadata.table_claims == ()

@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.batch import (
     BatchOutcome,
+    BatchRefused,
     BatchSettings,
     ResetInProgress,
     ShardOutcome,
@@ -42,7 +43,7 @@ from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
 from airflow_kinesis_snowflake.core.state.leases import TTL_ATTRIBUTE, LeaseTable
 from airflow_kinesis_snowflake.core.state.marks import set_reset_mark
-from airflow_kinesis_snowflake.core.state.metadata import ResetMark, stream_created_at
+from airflow_kinesis_snowflake.core.state.metadata import ResetMark, TableClaim, stream_created_at
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION
@@ -302,6 +303,26 @@ def test_a_live_reset_mark_skips_the_batch_before_anything_is_read(connector: Co
 
     assert submitted == []
     assert connector.lease_table.leases() == {}  # not even synced
+    assert connector.ids() == []
+
+
+def test_a_lease_table_holding_a_dynamodb_connectors_tables_is_refused_before_anything_is_read(
+    connector: Connector,
+) -> None:
+    # A DynamoDB connector was given the same application name and synced a table through it.
+    connector.lease_table.claim_table(TableClaim("orders", "ANALYTICS.RAW.ORDERS", "orders_ddb"))
+    submitted: list[BatchPlan] = []
+
+    with pytest.raises(BatchRefused) as refused:
+        connector.run(recording(submitted))
+
+    message = str(refused.value)
+    assert f"application name {connector.app!r} is already used by DynamoDB connector orders_ddb" in message
+    assert "tables orders" in message and "Give connector 'batch-tests' an application_name of its own" in message
+    assert submitted == []
+    assert connector.lease_table.leases() == {}
+    metadata = connector.lease_table.metadata()
+    assert metadata is not None and metadata.destination is None  # the Kinesis connector recorded nothing
     assert connector.ids() == []
 
 

@@ -47,10 +47,10 @@ def test_a_segment_has_a_cursor_exactly_until_it_is_done() -> None:
 
 def test_tombstones_exist_only_with_hard_deletes() -> None:
     hard = support_objects_ddl(target(Deletes.HARD))
-    generations = ["snapshot ledger", "sync generations", "sync generations' stream"]
+    generations = ["snapshot ledger", "sync generations", "sync generations' stream", "sync generations' destination"]
     assert [d.kind for d in hard] == [*generations, "tombstones"]
     assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == generations
-    assert '"SK" NUMBER(38,0) NOT NULL' in hard[3].sql
+    assert '"SK" NUMBER(38,0) NOT NULL' in hard[4].sql
 
 
 def test_an_upsert_sets_every_attribute_column_null_where_the_batch_has_none() -> None:
