@@ -9,7 +9,7 @@ reads what, and a cache of the positions. Each batch:
    fixed before its snapshot starts), complete a snapshot, or read. A gap (a shard of the current
    generation last read longer than ``max_checkpoint_age`` ago by the run's ``now``, a shard that
    left the stream before it was read to its end, a stream that is not the one the generation
-   follows, or a trimmed position found by a read) starts
+   follows, a destination table dropped by hand, or a trimmed position found by a read) starts
    the next generation with ``on_gap: resnapshot``, or raises :class:`.progress.StreamGapError`
    with ``on_gap: fail`` before anything is recorded.
 2. **Leases** the segments the step names and the generation's stream shards whose parents are
@@ -92,6 +92,8 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     StartGeneration,
     StreamStart,
     SyncSettings,
+    destination_dropped,
+    gap_error,
     lease_key,
     next_step,
     reads_from_first_record,
@@ -298,7 +300,6 @@ def sync_table(
     cutoff = cutoff or now()
     outcome = TableOutcome(sync.table)
     leases = LeaseTable(lease_dynamodb, sync.application_name)
-    gap: Gap | None = None
     snapshot_batches = 0
     with closing(connect_snowflake()) as conn:
         sink = DynamoDBSink(conn, sync.target)
@@ -306,6 +307,14 @@ def sync_table(
         # Step 0: Snowflake's record first (a refusal leaves no claim behind), then the lease table's.
         _check_recorded_destinations(sink, sync)
         _claim(leases, sync)
+        # A destination dropped by hand is a gap, told before it is created again (``UNDROP TABLE``
+        # still works after a refusal).
+        gap: Gap | None = None
+        if not sink.destination_exists():
+            current = sink.current_generation(sync.application_name)
+            gap = destination_dropped(current, sync.target.destination.qualified_name)
+        if gap is not None and sync.settings.on_gap is OnGap.FAIL:
+            raise gap_error(sync.table, gap)
         sink.ensure_destination(sync.destination_columns)
         for _ in range(max_rounds + sync.settings.max_snapshot_batches_per_run):
             current = sink.current_generation(sync.application_name)

@@ -468,6 +468,16 @@ class DynamoDBSink:
         for ddl in support_objects_ddl(self.target):
             self._execute(ddl.sql)
 
+    def destination_exists(self) -> bool:
+        """Whether the destination table exists (the information schema, no warehouse needed)."""
+        d = self.target.destination
+        rows = self._execute(
+            f"SELECT COUNT(*) FROM {quote_identifier(d.database)}.information_schema.tables "
+            "WHERE table_schema = %s AND table_name = %s",
+            (d.schema, d.table),
+        )
+        return bool(rows and int(rows[0][0]))
+
     def ensure_destination(self, columns: Sequence[TableColumn]) -> None:
         """Create the destination table with ``columns`` (:func:`~.dynamodb_rows.table_columns`) unless it exists."""
         definitions = ", ".join(f"{_q(c.name)} {c.data_type}{'' if c.nullable else ' NOT NULL'}" for c in columns)

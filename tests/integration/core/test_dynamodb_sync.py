@@ -486,6 +486,50 @@ def test_a_trimmed_stream_with_on_gap_fail_stops_naming_the_table_cause_and_fix_
     }
 
 
+@pytest.mark.parametrize("layout", [Layout.PACKED, Layout.UNPACKED], ids=["packed", "unpacked"])
+def test_a_destination_table_dropped_by_hand_is_a_gap_and_the_next_run_resnapshots_it_whole(
+    emulators: Emulators, layout: Layout
+) -> None:
+    # Without the check the table came back empty and only later changes arrived in it.
+    workload, sync = make_source(emulators, layout=layout)
+    workload.put(20, start=0)
+    run_until_complete(emulators, sync, 0)
+    workload.churn(6)
+    run(emulators, sync, 30)
+    query(emulators, f"DROP TABLE {sync.target.destination.qualified_name}")
+    workload.churn(6)
+
+    outcome = run(emulators, sync, 40)
+
+    assert [r for r in outcome.generations_started if "was dropped" in r], outcome.generations_started
+    run_until_complete(emulators, sync, 50)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 1
+    columns = column_types(emulators, sync) if layout is Layout.UNPACKED else None
+    assert destination_rows(emulators, sync)[0] == source_items(workload, columns)
+
+
+def test_a_destination_table_dropped_by_hand_with_on_gap_fail_stops_and_is_not_created_again(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators, settings=SyncSettings(total_segments=3, on_gap=OnGap.FAIL))
+    workload.put(10, start=0)
+    run_until_complete(emulators, sync, 0)
+    destination = sync.target.destination
+    query(emulators, f"DROP TABLE {destination.qualified_name}")
+
+    with pytest.raises(StreamGapError) as raised:
+        run(emulators, sync, 30)
+
+    message = str(raised.value)
+    assert f"the destination table {destination.qualified_name} was dropped" in message
+    assert f"UNDROP TABLE {destination.qualified_name}" in message and "on_gap: resnapshot" in message
+    # Not created again, so that UNDROP TABLE can bring it back; no generation started.
+    assert destination.table not in tables_in(emulators, destination.schema)
+    generation = current_generation(emulators, sync)
+    assert generation is not None and generation.number == 0
+
+
 def test_a_trimmed_stream_with_on_gap_resnapshot_takes_a_resumable_snapshot_that_removes_deleted_rows(
     emulators: Emulators,
 ) -> None:

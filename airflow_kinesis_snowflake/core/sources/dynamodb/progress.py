@@ -172,6 +172,31 @@ class Gap:
     reason: str
 
 
+def gap_error(table: str, gap: Gap) -> StreamGapError:
+    """The error of a gap with ``on_gap: fail``: what was lost and the fix."""
+    return StreamGapError(
+        f"DynamoDB table {table}: {gap.reason}; changes since the last batch may be lost, so the "
+        "destination may no longer equal the table. Set on_gap: resnapshot to take a new snapshot "
+        "(it resumes per segment and removes rows of items deleted meanwhile), or run the reset DAG"
+    )
+
+
+def destination_dropped(current: Generation | None, destination: str) -> Gap | None:
+    """The gap of a destination table found missing while a generation is recorded: it was dropped.
+
+    The sync creates the destination before it records a generation, and a reset never drops it, so
+    its rows were lost with it; the stream alone would only bring later changes. Only a new snapshot
+    makes the table whole again (or ``UNDROP TABLE``, while Time Travel keeps it, before the next run).
+    """
+    if current is None:
+        return None
+    return Gap(
+        destination,
+        f"the destination table {destination} was dropped after generation {current.number} started, and its "
+        f"rows with it (UNDROP TABLE {destination} brings them back while Time Travel keeps them)",
+    )
+
+
 def stream_replaced(current: Generation, stream_arn: str) -> Gap | None:
     """A gap when the table's stream is no longer the one the generation follows.
 
@@ -268,11 +293,7 @@ def next_step(
         return StartGeneration(_first_generation(settings, now), "the table's first sync")
     if gap is not None:
         if settings.on_gap is OnGap.FAIL:
-            raise StreamGapError(
-                f"DynamoDB table {table}: {gap.reason}; changes since the last batch may be lost, so the "
-                "destination may no longer equal the table. Set on_gap: resnapshot to take a new snapshot "
-                "(it resumes per segment and removes rows of items deleted meanwhile), or run the reset DAG"
-            )
+            raise gap_error(table, gap)
         number = current.number + 1
         started = Generation(number, now, SnapshotStart(number, now, settings.total_segments))
         return StartGeneration(started, f"a gap in the stream: {gap.reason}")

@@ -17,6 +17,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     StreamStart,
     SyncSettings,
     checkpoint_gap,
+    destination_dropped,
     lease_key,
     next_step,
     reads_from_first_record,
@@ -98,6 +99,18 @@ def test_a_stream_other_than_the_one_the_generation_follows_is_a_gap_naming_both
     assert "not arn:table/orders/stream/2026-01-01 that generation 3 follows" in gap.reason
     unrecorded = Generation(3, NOW, None, completed=True)
     assert stream_replaced(unrecorded, "arn:table/orders/stream/2026-11-24") is None
+
+
+def test_a_destination_missing_once_a_generation_is_recorded_is_a_gap_naming_it_and_undrop():
+    assert destination_dropped(None, "ANALYTICS.RAW.ORDERS") is None  # the first sync creates it
+    gap = destination_dropped(Generation(2, NOW, None, completed=True), "ANALYTICS.RAW.ORDERS")
+    assert gap is not None and gap.shard_id == "ANALYTICS.RAW.ORDERS"
+    assert "ANALYTICS.RAW.ORDERS was dropped after generation 2 started" in gap.reason
+    assert "UNDROP TABLE ANALYTICS.RAW.ORDERS" in gap.reason
+    step = next_step("orders", Generation(2, NOW, None, completed=True), [], SyncSettings(), NOW, gap)
+    assert isinstance(step, StartGeneration) and step.generation.number == 3 and step.generation.snapshot
+    with pytest.raises(StreamGapError, match=r"was dropped.*on_gap: resnapshot"):
+        next_step("orders", Generation(2, NOW, None, completed=True), [], SyncSettings(on_gap=OnGap.FAIL), NOW, gap)
 
 
 def test_a_shard_read_to_its_end_has_no_gap_however_long_ago_and_whether_listed_or_not():
