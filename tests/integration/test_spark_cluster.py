@@ -3,7 +3,8 @@
 The cluster's jobs run a Python that cannot import this provider unless the job ships it
 (tests/emulators/spark_cluster.py), and two connectors, each limited to one core by its connector
 file's ``spark:`` section, load side by side on the worker's two cores. A DynamoDB connector's
-sync DAG runs its batches on the same cluster, logging in to Snowflake by key pair.
+sync DAG runs its batches on the same cluster, logging in to Snowflake by key pair, scheduled and
+then in continuous mode.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,8 @@ from tests.integration.test_key_pair_dags import TEXT_ONLY, key_pair_connection,
 pytestmark = pytest.mark.integration
 
 SPARK_CONN_ID = "spark_cluster"
+# Each DAG run's application syncs for 6 seconds, then ends.
+CONTINUOUS = {"mode": "continuous", "max_runtime_minutes": 0.1}
 IMPORT_PROVIDER = "import airflow_kinesis_snowflake.core.job"
 
 
@@ -336,6 +340,26 @@ def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pa
     rows = loaded(emulators, destination)
     assert rows["o7"] == {"pk": "o7", "amount": "now a string"} and "o11" not in rows and len(rows) == 35
     assert rows == scanned(dynamodb, table)
+
+    # Run 3, in continuous mode: one application whose driver on the cluster syncs run after run, its
+    # own Snowflake key-pair logins and lease-table calls included, until its runtime ends.
+    write_connector(tmp_path / "dags", {**connector, "batch": {**connector["batch"], **CONTINUOUS}})
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "o40"}, "amount": {"N": "40.25"}})
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": "o3"}})
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run3.log")
+    outputs.append(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, outputs[-1][-5000:]
+    rows = loaded(emulators, destination)
+    assert rows["o40"] == {"pk": "o40", "amount": Decimal("40.25")} and "o3" not in rows and len(rows) == 35
+    assert rows == scanned(dynamodb, table)
+    continuous = [line for line in outputs[-1].splitlines() if "Spark-Submit cmd:" in line]
+    assert len(continuous) == 1 and "--continuous" in continuous[0], continuous
+    per_attempt = query(
+        emulators,
+        "SELECT COUNT(*) FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES "
+        f"WHERE APPLICATION_NAME = '{app}' GROUP BY ATTEMPT_ID ORDER BY MIN(RECORDED_AT)",
+    )
+    assert per_attempt[-1][0] >= 2, per_attempt  # the one application looked more than once
 
     # Every batch was an application of the cluster's master, submitted in client mode ...
     commands = [line for output in outputs for line in output.splitlines() if "Spark-Submit cmd:" in line]
