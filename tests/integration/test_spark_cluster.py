@@ -291,7 +291,7 @@ def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pa
         item = {"pk": {"S": f"o{n}"}, "amount": {"N": f"{n}.5"}, "tags": {"SS": ["a", f"t{n}"]}}
         dynamodb.put_item(TableName=table, Item=item)
     app = f"{prefix}-app"
-    connector = {
+    connector: dict[str, Any] = {
         "connector_id": prefix.replace("-", "_"),
         "source": {
             "type": "dynamodb",
