@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition
 from airflow_kinesis_snowflake.core.sources.records import deaggregate
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
@@ -36,7 +37,7 @@ from airflow_kinesis_snowflake.core.state.marks import resolve_application
 
 
 def _code(err: ClientError) -> str:
-    return str(err.response.get("Error", {}).get("Code", "")) or type(err).__name__
+    return error_code(err) or type(err).__name__
 
 
 class KinesisReads(Protocol):

@@ -60,6 +60,7 @@ from airflow_kinesis_snowflake.core.admin.cleanup import (
 )
 from airflow_kinesis_snowflake.core.admin.params import ParameterError, as_bool, as_number
 from airflow_kinesis_snowflake.core.admin.window import LOCK_MARGIN_SECONDS, AdminError
+from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink, destination_from_text
 from airflow_kinesis_snowflake.core.model import ConsumerType
 from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup, optional_text, snapshot
@@ -472,7 +473,7 @@ class _Cleanup:
             try:
                 listed = self.stream.list_consumers(stream)
             except ClientError as err:
-                code = err.response.get("Error", {}).get("Code", "")
+                code = error_code(err)
                 if code != "ResourceNotFoundException":
                     log.warning("Cannot list the fan-out consumers of stream %s (%s); skipped", stream, code)
                 continue

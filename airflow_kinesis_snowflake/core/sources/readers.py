@@ -30,6 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError, HTTPClientError, ResponseStreamingError
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
+from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.planning import ShardRange
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival, deaggregate
@@ -230,7 +231,7 @@ def _read(
         try:
             response = pending.result()
         except ClientError as err:
-            if err.response.get("Error", {}).get("Code") != "ExpiredIteratorException":
+            if error_code(err) != "ExpiredIteratorException":
                 raise
             # Resume right after the last record delivered; nothing is read twice or skipped.
             result.iterator_renewals += 1
@@ -372,7 +373,7 @@ def _subscribe(
         try:
             response = client.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position)
         except ClientError as err:
-            in_use = err.response.get("Error", {}).get("Code") == "ResourceInUseException"
+            in_use = error_code(err) == "ResourceInUseException"
             if not in_use or attempt >= RESOURCE_IN_USE_RETRIES:
                 raise
             sleep(min(RESOURCE_IN_USE_BACKOFF_SECONDS * 2**attempt, RESOURCE_IN_USE_MAX_BACKOFF_SECONDS))

@@ -18,6 +18,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.aws import error_code
+
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
 RESOURCE_NOT_FOUND = "ResourceNotFoundException"
 RESOURCE_IN_USE = "ResourceInUseException"
@@ -46,11 +48,6 @@ class TableInUse(ClientError):
 
 class ReadIncomplete(RuntimeError):
     """DynamoDB left some keys of a batch read unprocessed however often they were asked for again."""
-
-
-def error_code(err: ClientError) -> str:
-    """The AWS error code of a client error (``""`` when the response has none)."""
-    return str(err.response.get("Error", {}).get("Code", ""))
 
 
 def is_conditional_failure(err: ClientError) -> bool:

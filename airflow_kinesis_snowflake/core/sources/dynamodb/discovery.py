@@ -38,6 +38,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.aws import error_code
+
 DEFAULT_DESTINATION_TEMPLATE = "{table}"
 TABLE_PLACEHOLDER = "{table}"
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-].
@@ -409,10 +411,6 @@ def decide_discovery(
 # -- I/O ---------------------------------------------------------------------------------------
 
 
-def _error_code(err: ClientError) -> str:
-    return str(err.response.get("Error", {}).get("Code", ""))
-
-
 def table_name_of_arn(arn: str) -> str:
     """``orders`` of ``arn:aws:dynamodb:eu-west-1:123456789012:table/orders``."""
     resource = arn.split(":", 5)[-1]
@@ -437,7 +435,7 @@ def find_tagged_tables(tagging: Any, selection: TableSelection, *, resources_per
         ):
             names.update(table_name_of_arn(r["ResourceARN"]) for r in page.get("ResourceTagMappingList", []))
     except ClientError as err:
-        if _error_code(err) in _ACCESS_DENIED:
+        if error_code(err) in _ACCESS_DENIED:
             raise DiscoveryError(
                 f"cannot discover DynamoDB tables by tags: tag:GetResources was denied ({err}); grant it to the "
                 "connector's role (the policy `python -m airflow_kinesis_snowflake policy` prints), or list the "
@@ -452,7 +450,7 @@ def describe_table(dynamodb: Any, name: str) -> TableFacts:
     try:
         table = dynamodb.describe_table(TableName=name)["Table"]
     except ClientError as err:
-        code = _error_code(err)
+        code = error_code(err)
         if code == "ResourceNotFoundException":
             return TableFacts(name, found=False)
         if code in _ACCESS_DENIED:

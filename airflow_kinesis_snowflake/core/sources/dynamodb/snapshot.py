@@ -33,6 +33,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Item, ItemChange, Version
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter, TableCapacity
 
@@ -221,7 +222,7 @@ def _scan_page(
             response: dict[str, Any] = client.scan(**request)
             return response
         except ClientError as err:
-            code = str(err.response.get("Error", {}).get("Code", ""))
+            code = error_code(err)
             if code not in THROTTLING_ERRORS:
                 raise
             read.throttled += 1

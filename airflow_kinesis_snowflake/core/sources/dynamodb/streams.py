@@ -33,6 +33,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, ItemChange, Version
 from airflow_kinesis_snowflake.core.sources.shards import Shard, order_by_lineage
 
@@ -140,10 +141,6 @@ def _hours(delta: timedelta) -> str:
     return f"{delta.total_seconds() / 3600:.1f} hours"
 
 
-def _code(err: ClientError) -> str:
-    return str(err.response.get("Error", {}).get("Code", ""))
-
-
 def is_ttl_removal(record: dict[str, Any]) -> bool:
     """Whether a stream record is a removal made by time to live (its user identity is the service).
 
@@ -233,7 +230,7 @@ class _Reader:
             try:
                 page = self._call(partial(self.client.get_records, ShardIterator=iterator, Limit=limit))
             except ClientError as err:
-                if _code(err) != "ExpiredIteratorException" or renewals >= MAX_ITERATOR_RENEWALS:
+                if error_code(err) != "ExpiredIteratorException" or renewals >= MAX_ITERATOR_RENEWALS:
                     raise
                 renewals += 1
                 self.result.iterator_renewals += 1
@@ -248,7 +245,7 @@ class _Reader:
             try:
                 return call()
             except ClientError as err:
-                code = _code(err)
+                code = error_code(err)
                 if code == "TrimmedDataAccessException":
                     raise StreamGap(
                         self.table,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.state.dynamodb import (
     ConditionFailed,
     DynamoTable,
     TableMissing,
     delete_table,
-    error_code,
     is_conditional_failure,
     list_table_names,
     table_tags,
