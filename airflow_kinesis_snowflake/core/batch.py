@@ -83,7 +83,13 @@ from airflow_kinesis_snowflake.core.state.marks import (
     resolve_application,
     set_generation,
 )
-from airflow_kinesis_snowflake.core.state.metadata import TableIdentity, TableMarks, check_identity, read_marks
+from airflow_kinesis_snowflake.core.state.metadata import (
+    TableIdentity,
+    TableMarks,
+    check_identity,
+    check_kinesis_use,
+    read_marks,
+)
 from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 
 log = logging.getLogger(__name__)
@@ -526,16 +532,8 @@ def _check_identity(table_name: str, marks: TableMarks | None, identity: TableId
     DynamoDB source's tables."""
     if marks is None:
         return
-    if marks.table_claims:
-        tables = ", ".join(sorted(claim.table for claim in marks.table_claims))
-        owners = sorted({claim.connector_id or "(unknown)" for claim in marks.table_claims})
-        raise BatchRefused(
-            f"application name {table_name!r} is already used by DynamoDB connector {', '.join(owners)} for "
-            f"tables {tables}; its lease table cannot also hold the progress of Kinesis connector "
-            f"{identity.connector_id or '(this one)'!r}. Give connector {identity.connector_id or '(this one)'!r} "
-            "an application_name of its own. Nothing was read"
-        )
     try:
+        check_kinesis_use(table_name, marks, identity.connector_id)
         check_identity(table_name, marks.identity, identity)
     except IdentityError as err:
         raise BatchRefused(str(err)) from err

@@ -117,9 +117,9 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
     read_stream_shard,
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError
+from airflow_kinesis_snowflake.core.state.errors import LeaseLostError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys, open_to
-from airflow_kinesis_snowflake.core.state.metadata import TableClaim, check_claim
+from airflow_kinesis_snowflake.core.state.metadata import TableClaim, check_claim, check_dynamodb_use
 
 log = logging.getLogger(__name__)
 
@@ -393,19 +393,14 @@ def _claim(leases: LeaseTable, sync: TableSync) -> None:
 
     :raises IdentityError: the lease table serves a Kinesis stream, or another destination of the table.
     """
+    mine = TableClaim(sync.table, sync.target.destination.qualified_name, sync.connector_id)
     metadata = leases.metadata() if leases.exists() else None
     if metadata is None:
         # A connector's tables share its lease table, which names the connector's application as
         # its source (as the provision DAG creates it).
         leases.create(stream_name=sync.application_name, application_name=sync.application_name)
-    elif metadata.stream_arn or metadata.stream_name != sync.application_name:
-        raise IdentityError(
-            f"application name {sync.application_name!r} is already used by Kinesis connector "
-            f"{metadata.connector_id or '(unknown)'!r} for stream {metadata.stream_name!r}; its lease table cannot "
-            f"also hold the progress of DynamoDB table {sync.table!r}. Give connector "
-            f"{sync.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
-        )
-    mine = TableClaim(sync.table, sync.target.destination.qualified_name, sync.connector_id)
+    else:
+        check_dynamodb_use(sync.application_name, metadata, mine)
     check_claim(sync.application_name, leases.claim_table(mine), mine)
 
 

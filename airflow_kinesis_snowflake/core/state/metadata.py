@@ -169,6 +169,40 @@ def check_claim(table_name: str, recorded: TableClaim, current: TableClaim) -> N
     )
 
 
+def check_kinesis_use(table_name: str, recorded: TableMetadata, connector_id: str | None) -> None:
+    """Refuse a Kinesis connector a lease table that holds a DynamoDB source's tables.
+
+    :raises IdentityError: naming the DynamoDB connector, its tables and the fix.
+    """
+    if not recorded.table_claims:
+        return
+    tables = ", ".join(sorted(claim.table for claim in recorded.table_claims))
+    owners = sorted({claim.connector_id or "(unknown)" for claim in recorded.table_claims})
+    raise IdentityError(
+        f"application name {table_name!r} is already used by DynamoDB connector {', '.join(owners)} for "
+        f"tables {tables}; its lease table cannot also hold the progress of Kinesis connector "
+        f"{connector_id or '(this one)'!r}. Give connector {connector_id or '(this one)'!r} "
+        "an application_name of its own. Nothing was read"
+    )
+
+
+def check_dynamodb_use(table_name: str, recorded: TableMetadata, current: TableClaim) -> None:
+    """Refuse a DynamoDB connector a lease table that serves a Kinesis stream.
+
+    A DynamoDB source's lease table names its application as its stream and records no stream ARN.
+
+    :raises IdentityError: naming the Kinesis connector, its stream and the fix.
+    """
+    if not recorded.stream_arn and recorded.stream_name == table_name:
+        return
+    raise IdentityError(
+        f"application name {table_name!r} is already used by Kinesis connector "
+        f"{recorded.connector_id or '(unknown)'!r} for stream {recorded.stream_name!r}; its lease table cannot "
+        f"also hold the progress of DynamoDB table {current.table!r}. Give connector "
+        f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
+    )
+
+
 @dataclass(frozen=True)
 class ResetMark:
     """A reset or restore working on a connector; ingestions skip while it is live."""

@@ -3,6 +3,7 @@ lease table) and its reset mark."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -11,10 +12,13 @@ from airflow_kinesis_snowflake.core.state.errors import IdentityError
 from airflow_kinesis_snowflake.core.state.metadata import (
     CREATED_BY,
     ResetMark,
+    TableClaim,
     TableIdentity,
     TableMarks,
     TableMetadata,
+    check_dynamodb_use,
     check_identity,
+    check_kinesis_use,
     stream_created_at,
 )
 
@@ -51,6 +55,29 @@ def test_a_recreated_stream_is_refused_pointing_at_the_reset_dag() -> None:
     again = TableIdentity("orders", ORDERS.destination, ORDERS.stream_arn, "2026-03-01T00:00:00+00:00")
     with pytest.raises(IdentityError, match=r"deleted and created again.*reset DAG"):
         check_identity("orders-app", ORDERS, again)
+
+
+def test_a_lease_table_serves_one_source_kind() -> None:
+    kinesis = TableMetadata("orders-app", "orders-app", "orders", "g1", "", stream_arn=ORDERS.stream_arn)
+    dynamodb = TableMetadata(
+        "customers-app", "customers-app", "customers-app", "g2", "",
+        table_claims=(TableClaim("customers", "ANALYTICS.RAW.CUSTOMERS", "customers"),),
+    )  # fmt: skip
+    claim = TableClaim("customers", "ANALYTICS.RAW.CUSTOMERS", "customers")
+    # Each source passes its own lease table.
+    check_kinesis_use("orders-app", kinesis, "orders")
+    check_dynamodb_use("customers-app", dynamodb, claim)
+    # A Kinesis connector is refused a table holding DynamoDB claims, naming their connector and tables.
+    with pytest.raises(IdentityError) as err:
+        check_kinesis_use("customers-app", dynamodb, "orders")
+    assert "already used by DynamoDB connector customers for tables customers" in str(err.value)
+    assert "Give connector 'orders' an application_name of its own" in str(err.value)
+    # A DynamoDB connector is refused a Kinesis stream's table, known by its stream ARN or its stream's name.
+    for table_name, recorded in (("orders-app", kinesis), ("orders-app", replace(kinesis, stream_arn=None))):
+        with pytest.raises(IdentityError) as err:
+            check_dynamodb_use(table_name, recorded, claim)
+        assert "already used by Kinesis connector '(unknown)' for stream 'orders'" in str(err.value)
+        assert "DynamoDB table 'customers'" in str(err.value)
 
 
 def test_stream_creation_time_is_stored_in_utc() -> None:
