@@ -34,6 +34,7 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
     normalize_base_location,
     normalize_column_type,
 )
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBTarget, KeyColumn
@@ -456,6 +457,7 @@ class SnowflakeConfig(_Strict):
 BATCH_MODES = ("scheduled", "continuous")
 # A continuous Spark application runs at most a day (leases are renewed meanwhile).
 MAX_RUNTIME_MAX_MINUTES = 24 * 60
+IDLE_MAX_SECONDS = 600
 
 
 class BatchConfig(_Strict):
@@ -478,6 +480,10 @@ class BatchConfig(_Strict):
         ``max_runtime_minutes``, then ends; ``docs/modes.md``).
     :param max_runtime_minutes: continuous mode only (and required there): how long one Spark
         application starts micro-batches.
+    :param idle_seconds: continuous mode only: the pause after a micro-batch (a DynamoDB table's run)
+        that found nothing new, before the next looks again (default 1). Each look queries
+        Snowflake: a longer pause lets a quiet connector cost fewer of them, at the
+        price of that much more latency for the first record after a quiet spell.
     :param max_bytes_per_shard: user-record payload bytes one batch reads of one shard at most; the
         read stops after the record that reaches it (docs/performance.md, "Memory").
     """
@@ -494,6 +500,7 @@ class BatchConfig(_Strict):
     retry_delay_seconds: int = Field(default=30, ge=0, le=RETRY_DELAY_MAX_SECONDS)
     mode: Literal["scheduled", "continuous"] = "scheduled"
     max_runtime_minutes: float | None = Field(default=None, gt=0, le=MAX_RUNTIME_MAX_MINUTES)
+    idle_seconds: float = Field(default=IDLE_SECONDS, gt=0, le=IDLE_MAX_SECONDS)
 
     @field_validator("schedule")
     @classmethod
@@ -512,6 +519,11 @@ class BatchConfig(_Strict):
             raise ValueError(
                 f"batch.max_runtime_minutes ({self.max_runtime_minutes}) is only used with batch.mode continuous; "
                 "remove it, or set batch.mode: continuous"
+            )
+        if self.mode == "scheduled" and "idle_seconds" in self.model_fields_set:
+            raise ValueError(
+                f"batch.idle_seconds ({self.idle_seconds}) is only used with batch.mode continuous (the pause "
+                "between micro-batches that found nothing new); remove it, or set batch.mode: continuous"
             )
         return self
 

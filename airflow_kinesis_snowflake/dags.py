@@ -247,6 +247,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             lease_duration_seconds=config.batch.lease_duration_seconds,
             mode=config.batch.mode,
             max_runtime_minutes=config.batch.max_runtime_minutes,
+            idle_seconds=config.batch.idle_seconds,
             destination_type=dst.type.value,
             pipe_definition=dst.pipe_definition,
             schema_evolution=dst.ingest_schema_evolution,
@@ -608,6 +609,7 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             spark_conf=config.spark.spark_conf() or None,
             spark_submit=config.spark.submit_arguments(),
             max_runtime_minutes=config.batch.max_runtime_minutes,
+            idle_seconds=config.batch.idle_seconds,
             map_index_template=TABLE_MAP_INDEX,
         ).expand(target=discover.output)
     return dag

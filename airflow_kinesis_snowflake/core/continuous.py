@@ -70,6 +70,9 @@ class ContinuousRun:
     max_runtime_seconds: float
     idle_seconds: float = IDLE_SECONDS
 
+    def __post_init__(self) -> None:
+        check_pace(self.max_runtime_seconds, self.idle_seconds)
+
     def to_json(self) -> str:
         settings = {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self.settings).items()}
         return json.dumps({**asdict(self), "settings": settings}, sort_keys=True, separators=(",", ":"))
@@ -81,6 +84,18 @@ class ContinuousRun:
         settings["destination"] = Destination(**settings["destination"])
         settings["on_unknown_key"] = UnknownKeys(settings["on_unknown_key"])
         return cls(settings=BatchSettings(**settings), **data)
+
+
+def check_pace(max_runtime_seconds: float, idle_seconds: float) -> None:
+    """A continuous application's runtime and idle pause are more than 0 (without a pause, a quiet
+    application would ask its sources and Snowflake without rest).
+
+    :raises ValueError: naming the value.
+    """
+    if max_runtime_seconds <= 0:
+        raise ValueError(f"max_runtime_seconds must be more than 0, not {max_runtime_seconds}")
+    if idle_seconds <= 0:
+        raise ValueError(f"idle_seconds must be more than 0, not {idle_seconds}")
 
 
 def encode_argument(text: str) -> str:

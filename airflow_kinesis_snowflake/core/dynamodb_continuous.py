@@ -34,7 +34,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, decode_argument, encode_argument, pause_after
+from airflow_kinesis_snowflake.core.continuous import (
+    IDLE_SECONDS,
+    check_pace,
+    decode_argument,
+    encode_argument,
+    pause_after,
+)
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import Submit, TableOutcome, TableSync, sync_table
 
@@ -57,6 +63,9 @@ class TableContinuousRun:
     owner: str
     max_runtime_seconds: float
     idle_seconds: float = IDLE_SECONDS
+
+    def __post_init__(self) -> None:
+        check_pace(self.max_runtime_seconds, self.idle_seconds)
 
     def to_json(self) -> str:
         data = {

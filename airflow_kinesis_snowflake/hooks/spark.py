@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowException
 
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
-from airflow_kinesis_snowflake.core.continuous import ContinuousRun, encode_run
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, ContinuousRun, encode_run
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, encode_table_run
 from airflow_kinesis_snowflake.core.dynamodb_job import (
     STREAMS_ENDPOINT_ENV,
@@ -364,6 +364,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         *,
         owner: str,
         max_runtime_minutes: float,
+        idle_seconds: float = IDLE_SECONDS,
         kinesis: KinesisStreamHook,
         snowflake: KinesisSnowflakeHook,
         application: str | None = None,
@@ -382,6 +383,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :param settings: the connector's batch settings.
         :param owner: the lease owner of the application (of every micro-batch).
         :param max_runtime_minutes: no micro-batch starts after this long.
+        :param idle_seconds: the pause after a micro-batch that read nothing.
         :returns: the micro-batches, as :func:`~airflow_kinesis_snowflake.core.batch.outcome_of_results` reads them.
         :raises AirflowException: when spark-submit fails; the micro-batches committed before stay
             committed, and the next run reads on from the ledger.
@@ -389,7 +391,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         """
         self.check_credential_delivery()
         pipe_definition_for(settings.destination_type, settings.pipe_definition, settings.destination)
-        run = ContinuousRun(settings, kinesis.region_name or "us-east-1", owner, max_runtime_minutes * 60)
+        region = kinesis.region_name or "us-east-1"
+        run = ContinuousRun(settings, region, owner, max_runtime_minutes * 60, idle_seconds)
         argument = encode_run(run)
         self._plan_argument = argument
         self._plan_label = f"<continuous run of {run.settings.application_name}: {len(argument)} characters>"

@@ -19,6 +19,7 @@ from airflow_kinesis_snowflake.config import (
     sync_target_to_dict,
     table_sync,
 )
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, describe_summary, sync_table
@@ -66,12 +67,10 @@ class DiscoverDynamoDBTablesOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.tables = tuple(tables) if tables is not None else None
-        self.ingestion_tag_key = ingestion_tag_key
-        self.environment_tag_key = environment_tag_key
+        self.ingestion_tag_key, self.environment_tag_key = ingestion_tag_key, environment_tag_key
         self.environment_tag_value = environment_tag_value
         self.destination_table_template = destination_table_template
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self.aws_conn_id, self.region_name = aws_conn_id, region_name
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         selection = TableSelection(
@@ -111,6 +110,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
     :param max_runtime_minutes: continuous mode (needs ``spark_conn_id``): one Spark application syncs
         the table run after run for this long (:mod:`~airflow_kinesis_snowflake.core.dynamodb_continuous`);
         None syncs it once, up to the DAG run's start.
+    :param idle_seconds: continuous mode: the pause after a run that found nothing new.
     :return: the run's figures: table, batches, changes loaded, snapshots completed, and (scheduled)
         the generations started.
     """
@@ -136,6 +136,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         spark_conf: dict[str, Any] | None = None,
         spark_submit: dict[str, Any] | None = None,
         max_runtime_minutes: float | None = None,
+        idle_seconds: float = IDLE_SECONDS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -148,6 +149,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         if max_runtime_minutes is not None and (spark_conn_id is None or max_runtime_minutes <= 0):
             raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
         self.spark_submit, self.max_runtime_minutes = dict(spark_submit or {}), max_runtime_minutes
+        self.idle_seconds = idle_seconds
         self._spark_hook: KinesisJobSubmitHook | None = None
 
     def table_sync(self) -> TableSync:
@@ -169,7 +171,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
             region = job_aws.region_name or ""
             spark.check_submission()  # before anything is leased or recorded
             if self.max_runtime_minutes is not None:
-                run = TableContinuousRun(sync, region, owner, self.max_runtime_minutes * 60)
+                run = TableContinuousRun(sync, region, owner, self.max_runtime_minutes * 60, self.idle_seconds)
                 figures = summary_of_results(sync, spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake))
                 self.log.info("%s", describe_summary(figures))
                 return figures

@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
@@ -49,6 +50,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         another worker; held leases are renewed every third of it.
     :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (``core/continuous.py``, docs/modes.md).
     :param max_runtime_minutes: continuous only: how long the Spark driver runs micro-batches back to back.
+    :param idle_seconds: continuous only: the pause after a micro-batch that read nothing.
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
@@ -97,6 +99,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         lease_duration_seconds: int = 300,
         mode: str = "scheduled",
         max_runtime_minutes: float | None = None,
+        idle_seconds: float = IDLE_SECONDS,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         snowflake_conn_id: str = "snowflake_default",
@@ -123,7 +126,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.max_shards_per_batch, self.lease_duration_seconds = max_shards_per_batch, lease_duration_seconds
         if (mode == "continuous") != bool(max_runtime_minutes) or mode not in BATCH_MODES:
             raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
-        self.mode, self.max_runtime_minutes = mode, max_runtime_minutes
+        self.mode, self.max_runtime_minutes, self.idle_seconds = mode, max_runtime_minutes, idle_seconds
         self.aws_conn_id, self.region_name, self.snowflake_conn_id = aws_conn_id, region_name, snowflake_conn_id
         self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
         if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
@@ -147,7 +150,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
         try:
             if (minutes := self.max_runtime_minutes) is not None:  # continuous: the Spark driver runs the protocol
-                outcome = spark.run_continuous(settings, owner=owner, max_runtime_minutes=minutes, **clients)
+                outcome = spark.run_continuous(
+                    settings, owner=owner, max_runtime_minutes=minutes, idle_seconds=self.idle_seconds, **clients
+                )
             else:
                 outcome = run_batch(
                     settings,

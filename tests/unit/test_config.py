@@ -15,6 +15,7 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_MAX,
     CONNECTOR_ID_MAX,
+    IDLE_MAX_SECONDS,
     MAX_RUNTIME_MAX_MINUTES,
     MIGRATION_SUFFIX,
     RETRY_DELAY_MAX_SECONDS,
@@ -27,6 +28,7 @@ from airflow_kinesis_snowflake.config import (
     parse_connector_config,
 )
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.model import DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 
@@ -961,8 +963,11 @@ def test_a_duplicate_id_is_found_even_when_the_first_file_is_invalid(tmp_path: P
 def test_continuous_mode_with_its_runtime_loads() -> None:
     batch = parse_connector_config(_with(_set("batch", mode="continuous", max_runtime_minutes=0.5))).batch
 
-    assert (batch.mode, batch.max_runtime_minutes) == ("continuous", 0.5)
+    assert (batch.mode, batch.max_runtime_minutes, batch.idle_seconds) == ("continuous", 0.5, IDLE_SECONDS)
     assert (BatchConfig().mode, BatchConfig().max_runtime_minutes) == ("scheduled", None)
+    # A quiet connector may look for new records less often than every second.
+    paced = _set("batch", mode="continuous", max_runtime_minutes=5, idle_seconds=30)
+    assert parse_connector_config(_with(paced)).batch.idle_seconds == 30
 
 
 @pytest.mark.parametrize(
@@ -983,6 +988,21 @@ def test_continuous_mode_with_its_runtime_loads() -> None:
             {"mode": "continuous", "max_runtime_minutes": 0},
             ["batch.max_runtime_minutes", "greater than 0"],
             id="runtime-zero",
+        ),
+        pytest.param(
+            {"idle_seconds": 10},
+            ["batch.idle_seconds (10.0) is only used with batch.mode continuous", "set batch.mode: continuous"],
+            id="idle-pause-without-continuous",
+        ),
+        pytest.param(
+            {"mode": "continuous", "max_runtime_minutes": 5, "idle_seconds": 0},
+            ["batch.idle_seconds", "greater than 0"],
+            id="idle-pause-zero",
+        ),
+        pytest.param(
+            {"mode": "continuous", "max_runtime_minutes": 5, "idle_seconds": 3600},
+            ["batch.idle_seconds", f"less than or equal to {IDLE_MAX_SECONDS}"],
+            id="idle-pause-over-ten-minutes",
         ),
         pytest.param(
             {"mode": "continuous", "max_runtime_minutes": 10**6},

@@ -17,6 +17,7 @@ from airflow_kinesis_snowflake.config import (
     load_any_connector_configs,
     parse_dynamodb_connector_config,
 )
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute as RowKey
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, KeyColumn
@@ -140,6 +141,9 @@ def test_in_continuous_mode_each_table_s_task_runs_one_spark_application_for_the
     assert continuous.partial_kwargs["max_runtime_minutes"] == 5
     assert continuous.partial_kwargs["spark_conn_id"] == config().connections.spark
     assert task(build_dynamodb_sync_dag(config()), "sync_table").partial_kwargs["max_runtime_minutes"] is None
+    assert continuous.partial_kwargs["idle_seconds"] == IDLE_SECONDS
+    paced = with_("batch", mode="continuous", max_runtime_minutes=5, idle_seconds=15)
+    assert task(build_dynamodb_sync_dag(config(paced)), "sync_table").partial_kwargs["idle_seconds"] == 15
 
 
 def test_the_spark_section_reaches_each_batch_s_spark_submit() -> None:

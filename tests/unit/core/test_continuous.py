@@ -61,6 +61,13 @@ def test_the_next_micro_batch_starts_at_once_after_records_and_after_a_short_sle
     assert next_pause(nothing, elapsed=61, run=RUN) is None
 
 
+def test_a_run_without_an_idle_pause_or_a_runtime_is_refused() -> None:
+    with pytest.raises(ValueError, match="idle_seconds must be more than 0, not 0"):
+        replace(RUN, idle_seconds=0)
+    with pytest.raises(ValueError, match="max_runtime_seconds must be more than 0, not -1"):
+        replace(RUN, max_runtime_seconds=-1)
+
+
 def replace_records(records: int) -> BatchResult:
     result = batch_result(False)
     return replace(result, shards=tuple(replace(s, records_read=records) for s in result.shards))

@@ -81,6 +81,11 @@ def test_a_run_that_applied_started_or_completed_something_is_followed_at_once_e
     assert pause_after(True, elapsed=90, max_runtime_seconds=90, idle_seconds=3) is None  # none starts after
 
 
+def test_a_table_s_run_without_an_idle_pause_is_refused() -> None:
+    with pytest.raises(ValueError, match="idle_seconds must be more than 0, not 0"):
+        TableContinuousRun(SYNC, "eu-west-1", "dag/sync_table/run/0/try-1/ab12", 90, idle_seconds=0)
+
+
 def test_the_figures_count_the_batches_that_applied_changes_not_those_refused() -> None:
     results = [
         TableBatchResult("b1", MergeResult(changes_loaded=5, completed_snapshot=None), (), ()),

@@ -499,12 +499,12 @@ def test_continuous_mode_submits_the_run_once_and_reads_every_outcome_of_its_att
     )
 
     outcome = hook.run_continuous(
-        settings, owner="dag/run/1/ab", max_runtime_minutes=2, kinesis=kinesis, snowflake=snowflake
+        settings, owner="dag/run/1/ab", max_runtime_minutes=2, idle_seconds=7, kinesis=kinesis, snowflake=snowflake
     )
 
     (command,) = submitted
     run = decode_run(command[command.index("--continuous") + 1])
-    assert run == ContinuousRun(settings, "eu-west-1", "dag/run/1/ab", max_runtime_seconds=120)
+    assert run == ContinuousRun(settings, "eu-west-1", "dag/run/1/ab", max_runtime_seconds=120, idle_seconds=7)
     assert "--plan" not in command
     assert read == [command[command.index("--attempt") + 1]]  # the outcomes of this submission only
     assert outcome.summary()["rows_loaded"] == 6 and len(outcome.batches) == 2

@@ -184,10 +184,12 @@ def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_b
         snowflake_conn_id="snowflake_unit",
         spark_conn_id="spark_unit",
         max_runtime_minutes=2.5,
+        idle_seconds=12,
     )
     figures = task.execute({})
     [run] = runs
     assert (run.sync, run.region, run.max_runtime_seconds) == (task.table_sync(), "eu-west-1", 150)
+    assert run.idle_seconds == 12  # the connector file's batch.idle_seconds
     assert "/sync_table/" in run.owner
     assert figures == {
         "table": "orders.v2",

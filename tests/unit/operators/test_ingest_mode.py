@@ -1,4 +1,5 @@
-"""The connector file's ``batch.mode`` reaches the ingest task; the operator refuses a mode it cannot run."""
+"""The connector file's ``batch.mode`` reaches the ingest task, and a continuous task's pace its Spark
+application; the operator refuses a mode it cannot run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.config import load_connector_config
+from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.dags import build_ingest_dag
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.unit.test_config import _set, _with, _write
@@ -17,18 +19,22 @@ TABLE: dict[str, Any] = {"stream_name": "s", "application_name": "app", "databas
 
 @pytest.mark.parametrize(
     ("batch", "expected"),
-    [({}, ("scheduled", None)), ({"mode": "continuous", "max_runtime_minutes": 4}, ("continuous", 4))],
-    ids=["scheduled", "continuous"],
+    [
+        ({}, ("scheduled", None, IDLE_SECONDS)),
+        ({"mode": "continuous", "max_runtime_minutes": 4}, ("continuous", 4, IDLE_SECONDS)),
+        ({"mode": "continuous", "max_runtime_minutes": 4, "idle_seconds": 20}, ("continuous", 4, 20)),
+    ],
+    ids=["scheduled", "continuous", "continuous-with-an-idle-pause"],
 )
 def test_the_connector_files_mode_reaches_the_ingest_task(
-    tmp_path: Path, batch: dict[str, Any], expected: tuple[str, float | None]
+    tmp_path: Path, batch: dict[str, Any], expected: tuple[str, float | None, float]
 ) -> None:
     config = load_connector_config(_write(tmp_path, _with(_set("batch", **batch))))
 
     task = build_ingest_dag(config).get_task("ingest")
 
     assert isinstance(task, SparkKinesisIngestOperator)
-    assert (task.mode, task.max_runtime_minutes) == expected
+    assert (task.mode, task.max_runtime_minutes, task.idle_seconds) == expected
 
 
 @pytest.mark.parametrize(
@@ -44,3 +50,31 @@ def test_the_connector_files_mode_reaches_the_ingest_task(
 def test_a_mode_the_operator_cannot_run_is_refused_when_the_dag_is_built(mode: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="scheduled, or continuous with max_runtime_minutes > 0"):
         SparkKinesisIngestOperator(task_id="ingest", **TABLE, **mode)
+
+
+def test_a_continuous_task_hands_its_runtime_and_idle_pause_to_the_spark_application(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_kinesis_snowflake.core.batch import BatchOutcome
+    from airflow_kinesis_snowflake.operators import ingest as module
+    from tests.unit.operators.test_dynamodb import set_unit_connections
+
+    set_unit_connections(monkeypatch)
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: None)
+    monkeypatch.setattr(module, "run_batch", lambda *a, **k: pytest.fail("a continuous task runs in Spark only"))
+    asked: list[dict[str, Any]] = []
+
+    def run_continuous(self: Any, settings: Any, **kwargs: Any) -> BatchOutcome:
+        asked.append({"application_name": settings.application_name, **kwargs})
+        return BatchOutcome("app")
+
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "run_continuous", run_continuous)
+    task = SparkKinesisIngestOperator(
+        task_id="ingest", **TABLE, mode="continuous", max_runtime_minutes=3, idle_seconds=25,
+        aws_conn_id="aws_unit", spark_conn_id="spark_unit", snowflake_conn_id="snowflake_unit",
+    )  # fmt: skip
+
+    task.execute({})
+
+    [call] = asked
+    assert (call["application_name"], call["max_runtime_minutes"], call["idle_seconds"]) == ("app", 3, 25)
