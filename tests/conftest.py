@@ -37,6 +37,16 @@ from tests.emulators.spark_cluster import SparkCluster, spark_cluster  # noqa: E
 from tests.emulators.spark_env import spark_env  # noqa: E402
 
 
+@pytest.fixture
+def unit_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Airflow connections aws_unit (region eu-west-1), spark_unit (``local[2]``) and snowflake_unit,
+    from the environment: for operators whose hooks are built but whose calls are replaced."""
+    aws = {"conn_type": "aws", "login": "AKIAUNITTEST00000001", "password": "x", "extra": {"region_name": "eu-west-1"}}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_UNIT", json.dumps(aws))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_UNIT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_UNIT", json.dumps({"conn_type": "snowflake", "login": "u"}))
+
+
 @pytest.fixture(scope="session")
 def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulators]:
     """One moto server and one fakesnow server for the whole session, on loopback."""

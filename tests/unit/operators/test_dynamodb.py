@@ -84,20 +84,12 @@ def test_the_sync_operator_builds_the_table_sync_of_its_target_and_nothing_in_it
     assert sync.read_rate is not None and sync.read_rate.read_units_per_second == 100.0
 
 
-def set_unit_connections(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The connections aws_unit (region eu-west-1), spark_unit (local[2]) and snowflake_unit, from the environment."""
-    aws = {"conn_type": "aws", "login": "AKIAUNITTEST00000001", "password": "x", "extra": {"region_name": "eu-west-1"}}
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_UNIT", json.dumps(aws))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_UNIT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_UNIT", json.dumps({"conn_type": "snowflake", "login": "u"}))
-
-
+@pytest.mark.usefixtures("unit_connections")
 def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_is_killed_with_the_task(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from airflow_kinesis_snowflake.operators import dynamodb as module
 
-    set_unit_connections(monkeypatch)
     calls: list[tuple[str, Any]] = []
     monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: calls.append(("check", None)))
 
@@ -152,6 +144,7 @@ def test_continuous_mode_needs_a_spark_connection() -> None:
         SyncDynamoDBTableOperator(task_id="sync_table", target={}, sync_options=OPTIONS, max_runtime_minutes=5)
 
 
+@pytest.mark.usefixtures("unit_connections")
 def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_batches_it_recorded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -159,7 +152,6 @@ def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_b
     from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
     from airflow_kinesis_snowflake.operators import dynamodb as module
 
-    set_unit_connections(monkeypatch)
     monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: None)
     monkeypatch.setattr(module, "sync_table", lambda *a, **k: pytest.fail("a continuous task syncs in Spark only"))
     runs: list[Any] = []

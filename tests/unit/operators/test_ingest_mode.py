@@ -52,14 +52,13 @@ def test_a_mode_the_operator_cannot_run_is_refused_when_the_dag_is_built(mode: d
         SparkKinesisIngestOperator(task_id="ingest", **TABLE, **mode)
 
 
+@pytest.mark.usefixtures("unit_connections")
 def test_a_continuous_task_hands_its_runtime_and_idle_pause_to_the_spark_application(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from airflow_kinesis_snowflake.core.batch import BatchOutcome
     from airflow_kinesis_snowflake.operators import ingest as module
-    from tests.unit.operators.test_dynamodb import set_unit_connections
 
-    set_unit_connections(monkeypatch)
     monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: None)
     monkeypatch.setattr(module, "run_batch", lambda *a, **k: pytest.fail("a continuous task runs in Spark only"))
     asked: list[dict[str, Any]] = []
