@@ -78,6 +78,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     MergeResult,
     SegmentMark,
 )
+from airflow_kinesis_snowflake.core.load.ownership import owner_conflict, owner_refusal
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases
@@ -117,7 +118,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
     read_stream_shard,
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
-from airflow_kinesis_snowflake.core.state.errors import LeaseLostError
+from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys, open_to
 from airflow_kinesis_snowflake.core.state.metadata import TableClaim, check_claim, check_dynamodb_use
 
@@ -303,9 +304,14 @@ def sync_table(
     snapshot_batches = 0
     with closing(connect_snowflake()) as conn:
         sink = DynamoDBSink(conn, sync.target)
+        # Step 0: an existing destination fits the connector's layout and deletes, before anything is
+        # created, claimed or recorded; then Snowflake's record (a refusal leaves no claim behind)
+        # and the lease table's.
+        sink.check_destination(sync.destination_columns, sync.connector_id)
         sink.ensure_support_objects()
-        # Step 0: Snowflake's record first (a refusal leaves no claim behind), then the lease table's.
+        # Snowflake's record first (a refusal leaves no claim behind), then the lease table's.
         _check_recorded_destinations(sink, sync)
+        _check_owner(sink, sync)
         _claim(leases, sync)
         # A destination dropped by hand is a gap, told before it is created again (``UNDROP TABLE``
         # still works after a refusal).
@@ -315,7 +321,7 @@ def sync_table(
             gap = destination_dropped(current, sync.target.destination.qualified_name)
         if gap is not None and sync.settings.on_gap is OnGap.FAIL:
             raise gap_error(sync.table, gap)
-        sink.ensure_destination(sync.destination_columns)
+        sink.ensure_destination(sync.destination_columns, sync.connector_id)
         for _ in range(max_rounds + sync.settings.max_snapshot_batches_per_run):
             current = sink.current_generation(sync.application_name)
             segment_marks = _segment_marks(sink, sync, current)
@@ -413,6 +419,37 @@ def _check_recorded_destinations(sink: DynamoDBSink, sync: TableSync) -> None:
     mine = TableClaim(sync.table, sync.target.destination.qualified_name, sync.connector_id)
     for destination in sink.recorded_destinations(sync.application_name):
         check_claim(sync.application_name, TableClaim(sync.table, destination), mine)
+
+
+def _check_owner(sink: DynamoDBSink, sync: TableSync) -> None:
+    """Snowflake's record names no other application loading the destination (a renamed application:
+    :mod:`~.load.ownership`).
+
+    :raises IdentityError: another application owns the destination.
+    """
+    owner = owner_conflict(
+        sync.application_name, sink.destination_loaders(), destination_exists=sink.destination_exists()
+    )
+    if owner is None:
+        return
+    previous = sorted(owner.names)[0]
+    raise IdentityError(
+        owner_refusal(
+            sync.application_name,
+            sync.target.destination.qualified_name,
+            owner,
+            what_a_second_load_does=(
+                "would leave a stale copy: the rows that application wrote from its stream are newer than "
+                "a new snapshot, so updated items would keep old values and deleted items would stay"
+            ),
+            fixes=(
+                f"Set application_name back to {previous!r} (its reset DAG takes a fresh snapshot when one is "
+                f"wanted); or point destination.table at a new table; or, to move this table to "
+                f"{sync.application_name!r}, drop or rename {sync.target.destination.qualified_name} first: "
+                f"{sync.application_name!r} then snapshots the DynamoDB table into a new one."
+            ),
+        )
+    )
 
 
 def _segment_marks(sink: DynamoDBSink, sync: TableSync, current: Generation | None) -> dict[int, SegmentMark]:

@@ -47,8 +47,9 @@ class ProvisionDynamoDBTableOperator(BaseOperator):
         conn = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
         try:
             sink = DynamoDBSink(conn, sync.target)
+            sink.check_destination(sync.destination_columns, sync.connector_id)
             sink.ensure_support_objects()
-            sink.ensure_destination(sync.destination_columns)
+            sink.ensure_destination(sync.destination_columns, sync.connector_id)
         finally:
             conn.close()
         self.log.info("%s: Snowflake table %s and its support objects exist", sync.table, sync.target.table)

@@ -52,6 +52,8 @@ from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     Layout,
     Widening,
 )
+from airflow_kinesis_snowflake.core.load.dynamodb_shape import shape_error, shape_problems
+from airflow_kinesis_snowflake.core.load.ownership import Loader
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     ROWS_DIR,
@@ -439,6 +441,11 @@ def recorded_generations(connection: Any, database: str, schema: str, applicatio
         cursor.close()
 
 
+def _timestamp(value: Any) -> datetime:
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 # -- the sink -------------------------------------------------------------------------------------
 
 
@@ -478,8 +485,28 @@ class DynamoDBSink:
         )
         return bool(rows and int(rows[0][0]))
 
-    def ensure_destination(self, columns: Sequence[TableColumn]) -> None:
-        """Create the destination table with ``columns`` (:func:`~.dynamodb_rows.table_columns`) unless it exists."""
+    def check_destination(self, columns: Sequence[TableColumn], connector: str | None = None) -> None:
+        """Refuse an existing destination whose columns do not fit ``columns`` (the table this connector
+        would create: its keys, layout and deletes); a missing one passes (it is created as configured).
+
+        :raises DestinationShapeError: the table was created for another layout, deletes setting or
+            kind of connector (:func:`~.dynamodb_shape.shape_problems`); nothing is changed.
+        """
+        if not self.destination_exists():
+            return
+        problems = shape_problems(
+            columns,
+            self.sink.describe_columns(),
+            layout=self.target.layout,
+            soft_deletes=self.target.deletes is Deletes.SOFT,
+        )
+        if problems:
+            raise shape_error(self.target.destination.qualified_name, connector, problems)
+
+    def ensure_destination(self, columns: Sequence[TableColumn], connector: str | None = None) -> None:
+        """Create the destination table with ``columns`` (:func:`~.dynamodb_rows.table_columns`) unless it
+        exists; an existing one must fit them (:meth:`check_destination`)."""
+        self.check_destination(columns, connector)
         definitions = ", ".join(f"{_q(c.name)} {c.data_type}{'' if c.nullable else ' NOT NULL'}" for c in columns)
         self._execute(f"CREATE TABLE IF NOT EXISTS {self.target.table} ({definitions})")
 
@@ -555,6 +582,15 @@ class DynamoDBSink:
             (application_name, self.target.source_table),
         )
         return [str(r[0]) for r in rows]
+
+    def destination_loaders(self) -> list[Loader]:
+        """The applications whose generations name this destination, each with when it last recorded one."""
+        rows = self._execute(
+            f"SELECT APPLICATION_NAME, MAX(RECORDED_AT) FROM {self.target.generations} WHERE DESTINATION = %s "
+            "GROUP BY APPLICATION_NAME",
+            (self.target.destination.qualified_name,),
+        )
+        return [Loader(frozenset({str(name)}), _timestamp(at)) for name, at in rows if at is not None]
 
     # -- writes ---------------------------------------------------------------------------------
 

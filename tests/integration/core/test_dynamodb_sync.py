@@ -27,6 +27,7 @@ from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Layout, Widening, key_attributes
+from airflow_kinesis_snowflake.core.load.dynamodb_shape import DestinationShapeError
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
     DynamoDBSink,
@@ -885,3 +886,104 @@ def test_a_kinesis_connectors_lease_table_is_refused_before_anything_is_read(emu
     assert leases.leases() == {}
     metadata = leases.metadata()
     assert metadata is not None and metadata.table_claims == ()
+
+
+# -- operator mistakes: a changed setting or a renamed application is refused, never loaded wrong --------------
+
+
+@pytest.mark.parametrize(
+    ("created", "changed", "told"),
+    [
+        ({"layout": Layout.UNPACKED}, {"layout": Layout.PACKED}, "created with layout: unpacked"),
+        ({"layout": Layout.PACKED}, {"layout": Layout.UNPACKED}, "created with layout: packed"),
+        ({"deletes": Deletes.SOFT}, {"deletes": Deletes.HARD}, "created with deletes: soft"),
+    ],
+    ids=["unpacked-to-packed", "packed-to-unpacked", "soft-to-hard-deletes"],
+)
+def test_a_changed_layout_or_deletes_is_refused_before_anything_and_dropping_the_table_moves_it_to_the_new_one(
+    emulators: Emulators, created: dict[str, Any], changed: dict[str, Any], told: str
+) -> None:
+    # Without the check, unpacked -> packed loaded "1 change(s)" and set every attribute column to NULL.
+    workload, sync = make_source(emulators, **created)
+    workload.put(12, start=0)
+    run_until_complete(emulators, sync, 0)
+    before, generation = destination_rows(emulators, sync), current_generation(emulators, sync)
+    changed_sync = dataclasses.replace(
+        sync, target=dataclasses.replace(sync.target, **changed), connector_id="customers"
+    )
+    workload.churn(6)
+
+    with pytest.raises(DestinationShapeError) as refused:
+        run(emulators, changed_sync, 30)
+
+    message = str(refused.value)
+    table = sync.target.destination.qualified_name
+    assert f"destination table {table} cannot be loaded by connector 'customers'" in message
+    assert told in message and "Nothing was created, claimed or recorded" in message
+    assert "point destination.table at a new table" in message and "drop or rename it" in message
+    assert destination_rows(emulators, sync) == before
+    assert current_generation(emulators, sync) == generation
+    # The way to change a table's layout: drop it; the next sync snapshots into a table of the new layout.
+    query(emulators, f"DROP TABLE {table}")
+    run_until_complete(emulators, changed_sync, 40)
+    columns = column_types(emulators, changed_sync) if changed_sync.target.layout is Layout.UNPACKED else None
+    assert destination_rows(emulators, changed_sync)[0] == source_items(workload, columns)
+
+
+def test_a_dynamodb_connector_pointed_at_a_kinesis_destination_is_refused_naming_what_the_table_lacks(
+    emulators: Emulators,
+) -> None:
+    # Without the check, generation 0 was recorded and the MERGE then failed with the emulator's binder error.
+    workload, sync = make_source(emulators)
+    workload.put(5, start=0)
+    table = sync.target.destination.qualified_name
+    query(emulators, f"CREATE TABLE {table} (ORDER_ID NUMBER(38,0), KINESISMETADATA OBJECT)")
+
+    with pytest.raises(DestinationShapeError) as refused:
+        run(emulators, sync, 0)
+
+    message = str(refused.value)
+    assert "it is a Kinesis connector's destination" in message
+    assert "it lacks the column(s) PK VARCHAR, SK VARCHAR, DYNAMODB_VERSION VARCHAR, DYNAMODBMETADATA OBJECT" in message
+    assert set(column_types(emulators, sync)) == {"ORDER_ID", "KINESISMETADATA"}
+    assert not LeaseTable(client(emulators, "dynamodb"), sync.application_name).exists()
+
+
+def test_an_application_renamed_without_the_reset_dag_is_refused_and_the_table_moves_only_when_dropped(
+    emulators: Emulators,
+) -> None:
+    # Without the refusal the renamed application's snapshot (version 0.0.x) sorted below the rows the old
+    # name's stream wrote (0.1.x): updated items kept old values and deleted items stayed, and the run succeeded.
+    workload, sync = make_source(emulators)
+    workload.put(12, start=0)
+    run_until_complete(emulators, sync, 0)
+    workload.churn(8)
+    run(emulators, sync, 30)
+    before = destination_rows(emulators, sync)
+    renamed = dataclasses.replace(sync, application_name=unique("ddb-app-renamed"))
+    workload.churn(4)
+
+    with pytest.raises(IdentityError) as refused:
+        run(emulators, renamed, 40)
+
+    message = str(refused.value)
+    table = sync.target.destination.qualified_name
+    assert f"destination {table} is loaded by application {sync.application_name!r}" in message
+    assert f"Set application_name back to {sync.application_name!r}" in message
+    assert f"drop or rename {table} first" in message and "Nothing was read or recorded" in message
+    assert destination_rows(emulators, sync) == before
+    assert current_generation(emulators, renamed) is None
+    assert not LeaseTable(client(emulators, "dynamodb"), renamed.application_name).exists()
+    # The old name syncs on and converges.
+    run(emulators, sync, 50)
+    assert destination_rows(emulators, sync)[0] == source_items(workload)
+    # Moving the table to the new name: once it is dropped, the new name snapshots into a new one ...
+    query(emulators, f"DROP TABLE {table}")
+    run_until_complete(emulators, renamed, 60)
+    workload.churn(4)
+    run(emulators, renamed, 90)
+    assert destination_rows(emulators, renamed)[0] == source_items(workload)
+    # ... and from then on the old name is the one refused.
+    with pytest.raises(IdentityError, match=f"is loaded by application {renamed.application_name!r}"):
+        run(emulators, sync, 100)
+    assert destination_rows(emulators, renamed)[0] == source_items(workload)
