@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.load.ownership import owner_conflict, owner_refusal
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.core.model import (
@@ -402,6 +403,8 @@ def _run_round(
         choice, adoption, caught_up = _decide_generation(
             sink, dynamodb, resolution, configured, active, found, identity, start
         )
+        if choice.record is not None and choice.record.reason is GenerationReason.FIRST_START:
+            _check_owner(sink, configured, destination.qualified_name, stream_arn, settings.stream_name)
         if choice.record is not None:
             sink.record_generation(choice.record)
         ledger = sink.read_ledger(choice.application_name, choice.generation_id)
@@ -537,6 +540,33 @@ def _check_identity(table_name: str, marks: TableMarks | None, identity: TableId
         check_identity(table_name, marks.identity, identity)
     except IdentityError as err:
         raise BatchRefused(str(err)) from err
+
+
+def _check_owner(
+    sink: SnowflakeSink, configured: str, destination: str, stream_arn: str | None, stream_name: str
+) -> None:
+    """Step 3, before a first start is recorded: no other application name reads this stream into the
+    destination (a connector file whose ``application_name`` was changed by hand: :mod:`~.load.ownership`)."""
+    owner = owner_conflict(configured, sink.destination_loaders(stream_arn)) if stream_arn else None
+    if owner is None:
+        return
+    previous = sorted(owner.names)[0]
+    raise BatchRefused(
+        owner_refusal(
+            configured,
+            destination,
+            owner,
+            what_a_second_load_does=(
+                f"would read stream {stream_name!r} again from its initial position: records already loaded "
+                "would be loaded twice (TRIM_HORIZON), or records not yet loaded skipped (LATEST)"
+            ),
+            fixes=(
+                f"Set application_name back to {previous!r}; to read the stream under a new name, run the "
+                f"connector's reset DAG with new_application_name {configured!r}, which moves the progress to it "
+                "(its estimate tells what it loads again or skips); or point destination.table at a new table."
+            ),
+        )
+    )
 
 
 def _consumer_arn(settings: BatchSettings, stream: Stream, application_name: str) -> str | None:

@@ -53,7 +53,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     Widening,
 )
 from airflow_kinesis_snowflake.core.load.dynamodb_shape import shape_error, shape_problems
-from airflow_kinesis_snowflake.core.load.ownership import Loader
+from airflow_kinesis_snowflake.core.load.ownership import Loader, recorded_at
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     ROWS_DIR,
@@ -441,11 +441,6 @@ def recorded_generations(connection: Any, database: str, schema: str, applicatio
         cursor.close()
 
 
-def _timestamp(value: Any) -> datetime:
-    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 # -- the sink -------------------------------------------------------------------------------------
 
 
@@ -590,7 +585,7 @@ class DynamoDBSink:
             "GROUP BY APPLICATION_NAME",
             (self.target.destination.qualified_name,),
         )
-        return [Loader(frozenset({str(name)}), _timestamp(at)) for name, at in rows if at is not None]
+        return [Loader(frozenset({str(name)}), recorded_at(at)) for name, at in rows if at is not None]
 
     # -- writes ---------------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,12 @@ class Loader:
     names: frozenset[str]
     last_recorded: datetime
     connector_id: str | None = None
+
+
+def recorded_at(value: Any) -> datetime:
+    """A generations table's ``RECORDED_AT`` as an aware datetime (the connector returns one; text is read too)."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def owner_conflict(

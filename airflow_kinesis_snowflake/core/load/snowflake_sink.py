@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow_kinesis_snowflake.core.load.ownership import Loader, recorded_at
 from airflow_kinesis_snowflake.core.load.pipe import pipe_load_sql
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN, TableColumn
 from airflow_kinesis_snowflake.core.model import (
@@ -497,6 +498,22 @@ class SnowflakeSink:
             replaces=r[10],
             destination=r[11],
         )
+
+    def destination_loaders(self, stream_arn: str) -> list[Loader]:
+        """The applications whose generations read ``stream_arn`` into this destination, each known by its
+        configured and active names, with when it last recorded a generation."""
+        rows = self._execute(
+            "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, MAX(CONNECTOR_ID), MAX(RECORDED_AT) "
+            f"FROM {self.generations} WHERE DESTINATION = %s AND STREAM_ARN = %s "
+            "GROUP BY CONFIGURED_APPLICATION_NAME, APPLICATION_NAME",
+            (self.destination.qualified_name, stream_arn),
+        )
+        loaders: list[Loader] = []
+        for configured, active, connector, at in rows:
+            if at is None:
+                continue
+            loaders.append(Loader(frozenset({str(configured), str(active)}), recorded_at(at), connector))
+        return loaders
 
     def record_generation(self, record: GenerationRecord) -> None:
         """Append ``record``; it becomes the connector's newest (committed on its own)."""

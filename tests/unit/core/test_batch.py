@@ -326,6 +326,35 @@ def test_a_lease_table_holding_a_dynamodb_connectors_tables_is_refused_before_an
     assert connector.ids() == []
 
 
+def test_an_application_renamed_without_the_reset_dag_is_refused_before_it_reads_the_stream_again(
+    connector: Connector,
+) -> None:
+    # Without the refusal the new name read the stream from TRIM_HORIZON into the same table: every
+    # record twice, and the run reported success.
+    connector.run()
+    assert connector.ids() == list(range(RECORDS))
+    renamed = unique("batch-app-renamed")
+    # Its lease table, as the ingest DAG's create_lease_table task makes it.
+    assert LeaseTable(connector.dynamodb, renamed).create(stream_name=connector.stream, application_name=renamed)
+    submitted: list[BatchPlan] = []
+
+    with pytest.raises(BatchRefused) as refused:
+        connector.run(recording(submitted), settings=replace(connector.settings, application_name=renamed))
+
+    message = str(refused.value)
+    table = connector.settings.destination.qualified_name
+    assert f"destination {table} is loaded by application {connector.app!r} (connector 'batch-tests')" in message
+    assert f"would read stream {connector.stream!r} again from its initial position" in message
+    assert f"Set application_name back to {connector.app!r}" in message
+    assert f"reset DAG with new_application_name {renamed!r}" in message
+    assert submitted == [] and LeaseTable(connector.dynamodb, renamed).leases() == {}
+    assert connector.ids() == list(range(RECORDS))
+    # The connector under its own name reads on.
+    put_json(connector.kinesis, connector.stream, [{"id": i} for i in range(RECORDS, RECORDS + 5)])
+    connector.run()
+    assert connector.ids() == list(range(RECORDS + 5))
+
+
 def test_nothing_is_taken_or_run_when_no_shard_is_eligible(connector: Connector) -> None:
     table = connector.lease_table
     leases = table.sync_shards(BotoStream(connector.kinesis).list_shards(connector.stream), TRIM)
