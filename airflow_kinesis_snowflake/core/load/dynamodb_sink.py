@@ -16,12 +16,14 @@ and ``ITEM`` or one column per attribute), is applied in one transaction:
    the ``unpacked`` layout every attribute column is set, NULL where the item lacks the attribute,
    so the row equals the item); a REMOVE deletes the row (``deletes: hard``) or marks it
    (``deletes: soft``: ``DYNAMODB_DELETED``, ``DYNAMODB_DELETED_AT`` the removal's time, its version,
-   no attributes).
-4. **Tombstones** (``deletes: hard``). A deleted row remembers nothing, yet a snapshot item scanned
-   before a removal may arrive after it. So each removal also writes its key and version to the
-   table's tombstone table, and a change whose key has a tombstone at least as new is not applied.
-   With ``deletes: soft`` the marked row itself is the tombstone (a removal of a key without a row
-   inserts a marked row).
+   no attributes). A removal of a key the table holds no row for changes no row: with soft deletes
+   a marked row appears only for an item the destination held.
+4. **Tombstones.** A deleted row remembers nothing, and a key without a row has none to mark, yet
+   a snapshot item scanned before a removal may arrive after it. So each removal also writes its
+   key and version to the table's tombstone table (a table of its own, not rows of the destination,
+   with either ``deletes`` setting), and a change whose key has a tombstone at least as new is not
+   applied. The stream is read from shortly before the first snapshot, so its first removals are
+   often of items the snapshot never saw: they leave only a tombstone.
 5. **Completing a snapshot.** When the batch marks the last segment of snapshot generation ``g``
    done, the same transaction removes (or marks) the rows whose version is of a generation below
    ``g`` -- items deleted while the stream was unreadable, which neither the snapshot nor the
@@ -241,8 +243,6 @@ def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
         "sync generations' destination",
         f"ALTER TABLE {target.generations} ADD COLUMN IF NOT EXISTS DESTINATION VARCHAR",
     )
-    if target.deletes is Deletes.SOFT:
-        return (ledger, generations, stream, destination)
     keys = ", ".join(f"{_q(k.name)} {k.column_type} NOT NULL" for k in target.keys)
     return (
         ledger,
@@ -327,9 +327,7 @@ def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn]
     keys = list(target.key_names)
     soft = target.deletes is Deletes.SOFT
     tombstone_filter = (
-        ""
-        if soft
-        else f" WHERE NOT EXISTS (SELECT 1 FROM {target.tombstones} AS x "
+        f" WHERE NOT EXISTS (SELECT 1 FROM {target.tombstones} AS x "
         f"WHERE {_keys_match(target, 'x', 'n')} AND x.{VERSION_COLUMN} >= n.{VERSION_COLUMN})"
     )
     source = (
@@ -338,6 +336,7 @@ def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn]
     )
     newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
     removal = f"s.{EVENT_COLUMN} = '{EventName.REMOVE.value}'"
+    not_removal = f"s.{EVENT_COLUMN} <> '{EventName.REMOVE.value}'"
     common = {VERSION_COLUMN: f"s.{VERSION_COLUMN}", METADATA_COLUMN: f"s.{METADATA_COLUMN}"}
     upsert = {**image, **common}
     if soft:
@@ -357,14 +356,13 @@ def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn]
         [
             f"WHEN MATCHED AND {newer} AND {removal} THEN {update(marked)}",
             f"WHEN MATCHED AND {newer} THEN {update(upsert)}",
-            f"WHEN NOT MATCHED AND {removal} THEN {insert(marked)}",
-            f"WHEN NOT MATCHED THEN {insert(upsert)}",
+            f"WHEN NOT MATCHED AND {not_removal} THEN {insert(upsert)}",
         ]
         if soft
         else [
             f"WHEN MATCHED AND {newer} AND {removal} THEN DELETE",
             f"WHEN MATCHED AND {newer} THEN {update(upsert)}",
-            f"WHEN NOT MATCHED AND s.{EVENT_COLUMN} <> '{EventName.REMOVE.value}' THEN {insert(upsert)}",
+            f"WHEN NOT MATCHED AND {not_removal} THEN {insert(upsert)}",
         ]
     )
     return f"MERGE INTO {target.table} AS t USING {source} ON {_keys_match(target, 't', 's')} " + " ".join(whens)
@@ -751,9 +749,7 @@ class DynamoDBSink:
 
     def purge_tombstones(self, generation: int) -> int:
         """Delete the tombstones of snapshot generations up to ``generation`` (whose snapshot is
-        complete); the number deleted. Nothing to do with soft deletes."""
-        if self.target.deletes is Deletes.SOFT:
-            return 0
+        complete); the number deleted."""
         return self._rowcount(purge_tombstones_sql(self.target, generation), ())
 
     # -- steps ----------------------------------------------------------------------------------
@@ -838,8 +834,7 @@ class DynamoDBSink:
             counts = dict(zip(names, cur.fetchone() or (), strict=False))
         finally:
             cur.close()
-        if self.target.deletes is Deletes.HARD:
-            self._execute(tombstones_merge_sql(self.target))
+        self._execute(tombstones_merge_sql(self.target))
         return MergeResult(
             changes_loaded=loaded,
             rows_inserted=int(counts.get("number of rows inserted") or 0),
@@ -861,5 +856,4 @@ class DynamoDBSink:
         )
         params = () if self.target.deletes is Deletes.HARD else ((deleted_at or datetime.now(UTC)).isoformat(),)
         self._execute(unseen_rows_sql(self.target, generation, destination_columns), params)
-        if self.target.deletes is Deletes.HARD:
-            self._execute(purge_tombstones_sql(self.target, generation))
+        self._execute(purge_tombstones_sql(self.target, generation))

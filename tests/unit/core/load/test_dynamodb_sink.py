@@ -45,12 +45,23 @@ def test_a_segment_has_a_cursor_exactly_until_it_is_done() -> None:
         SegmentMark('{"pk": {"S": "a"}}', done=True)
 
 
-def test_tombstones_exist_only_with_hard_deletes() -> None:
+def test_tombstones_exist_with_either_deletes_setting() -> None:
     hard = support_objects_ddl(target(Deletes.HARD))
     generations = ["snapshot ledger", "sync generations", "sync generations' stream", "sync generations' destination"]
     assert [d.kind for d in hard] == [*generations, "tombstones"]
-    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == generations
+    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == [*generations, "tombstones"]
     assert '"SK" NUMBER(38,0) NOT NULL' in hard[4].sql
+
+
+@pytest.mark.parametrize("deletes", [Deletes.HARD, Deletes.SOFT])
+def test_a_removal_of_a_key_without_a_row_inserts_nothing_and_its_tombstone_filters_older_changes(
+    deletes: Deletes,
+) -> None:
+    sql = merge_sql(target(deletes), [TableColumn("PK", "TEXT"), TableColumn("A", "TEXT")], [])
+    not_matched = sql[sql.index("WHEN NOT MATCHED") :]
+    assert not_matched.count("WHEN NOT MATCHED") == 1
+    assert not_matched.startswith("WHEN NOT MATCHED AND s.DYNAMODB_EVENT <> 'REMOVE' THEN INSERT")
+    assert "_DYNAMODB_TOMBSTONES" in sql and "x.DYNAMODB_VERSION >= n.DYNAMODB_VERSION" in sql
 
 
 def test_an_upsert_sets_every_attribute_column_null_where_the_batch_has_none() -> None:
