@@ -142,8 +142,9 @@ def naive_loop(api_records: list[dict[str, Any]], shard_id: str, stream_name: st
     """The job as a first attempt writes it: the same rows and dead letters, one record at a time.
 
     The AWS library de-aggregates, ``json.loads`` parses, keys find their columns by lower case
-    (the first of two spellings wins), each value is converted and checked by its column's type,
-    KINESISMETADATA is a dict, and Arrow builds the table from the row dicts with the schema.
+    (two spellings of one column make a dead letter), each value is converted and checked by its
+    column's type, KINESISMETADATA is a dict, and Arrow builds the table from the row dicts with the
+    schema.
     """
     by_key = {c.name.lower(): c for c in columns.columns}
     rows: list[dict[str, Any]] = []
@@ -158,8 +159,11 @@ def naive_loop(api_records: list[dict[str, Any]], shard_id: str, stream_name: st
             row: dict[str, Any] = {}
             for key, value in obj.items():
                 column = by_key.get(key.lower())
-                if column is not None and column.name not in row:
-                    row[column.name] = naive_value(value, column)
+                if column is None:
+                    continue
+                if column.name in row:
+                    raise ValueError(f"{column.name}: two keys differ only by case")
+                row[column.name] = naive_value(value, column)
         except ValueError as err:
             dead.append((data, str(err)))
             continue

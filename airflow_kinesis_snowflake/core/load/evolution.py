@@ -29,7 +29,10 @@ string is ``YYYY-MM-DD``, ``T`` or a space, ``hh:mm``, optional ``:ss`` and frac
 times alone and ISO week dates stay ``VARCHAR``.
 
 Column names. Keys map to columns case-insensitively (:class:`~.schema.ColumnMap`), so a key with
-a column of any case needs none, and keys differing only by case share one new column. A new column
+a column of any case needs none, and keys differing only by case share one new column, typed by
+the values of every spelling. A record holding two of them at once is a dead letter, kept whole
+(:class:`~.schema.KeysDifferingByCaseError`), whether their column is new or not; a record whose
+keys collide on a column the table has is not examined, as it cannot load. A new column
 is named by the key upper-cased, as Snowflake resolves an unquoted identifier: ``orderId`` becomes
 ``ORDERID``, which queries reach unquoted. Keys that are not plain identifiers (spaces, dots,
 quotes, reserved words, non-ASCII) are upper-cased too and always written quoted, never spliced:
@@ -275,40 +278,58 @@ def _exact(record: KinesisRecord, obj: dict[str, Any], key: str) -> Any:
     return value
 
 
+# A key order's unknown keys (case-folded, with their spellings in document order) and, for each
+# NOT NULL column, the key that fills it (None: absent).
+_KeyLayout = tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, str | None], ...]]
+
+
+def _key_layout(keys: Sequence[str], known: set[str], required: Sequence[str]) -> _KeyLayout | None:
+    """How :func:`summarize` reads records with ``keys``; None when two of them map to one known column."""
+    spellings: dict[str, list[str]] = {}
+    for key in keys:
+        spellings.setdefault(key.casefold(), []).append(key)
+    if any(len(spelt) > 1 and fold in known for fold, spelt in spellings.items()):
+        return None  # KeysDifferingByCaseError: a dead letter
+    unknown = tuple((fold, tuple(spelt)) for fold, spelt in spellings.items() if fold not in known)
+    present = tuple((name, spellings.get(name.casefold(), [None])[0]) for name in required)
+    return unknown, present
+
+
 def summarize(records: Iterable[KinesisRecord], columns: ColumnMap, *, max_keys: int = MAX_TRACKED_KEYS) -> KeySummary:
     """The unknown keys of ``records`` with their values' type, and the NOT NULL columns they leave empty.
 
-    Keys are read as :meth:`~.schema.ColumnMap.map_record` reads them: case-insensitively, and of
-    keys differing only by case, only the first in the document counts, as only its value lands.
+    Keys are read as :meth:`~.schema.ColumnMap.map_record` reads them: case-insensitively. Of an
+    unknown key spelt several ways, every spelling's values type its column, its first spelling
+    names it. A record with two keys differing only by case that map to a column the table has is
+    a dead letter: it is skipped, like a payload that does not parse.
     """
     known = {c.name.casefold() for c in columns.columns}
     required = [c.name for c in columns.columns if not c.nullable]
     summary = KeySummary()
     # Records with the same keys in the same order resolve alike: resolve each order once.
-    layouts: dict[tuple[str, ...], tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str | None], ...]]] = {}
+    layouts: dict[tuple[str, ...], _KeyLayout | None] = {}
     for record in records:
         obj = _parsed(record)
         if obj is None:
             continue
         keys = tuple(obj)
-        layout = layouts.get(keys)
+        if keys in layouts:
+            layout = layouts[keys]
+        else:
+            layout = layouts[keys] = _key_layout(keys, known, required)
         if layout is None:
-            first: dict[str, str] = {}
-            for key in keys:
-                first.setdefault(key.casefold(), key)
-            unknown = tuple((key, fold) for fold, key in first.items() if fold not in known)
-            present = tuple((name, first.get(name.casefold())) for name in required)
-            layout = layouts[keys] = (unknown, present)
+            continue
         unknown, present = layout
-        for key, fold in unknown:
+        for fold, spellings in unknown:
             stats = summary.keys.get(fold)
             if stats is None:
                 if len(summary.keys) >= max_keys:
                     summary.untracked += 1
                     continue
-                stats = summary.keys[fold] = KeyStats(key)
-            if stats.type is not JsonType.VARIANT:
-                stats.type = widen(stats.type, json_type(_exact(record, obj, key)))
+                stats = summary.keys[fold] = KeyStats(spellings[0])
+            for key in spellings:
+                if stats.type is not JsonType.VARIANT:
+                    stats.type = widen(stats.type, json_type(_exact(record, obj, key)))
         for name, filled_by in present:
             if filled_by is None or obj[filled_by] is None:
                 summary.missing.add(name)

@@ -1,9 +1,11 @@
 """Map first-level JSON keys onto the destination table's columns and build Arrow batches.
 
-Keys match columns case-insensitively, as Snowflake resolves unquoted identifiers. Keys with no
-column are ignored, but while schema evolution holds keys back (:class:`HeldBack`): then a record
-with a value for such a key is a dead letter, kept whole. A value that does not fit its column
-makes the record a dead letter naming the column and the reason.
+Keys match columns case-insensitively, as Snowflake resolves unquoted identifiers. A record with two
+keys that differ only by case and so map to one column ("id" and "ID") is a dead letter, kept whole
+with both keys and the column (:class:`KeysDifferingByCaseError`): loading one of its values would
+lose the other. Keys with no column are ignored, but while schema evolution holds keys back
+(:class:`HeldBack`): then a record with a value for such a key is a dead letter, kept whole. A value
+that does not fit its column makes the record a dead letter naming the column and the reason.
 """
 
 from __future__ import annotations
@@ -238,6 +240,39 @@ class KeysWithoutColumnError(ValueError):
         self.keys = tuple(keys)
 
 
+class KeysDifferingByCaseError(ValueError):
+    """Keys of one record that differ only by case map to one column; ``column`` names the first such column.
+
+    Which of their values the column should take cannot be told, so the record is kept whole as a
+    dead letter rather than loaded with one value and without the other.
+
+    :param collisions: column name -> its keys in the record, in document order (two or more each).
+    """
+
+    _LISTED = 10
+
+    def __init__(self, collisions: Mapping[str, Sequence[str]]) -> None:
+        items = list(collisions.items())
+        clauses = [
+            f"keys {_listed(keys)} {'both' if len(keys) == 2 else 'all'} map to column {column}"
+            for column, keys in items[: self._LISTED]
+        ]
+        if len(items) > self._LISTED:
+            clauses.append(f"and so do the keys of {len(items) - self._LISTED} more columns")
+        if len(items) == 1 and len(items[0][1]) == 2:
+            advice = "rename one in the producer"
+        else:
+            advice = "rename them in the producer so that no two differ only by case"
+        super().__init__(f"{'; '.join(clauses)}; {advice}")
+        self.column = items[0][0]
+        self.collisions = {column: tuple(keys) for column, keys in items}
+
+
+def _listed(keys: Sequence[str]) -> str:
+    shown_keys = [shown(k) for k in keys]
+    return f"{', '.join(shown_keys[:-1])} and {shown_keys[-1]}"
+
+
 class ColumnMap:
     """First-level keys to table columns, case-insensitively; KINESISMETADATA is ours alone.
 
@@ -254,36 +289,45 @@ class ColumnMap:
     def keys_held_back(self, obj: Mapping[str, Any]) -> list[str]:
         """The keys of ``obj`` with a value but no column while :attr:`held_back` is set, in document order.
 
-        Of keys differing only by case, only the first counts, as only its value would land.
+        Every spelling of a key that differs only by case counts on its own.
         """
         held_back = self.held_back
         if held_back is None:
             return []
-        seen: set[str] = set()
-        keys: list[str] = []
-        for key, value in obj.items():
-            fold = key.casefold()
-            if fold in seen:
-                continue
-            seen.add(fold)
-            if fold not in self._by_key and value is not None and held_back.can_have_column(key):
-                keys.append(key)
-        return keys
+        by_key = self._by_key
+        return [
+            key
+            for key, value in obj.items()
+            if value is not None and key.casefold() not in by_key and held_back.can_have_column(key)
+        ]
 
     def map_record(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Column name -> Arrow value. Raises :class:`ColumnValueError` naming the column on a bad value.
 
-        When two keys differ only by case, the first in the document wins. A NOT NULL column left
-        without a value is an error too, and so is a value for a key held back
-        (:class:`KeysWithoutColumnError`), checked first.
+        Checked first, two keys that differ only by case and so map to one column raise
+        :class:`KeysDifferingByCaseError`, whatever their values (null too); then a value for a key
+        held back raises :class:`KeysWithoutColumnError`. A NOT NULL column left without a value is
+        an error too. Keys that are equal exactly (``{"a": 1, "a": 2}``) are one key to the JSON
+        parser, which keeps the last value.
         """
+        values: list[tuple[TableColumn, Any]] = []
+        spelled: dict[str, str] = {}
+        collisions: dict[str, list[str]] = {}
+        for key, value in obj.items():
+            column = self._by_key.get(key.casefold())
+            if column is None:
+                continue
+            first = spelled.setdefault(column.name, key)
+            if first != key:
+                collisions.setdefault(column.name, [first]).append(key)
+            else:
+                values.append((column, value))
+        if collisions:
+            raise KeysDifferingByCaseError(collisions)
         if self.held_back is not None and (held := self.keys_held_back(obj)):
             raise KeysWithoutColumnError(held, self.held_back.reason)
         row: dict[str, Any] = {}
-        for key, value in obj.items():
-            column = self._by_key.get(key.casefold())
-            if column is None or column.name in row:
-                continue
+        for column, value in values:
             try:
                 row[column.name] = coerce(value, column)
             except ValueError as err:

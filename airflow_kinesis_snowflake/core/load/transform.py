@@ -13,7 +13,8 @@ time), several times faster:
   sends just that record through the per-record path, which decides what it becomes and why.
 
 Arrow's JSON reader is not used: it cannot keep a nested value as JSON text, infers timestamps from
-strings, and loses the key order that first-key-wins case-insensitive mapping depends on.
+strings, and loses the keys' spellings and order, which the dead letter of a record with keys
+differing only by case names.
 
 :class:`BatchFiles` stages a shard range chunk by chunk: each chunk of records is built and
 appended to the rows file (Parquet, or JSON lines for a pipe) and the failures file, so a Spark task
@@ -394,7 +395,7 @@ class _Layout:
         slot_of = {c.name: i for i, c in enumerate(self.slots)}
         self.output_slots = [slot_of.get(c.name) for c in columns.columns]
         self.not_null_slots = [slot_of.get(c.name) for c in columns.columns if not c.nullable]
-        self._plans: dict[tuple[str, ...], tuple[str | None, ...]] = {}
+        self._plans: dict[tuple[str, ...], tuple[str | None, ...] | None] = {}
         self.held_back = columns.held_back
         self._holding: dict[tuple[str, ...], bool] = {}
 
@@ -410,16 +411,24 @@ class _Layout:
             )
         return holding
 
-    def plan(self, keys: tuple[str, ...]) -> tuple[str | None, ...]:
-        """For each slot, the key whose value it takes: the first, in document order, that maps to it."""
-        plan = self._plans.get(keys)
-        if plan is None:
-            chosen: dict[str, str] = {}
-            for key in keys:
-                column = self.by_key.get(key.casefold())
-                if column is not None and column.name not in chosen:
-                    chosen[column.name] = key
-            plan = self._plans[keys] = tuple(chosen.get(c.name) for c in self.slots)
+    def plan(self, keys: tuple[str, ...]) -> tuple[str | None, ...] | None:
+        """For each slot, the key whose value it takes; None when two keys differ only by case and map
+        to one column (ColumnMap.map_record refuses such records: the per-record path decides).
+        """
+        if keys in self._plans:
+            return self._plans[keys]
+        chosen: dict[str, str] = {}
+        plan: tuple[str | None, ...] | None = None
+        for key in keys:
+            column = self.by_key.get(key.casefold())
+            if column is None:
+                continue
+            if column.name in chosen:
+                break
+            chosen[column.name] = key
+        else:
+            plan = tuple(chosen.get(c.name) for c in self.slots)
+        self._plans[keys] = plan
         return plan
 
     def convert_block(self, records: Sequence[KinesisRecord], start: int, stop: int, out: _Collected) -> int:
@@ -456,10 +465,11 @@ class _Layout:
         # Key orders that resolve alike (unknown keys, absent optional ones) are converted together.
         by_plan: dict[tuple[str | None, ...], tuple[list[dict[str, Any]], list[int]]] = {}
         for keys, (objects, where) in groups.items():
-            if self.holds_back(keys):
+            plan = None if self.holds_back(keys) else self.plan(keys)
+            if plan is None:
                 out.per_record.extend(where)
                 continue
-            merged = by_plan.setdefault(self.plan(keys), ([], []))
+            merged = by_plan.setdefault(plan, ([], []))
             merged[0].extend(objects)
             merged[1].extend(where)
         for plan, (objects, where) in by_plan.items():

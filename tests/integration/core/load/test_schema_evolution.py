@@ -24,7 +24,7 @@ from airflow_kinesis_snowflake.core.load.evolution import (
     resolve_policy,
     summarize,
 )
-from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.load.schema import ColumnMap, KeysDifferingByCaseError, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, EvolutionError, SnowflakeSink
 from airflow_kinesis_snowflake.core.load.transform import build_batch
 from airflow_kinesis_snowflake.core.model import Checkpoint, Destination
@@ -303,5 +303,7 @@ def test_the_table_columns_match_case_insensitively_after_evolution(connect: Any
 
     mapping = ColumnMap(columns)
 
-    assert mapping.map_record({"color": "a", "Color": "b", "COLOR": "c"}) == {"COLOR": "a"}
+    assert mapping.map_record({"Color": "a"}) == {"COLOR": "a"}
+    with pytest.raises(KeysDifferingByCaseError, match=r'^keys "color", "Color" and "COLOR" all map to column COLOR;'):
+        mapping.map_record({"color": "a", "Color": "b", "COLOR": "c"})
     assert [TableColumn(**c.__dict__) for c in columns] == columns

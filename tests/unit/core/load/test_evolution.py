@@ -30,7 +30,7 @@ from airflow_kinesis_snowflake.core.load.evolution import (
     summarize,
     widen,
 )
-from airflow_kinesis_snowflake.core.load.schema import ColumnMap, TableColumn
+from airflow_kinesis_snowflake.core.load.schema import ColumnMap, KeysDifferingByCaseError, TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     add_column_sql,
     drop_not_null_sql,
@@ -224,7 +224,12 @@ def test_a_new_column_matches_its_key_case_insensitively(key: str) -> None:
     assert 0 < len(name) <= MAX_IDENTIFIER_LENGTH
     mapping = ColumnMap([TableColumn(name, "VARCHAR")])
     assert mapping.map_record({key: "v"}) == {name: "v"}
-    assert mapping.map_record({key.upper(): "v", key: "w"}) in ({name: "v"}, {name: "w"})
+    both = {key.upper(): "v", key: "w"}
+    if len(both) == 2 and key.upper().casefold() == key.casefold():
+        with pytest.raises(KeysDifferingByCaseError):  # two spellings of one column: a dead letter
+            mapping.map_record(both)
+    else:
+        assert mapping.map_record(both) == {name: "w"}
 
 
 def test_shown_escapes_and_shortens() -> None:
@@ -265,14 +270,39 @@ def test_a_timestamp_among_other_strings_is_text() -> None:
     assert types(summary) == {"at": T.VARCHAR}
 
 
-def test_keys_differing_by_case_are_one_key_and_the_first_in_a_document_counts() -> None:
+def test_keys_differing_by_case_are_one_key_named_by_its_first_spelling_and_typed_by_every_one() -> None:
     summary = summary_of(
-        {"id": 1, "name": "a", "Color": 1, "COLOR": "red"},  # only 1 would land
+        {"id": 1, "name": "a", "Color": 1, "COLOR": "red"},  # a dead letter once COLOR exists
         {"id": 2, "name": "b", "color": 2},
     )
 
     assert list(summary.keys) == ["color"]
-    assert summary.keys["color"] == KeyStats("Color", T.INTEGER)
+    assert summary.keys["color"] == KeyStats("Color", T.VARCHAR)
+
+
+def test_records_whose_keys_differ_only_by_case_on_a_known_column_are_not_examined() -> None:
+    """Such a record is a dead letter: it neither adds columns nor drops NOT NULL."""
+    summary = summary_of({"id": None, "ID": 5, "name": "a", "new": 1}, {"id": 1, "name": None, "NAME": "b"})
+
+    assert summary == KeySummary()
+
+
+def test_a_new_key_spelt_two_ways_in_one_record_gets_a_column_and_the_record_is_a_dead_letter() -> None:
+    """Not a column from one spelling and the other's value dropped: the record is kept whole with both keys."""
+    batch_records = records({"id": 1, "name": "a", "foo": 1, "FOO": 2}, {"id": 2, "name": "b", "Foo": 3})
+
+    changes = plan_changes(summarize(batch_records, ColumnMap(COLUMNS)), COLUMNS, evolve=True)
+
+    assert [(c.name, c.type, c.key) for c in changes.add] == [("FOO", T.INTEGER, "foo")]
+    evolved = ColumnMap([*COLUMNS, TableColumn("FOO", "NUMBER", numeric_precision=38)])
+    batch = build_batch(batch_records, "s", evolved)
+    reference = build_batch_reference(batch_records, "s", evolved)
+    assert batch.rows.column("FOO").to_pylist() == [3]
+    assert batch.rows.equals(reference.rows)
+    assert [(d.record, d.error, d.column) for d in batch.dead_letters] == [
+        (batch_records[0], 'keys "foo" and "FOO" both map to column FOO; rename one in the producer', "FOO")
+    ]
+    assert [d.error for d in reference.dead_letters] == [d.error for d in batch.dead_letters]
 
 
 def test_known_columns_are_matched_case_insensitively_and_metadata_is_never_a_column() -> None:
@@ -285,8 +315,8 @@ def test_not_null_columns_a_record_leaves_empty() -> None:
     assert summary_of({"id": 1, "name": "a"}, {"ID": 2, "Name": "b"}).missing == set()
     assert summary_of({"id": 1, "name": "a"}, {"id": 2}).missing == {"NAME"}
     assert summary_of({"id": None, "name": "a"}).missing == {"ID"}
-    # The first of two spellings is the value that lands: null here, though "ID" has one.
-    assert summary_of({"id": None, "ID": 5, "name": "a"}).missing == {"ID"}
+    # Two spellings of ID: a dead letter, which leaves nothing empty.
+    assert summary_of({"id": None, "ID": 5, "name": "a"}).missing == set()
     assert summary_of({"note": "x"}).missing == {"ID", "NAME"}
 
 
@@ -381,7 +411,9 @@ def test_summaries_of_parts_merge_to_the_summary_of_the_whole(payloads: list[dic
 @given(PAYLOADS)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_every_value_of_a_new_key_lands_in_the_column_inferred_for_it(payloads: list[dict[str, Any]]) -> None:
-    """The inferred type holds every value: evolving never turns a record into a dead letter."""
+    """The inferred type holds every value: evolving turns no record into a dead letter, but for keys
+    differing only by case, which the record holds both of.
+    """
     columns = [TableColumn("ID", "NUMBER", numeric_precision=38), TableColumn("KINESISMETADATA", "OBJECT")]
     batch_records = records(*payloads)
     changes = plan_changes(summarize(batch_records, ColumnMap(columns)), columns, evolve=True)
@@ -394,19 +426,29 @@ def test_every_value_of_a_new_key_lands_in_the_column_inferred_for_it(payloads: 
         ]
     )
     without_id = [p for p in payloads if all(k.casefold() != "id" for k in p)]
+    added = {c.name.casefold() for c in changes.add}
+    colliding = [p for p in without_id if _collides(p, added)]
+    loaded = [p for p in without_id if not _collides(p, added)]
 
     batch = build_batch(records(*without_id), "s", evolved)
 
-    assert batch.dead_letters == []
-    assert batch.rows.num_rows == len(without_id)
+    assert [json.loads(d.record.data) for d in batch.dead_letters] == colliding
+    assert all(" map to column " in d.error for d in batch.dead_letters)
+    assert batch.rows.num_rows == len(loaded)
     assert batch.rows.equals(build_batch_reference(records(*without_id), "s", evolved).rows)
     for column in changes.add:
         landed = [v for v in batch.rows.column(column.name).to_pylist() if v is not None]
-        expected = [_first(p, column.key) for p in without_id]
+        expected = [_value(p, column.key) for p in loaded]
         assert len(landed) == sum(v is not None for v in expected)
 
 
-def _first(payload: dict[str, Any], key: str) -> Any:
+def _collides(payload: dict[str, Any], columns: set[str]) -> bool:
+    """Whether two keys of ``payload`` differ only by case and have one of ``columns`` (case-folded)."""
+    folds = [k.casefold() for k in payload if k.casefold() in columns]
+    return len(folds) != len(set(folds))
+
+
+def _value(payload: dict[str, Any], key: str) -> Any:
     return next((v for k, v in payload.items() if k.casefold() == key.casefold()), None)
 
 
@@ -498,7 +540,7 @@ def test_records_with_a_value_for_a_key_over_the_cap_are_kept_whole_with_the_key
     payloads = [
         {"id": 1, "name": "a", "k0": 0, "k1": 1},  # every key gets a column
         {"id": 2, "name": "b", "k0": 0, "k1": 1, "k2": 2, "k3": 3},  # k2 and k3 do not
-        {"id": 3, "name": "c", "K3": "x", "k3": "second spelling"},  # the first spelling counts
+        {"id": 3, "name": "c", "K3": "x", "k3": "second spelling"},  # every spelling counts
         {"id": 4, "name": "d", "k2": None, "k3": None},  # nothing to lose
         {"id": 5, "name": "e", "": 1, "kinesisMetadata": 2},  # keys no column can be named after
     ]
@@ -526,7 +568,7 @@ def test_records_with_a_value_for_a_key_over_the_cap_are_kept_whole_with_the_key
     assert [d.error for d in batch.dead_letters] == [
         f'no column for keys "k2", "k3": {changes.held_back}. '
         "The record is kept whole here rather than loaded without these values",
-        f'no column for key "K3": {changes.held_back}. '
+        f'no column for keys "K3", "k3": {changes.held_back}. '
         "The record is kept whole here rather than loaded without these values",
     ]
     assert [d.error for d in build_batch_reference(batch_records, "s", columns).dead_letters] == [

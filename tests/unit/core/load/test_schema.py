@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,6 +18,9 @@ from airflow_kinesis_snowflake.core.load.schema import (
     METADATA_TYPE,
     ColumnMap,
     ColumnValueError,
+    HeldBack,
+    KeysDifferingByCaseError,
+    KeysWithoutColumnError,
     TableColumn,
     arrow_type,
     coerce,
@@ -88,17 +92,66 @@ def test_unknown_keys_are_ignored() -> None:
     assert mapping.map_record({"nothing": "known"}) == {}
 
 
-def test_first_of_two_keys_differing_by_case_wins() -> None:
-    mapping = ColumnMap([TableColumn("NAME", "VARCHAR")])
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"id": None, "ID": 5}, 'keys "id" and "ID" both map to column ID; rename one in the producer'),
+        ({"id": 1, "ID": 2}, 'keys "id" and "ID" both map to column ID; rename one in the producer'),
+        ({"ID": 2, "id": 1}, 'keys "ID" and "id" both map to column ID; rename one in the producer'),
+        ({"id": None, "Id": None}, 'keys "id" and "Id" both map to column ID; rename one in the producer'),
+    ],
+)
+def test_two_keys_differing_only_by_case_refuse_the_record_naming_both_keys_and_the_column(
+    obj: dict[str, Any], message: str
+) -> None:
+    """Loading one of the two values would lose the other: the record is a dead letter, whatever the values."""
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("NAME", "VARCHAR")])
 
-    assert mapping.map_record({"Name": "first", "NAME": "second"}) == {"NAME": "first"}
-    assert mapping.map_record({"NAME": "second", "Name": "first"}) == {"NAME": "second"}
+    with pytest.raises(KeysDifferingByCaseError) as info:
+        mapping.map_record({"name": "Ada", **obj})
+
+    assert str(info.value) == message
+    assert info.value.column == "ID"
+    assert isinstance(info.value, ValueError)  # a dead letter, like a bad value
 
 
-def test_first_key_wins_even_when_its_value_is_null() -> None:
-    mapping = ColumnMap([TableColumn("NAME", "VARCHAR")])
+def test_every_column_and_spelling_in_a_collision_is_named() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("Name", "VARCHAR")])
 
-    assert mapping.map_record({"name": None, "NAME": "later"}) == {"NAME": None}
+    with pytest.raises(KeysDifferingByCaseError) as info:
+        mapping.map_record({"name": "a", "id": 1, "NAME": "b", "Id": 2, "ID": 3, "other": 4, "OTHER": 5})
+
+    assert str(info.value) == (
+        'keys "name" and "NAME" both map to column Name; keys "id", "Id" and "ID" all map to column ID; '
+        "rename them in the producer so that no two differ only by case"
+    )
+    assert info.value.column == "Name"  # the first in the document
+    assert info.value.collisions == {"Name": ("name", "NAME"), "ID": ("id", "Id", "ID")}
+
+
+def test_keys_differing_only_by_case_without_a_column_are_ignored_like_any_unknown_key() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)")])
+
+    assert mapping.map_record({"id": 1, "color": "red", "COLOR": "blue"}) == {"ID": 1}
+
+
+def test_keys_differing_by_case_are_refused_before_keys_held_back_and_bad_values() -> None:
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)")], HeldBack("the cap", lambda key: True))
+
+    with pytest.raises(KeysDifferingByCaseError):
+        mapping.map_record({"new": 1, "id": "not a number", "ID": 2})
+    with pytest.raises(KeysWithoutColumnError, match=r'^no column for key "Unknown": the cap\.'):
+        mapping.map_record({"id": 1, "unknown": None, "Unknown": 5})  # the spelling with a value counts
+
+
+def test_keys_equal_exactly_are_one_key_and_the_parser_keeps_the_last_value() -> None:
+    """Duplicate keys in the text ({"a": 1, "a": 2}) are not told apart: both parsers keep the last value."""
+    data = b'{"id": 1, "name": "a", "id": 2}'
+    mapping = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("NAME", "VARCHAR")])
+
+    assert parse_payload(data) == orjson.loads(data) == {"id": 2, "name": "a"}
+    assert list(parse_payload(data)) == list(orjson.loads(data)) == ["id", "name"]  # at the first place
+    assert mapping.map_record(parse_payload(data)) == {"ID": 2, "NAME": "a"}
 
 
 def test_never_maps_onto_kinesismetadata() -> None:

@@ -132,13 +132,14 @@ def test_rows_and_metadata_of_plain_records() -> None:
 @pytest.mark.parametrize(
     "payload",
     [
-        # keys differing only by case: the first in the document wins, even when it is null
+        # keys differing only by case, on one column: a dead letter naming them, even when one is null
         b'{"id": 1, "ID": 2}',
         b'{"Id": null, "ID": 5}',
         b'{"NAME": "first", "name": "second", "Name": "third"}',
         b'{"id": 1, "id": 2}',  # an exact duplicate: json keeps the last value, at the first place
         b'{"Id": 1, "ID": 2, "Id": 3}',
         b'{"Stra\xc3\x9fe": "casefolded", "strasse": "later"}',
+        b'{"unknown": 1, "UNKNOWN": 2, "id": 3}',  # no column: ignored, as any unknown key
         # keys with no column, and the metadata column, are ignored
         b'{"unknown": [1, 2], "KINESISMETADATA": {"stream": "forged"}, "kinesisMetadata": 1, "id": 3}',
         b"{}",
@@ -315,7 +316,7 @@ def test_records_with_a_value_for_a_key_held_back_are_dead_letters_kept_whole() 
     payloads = [
         b'{"id": 1, "name": "a"}',
         b'{"id": 2, "unknown": 1}',
-        b'{"id": 3, "unknown": null, "Unknown": 5}',  # the first spelling counts: nothing to lose
+        b'{"id": 3, "unknown": null, "Unknown": 5}',  # every spelling counts: 5 has no column
         b'{"id": 4, "": 1, "kinesisMetadata": {"x": 1}, "Stra\u00dfe": "x"}',  # no column can take these
         b'{"extra_field": "x", "unknown": [1], "id": "not a number"}',  # held back first, whatever else
         json.dumps({"id": 6, **many}).encode(),
@@ -324,10 +325,11 @@ def test_records_with_a_value_for_a_key_held_back_are_dead_letters_kept_whole() 
     batch = assert_same(_records(payloads), HOLDING_BACK)
     assert_same(_records(payloads * 20), HOLDING_BACK, block_records=7)
 
-    assert batch.rows.column("ID").to_pylist() == [1, 3, 4, 7]
+    assert batch.rows.column("ID").to_pylist() == [1, 4, 7]
     kept = "The record is kept whole here rather than loaded without these values"
     assert [(d.record.data, d.error, d.column) for d in batch.dead_letters] == [
         (payloads[1], f'no column for key "unknown": the cap on new columns. {kept}', None),
+        (payloads[2], f'no column for key "Unknown": the cap on new columns. {kept}', None),
         (payloads[4], f'no column for keys "extra_field", "unknown": the cap on new columns. {kept}', None),
         (
             payloads[5],
@@ -336,6 +338,51 @@ def test_records_with_a_value_for_a_key_held_back_are_dead_letters_kept_whole() 
             None,
         ),
     ]
+
+
+def test_records_with_keys_differing_only_by_case_are_dead_letters_naming_both_keys_and_the_column() -> None:
+    """Neither value is loaded in place of the other: the record is kept whole, with the reason, on both paths."""
+    columns = ColumnMap([TableColumn("ID", "NUMBER(38,0)"), TableColumn("NAME", "VARCHAR")])
+    payloads = [
+        b'{"id": 0, "name": "a"}',
+        b'{"id": null, "ID": 5}',
+        b'{"id": 1, "ID": 2}',
+        b'{"name": "b", "Name": null, "id": 3, "ID": 4, "iD": 6}',
+        b'{"ID": 7, "name": "c"}',
+    ]
+    batch = assert_same(_records(payloads), columns)
+    # Many of each, so that the bulk path converts the good key orders as a whole.
+    many = assert_same(_records(payloads * 40), columns, block_records=16)
+
+    assert batch.rows.column("ID").to_pylist() == [0, 7]
+    rename = "rename one in the producer"
+    assert [(d.record.data, d.error, d.column) for d in batch.dead_letters] == [
+        (payloads[1], f'keys "id" and "ID" both map to column ID; {rename}', "ID"),
+        (payloads[2], f'keys "id" and "ID" both map to column ID; {rename}', "ID"),
+        (
+            payloads[3],
+            'keys "name" and "Name" both map to column NAME; keys "id", "ID" and "iD" all map to column ID; '
+            "rename them in the producer so that no two differ only by case",
+            "NAME",
+        ),
+    ]
+    assert many.rows.num_rows == 80
+    assert len(many.dead_letters) == 120
+    # Kept in the parse-failure table like any dead letter: the payload, the reason and the column.
+    failures = failure_table(batch.dead_letters, STREAM).to_pylist()
+    assert [(f["ERROR_MESSAGE"], f["ERROR_COLUMN"]) for f in failures[:1]] == [
+        (f'keys "id" and "ID" both map to column ID; {rename}', "ID")
+    ]
+
+
+def test_keys_equal_exactly_are_one_key_whose_last_value_loads_on_both_paths() -> None:
+    """Duplicate keys in the text are one key to the JSON parser (orjson as json), which keeps the last value."""
+    payloads = [b'{"id": 1, "name": "a", "id": 2}', b'{"name": "b", "name": "c", "id": 3}']
+    batch = assert_same(_records(payloads * 20), block_records=8)
+
+    assert batch.dead_letters == []
+    assert batch.rows.column("ID").to_pylist()[:2] == [2, 3]
+    assert batch.rows.column("NAME").to_pylist()[:2] == ["a", "c"]
 
 
 def test_columns_that_differ_only_by_case_resolve_as_the_column_map_does() -> None:
