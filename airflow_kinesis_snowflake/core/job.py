@@ -72,6 +72,7 @@ from airflow_kinesis_snowflake.core.load.transform import BatchFiles, chunks_of
 from airflow_kinesis_snowflake.core.model import BatchResult, ConsumerType, ShardResult
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, redacted_output, secret_forms
+from airflow_kinesis_snowflake.core.snowflake_limits import bounded
 
 if TYPE_CHECKING:
     from airflow_kinesis_snowflake.core.continuous import ContinuousRun
@@ -110,9 +111,11 @@ def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str
 
     The object holds snowflake-connector-python keyword arguments (``account``, ``user``, ``role``,
     ``warehouse``, ``host`` ...). A key pair is given as ``private_key`` (PEM text, or base64 DER),
-    with ``private_key_passphrase`` when it is encrypted, or as ``private_key_der_base64``.
+    with ``private_key_passphrase`` when it is encrypted, or as ``private_key_der_base64``. The
+    timeouts it does not set take their defaults (:func:`~.snowflake_limits.bounded`).
 
-    :raises ValueError: the secret is not such an object; the message never quotes the secret.
+    :raises ValueError: the secret is not such an object, or a timeout in it is not a whole number
+        of seconds above 0; the message never quotes the secret.
     """
     try:
         params = json.loads(secret_string)
@@ -132,7 +135,7 @@ def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str
         except ValueError as err:
             raise ValueError(f"secret {secret_id!r}: {err}") from None
         params["private_key_der_base64"] = base64.b64encode(der).decode("ascii")
-    return params
+    return bounded(params, f"secret {secret_id!r}")
 
 
 @dataclass(frozen=True)
@@ -242,10 +245,11 @@ class JobCredentials:
         )
 
     def connect_snowflake(self) -> Any:
-        """A new Snowflake connection; the caller closes it."""
+        """A new Snowflake connection, every request and statement of it bounded
+        (:func:`~.snowflake_limits.bounded`); the caller closes it."""
         import snowflake.connector
 
-        params = dict(self.snowflake)
+        params = bounded(self.snowflake, "the job's Snowflake connection")
         if "private_key_der_base64" in params:
             params["private_key"] = base64.b64decode(params.pop("private_key_der_base64"))
         return snowflake.connector.connect(**params)

@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from airflow_kinesis_snowflake.core.keys import load_private_key, private_key_der
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, secret_forms
+from airflow_kinesis_snowflake.core.snowflake_limits import TIMEOUT_PARAMS, bounded
 
 ALLOWED_PROTOCOLS = ("https", "http")
 # Extras naming the passphrase of an encrypted private key (the connector's own name too).
@@ -27,11 +28,17 @@ def mask_secret_value(value: str) -> None:
 
 class KinesisSnowflakeHook(SnowflakeHook):
     """:class:`~airflow.providers.snowflake.hooks.snowflake.SnowflakeHook` that also honours a
-    ``protocol`` extra.
+    ``protocol`` extra, and bounds every request and statement.
 
     The Snowflake provider passes the ``host`` and ``port`` extras to the connector but not
     ``protocol``, so it can only speak HTTPS. This hook passes it through, which lets the same
     connection reach a Snowflake-compatible endpoint on plain HTTP (such as a local emulator).
+
+    The connector's ``network_timeout``, ``login_timeout`` and ``socket_timeout`` come from the
+    extras of those names, else from :data:`~airflow_kinesis_snowflake.core.snowflake_limits.DEFAULT_TIMEOUTS`,
+    and the session's ``STATEMENT_TIMEOUT_IN_SECONDS`` from ``network_timeout`` unless the
+    ``session_parameters`` extra sets it (:func:`~airflow_kinesis_snowflake.core.snowflake_limits.bounded`):
+    a Snowflake that keeps failing fails the task instead of holding it for ever.
     """
 
     hook_name = "Snowflake (Kinesis ingestion)"
@@ -85,8 +92,12 @@ class KinesisSnowflakeHook(SnowflakeHook):
             params["protocol"] = protocol
         if params.get("port"):
             params["port"] = int(params["port"])
+        for name in TIMEOUT_PARAMS:
+            if extra.get(name) not in ("", None):
+                params[name] = extra[name]
         # Empty strings confuse the connector (an empty warehouse is sent as a name).
-        return {k: v for k, v in params.items() if v not in ("", None)}
+        params = {k: v for k, v in params.items() if v not in ("", None)}
+        return bounded(params, f"connection {self.get_conn_id()!r}")
 
     def job_connection_params(self) -> dict[str, Any]:
         """Connector keyword arguments that survive JSON, for the Spark job.

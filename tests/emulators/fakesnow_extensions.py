@@ -25,6 +25,11 @@
 * A NULL written to a NOT NULL column: Snowflake answers "NULL result in a non-nullable column";
   fakesnow 0.12 lets DuckDB's constraint error escape, which its server answers with HTTP 500, and
   the connector retries that for ever.
+* Names with a single quote (a column ``"IT'S"``, a comment ``'it''s'``): Snowflake takes any quoted
+  identifier; fakesnow 0.12 records a new table's or column's text lengths and comment in its
+  catalogue by splicing the names into string literals unescaped, so DuckDB refuses the record
+  after the DDL itself ran, the server answers HTTP 500, and the connector retries that for ever
+  (each retry of an ``ADD COLUMN IF NOT EXISTS`` fails the same way). The literals are escaped.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 import duckdb
 import snowflake.connector
-from fakesnow import copy_into, transforms
+from fakesnow import copy_into, info_schema, transforms
 from fakesnow import cursor as fakesnow_cursor
 from sqlglot import exp
 
@@ -46,6 +51,8 @@ _original_integer_precision = transforms.integer_precision
 _original_execute = fakesnow_cursor.FakeSnowflakeCursor.execute
 _original_extract_comment_on_table = transforms.extract_comment_on_table
 _original_try_parse_json = transforms.try_parse_json
+_original_insert_table_comment_sql = info_schema.insert_table_comment_sql
+_original_insert_text_lengths_sql = info_schema.insert_text_lengths_sql
 # DuckDB's words for text a DECIMAL cast refuses, and Snowflake's.
 _NOT_A_NUMBER = re.compile(r'Could not convert string "(.*?)" to DECIMAL\([0-9]+,[0-9]+\)')
 _NUMBER_38_0 = exp.DataType.build("DECIMAL(38, 0)")
@@ -185,7 +192,26 @@ def _parse_json(expression: exp.Expr) -> exp.Expr:
     return _original_try_parse_json(expression)
 
 
+def _literal(text: str) -> str:
+    """``text`` as the inside of a SQL string literal."""
+    return text.replace("'", "''")
+
+
+def _insert_table_comment_sql(catalog: str, schema: str, table: str, comment: str) -> str:
+    """The catalogue's record of a table's comment, whatever quotes the names and comment hold."""
+    return _original_insert_table_comment_sql(_literal(catalog), _literal(schema), _literal(table), _literal(comment))
+
+
+def _insert_text_lengths_sql(catalog: str, schema: str, table: str, text_lengths: list[tuple[str, int]]) -> str:
+    """The catalogue's record of text columns' lengths, whatever quotes the names hold."""
+    escaped = [(_literal(name), size) for name, size in text_lengths]
+    return _original_insert_text_lengths_sql(_literal(catalog), _literal(schema), _literal(table), escaped)
+
+
 def install() -> None:
+    # Read as info_schema.<name> at call time, by fakesnow's cursor.
+    info_schema.insert_table_comment_sql = _insert_table_comment_sql
+    info_schema.insert_text_lengths_sql = _insert_text_lengths_sql
     transforms.try_parse_json = _parse_json
     transforms.extract_comment_on_table = _extract_comment_on_table
     transforms.integer_precision = _integer_precision

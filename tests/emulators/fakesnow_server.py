@@ -8,6 +8,8 @@ or after fakesnow runs it (``when``), one ``action``:
   (any Spark job when absent). The dead session's
   open transaction is rolled back, as Snowflake aborts the transactions of a lost session.
 * ``error``: answer the statement with a Snowflake error instead of running it.
+* ``http_500``: answer the statement with HTTP 500 instead of running it, as a failing service does
+  (the connector retries that for as long as its ``network_timeout`` allows).
 * ``outage``: answer HTTP 503 to every request for ``seconds`` (or until the faults are cleared),
   as an unreachable service does.
 * ``restart``: the server process dies on the spot (``os._exit``, as in a crash: open
@@ -121,6 +123,8 @@ def _act(fault: dict[str, Any], request: Request) -> Response | None:
     if action == "error":
         message = f"injected failure of: {fault['match']}"
         return JSONResponse({"data": {"errorCode": "000603"}, "code": "000603", "message": message, "success": False})
+    if action == "http_500":
+        return Response(status_code=500)
     if action == "outage":
         _outage_until = time.monotonic() + float(fault.get("seconds", 5))
         return Response(status_code=503)

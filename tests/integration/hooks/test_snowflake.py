@@ -130,3 +130,64 @@ def test_the_emulator_refuses_another_key_and_a_password_for_a_service_user(
             port=aws_connections.fakesnow_port,
             protocol="http",
         )
+
+
+# -- bounded requests and statements --------------------------------------------------------------
+
+
+def test_every_connection_is_bounded_unless_its_extras_say_otherwise(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = KinesisSnowflakeHook(snowflake_conn_id="snowflake_default")
+    job_params = json.loads(json.dumps(hook.job_connection_params()))  # as the job gets them
+    # The operators' connection, the job's from what the hook hands it, and the job's from a
+    # Secrets Manager secret (connector arguments that name no timeout).
+    connections = [
+        hook.get_conn(),
+        JobCredentials(aws={}, snowflake=job_params).connect_snowflake(),
+        JobCredentials(aws={}, snowflake=aws_connections.snowflake_params()).connect_snowflake(),
+    ]
+    try:
+        for conn in connections:
+            assert (conn.network_timeout, conn.login_timeout, conn.socket_timeout) == (1800, 120, 60)
+            assert conn.cursor().execute("SELECT 1").fetchone() == (1,)
+    finally:
+        for conn in connections:
+            conn.close()
+    assert job_params["session_parameters"] == {"STATEMENT_TIMEOUT_IN_SECONDS": 1740}
+
+    tuned = aws_connections.snowflake_connection()
+    tuned["extra"].update(network_timeout="7200", login_timeout=30, socket_timeout=90)
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_TUNED", json.dumps(tuned))
+    conn = KinesisSnowflakeHook(snowflake_conn_id="snowflake_tuned").get_conn()
+    try:
+        assert (conn.network_timeout, conn.login_timeout, conn.socket_timeout) == (7200, 30, 90)
+    finally:
+        conn.close()
+
+
+def test_a_statement_the_server_keeps_failing_fails_after_a_bounded_retry(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connector retries an HTTP 500 only as long as network_timeout allows, on either side."""
+    failing = aws_connections.snowflake_connection()
+    failing["extra"]["network_timeout"] = 2
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_FAILING", json.dumps(failing))
+    hook = KinesisSnowflakeHook(snowflake_conn_id="snowflake_failing")
+    # Enough answers of 500 that a connector retrying without a bound would meet the last of them
+    # and then succeed.
+    attempts = 8
+    connections = [hook.get_conn(), JobCredentials(aws={}, snowflake=hook.job_connection_params()).connect_snowflake()]
+    served = []
+    try:
+        for n, conn in enumerate(connections):
+            marker = f"SELECT 'the server keeps failing {n}'"
+            aws_connections.inject_snowflake_faults([{"match": marker, "action": "http_500", "times": attempts}])
+            with pytest.raises(snowflake.connector.errors.InternalServerError, match="HTTP 500"):
+                conn.cursor().execute(marker)
+            served.append(len(aws_connections.served_snowflake_faults()))
+    finally:
+        aws_connections.inject_snowflake_faults([])
+        for conn in connections:
+            conn.close()
+    assert all(1 <= n < attempts for n in served), served

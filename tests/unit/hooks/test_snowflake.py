@@ -124,3 +124,20 @@ def test_a_wrong_passphrase_names_the_connection_and_not_the_key(
     ) as raised:
         KinesisSnowflakeHook(snowflake_conn_id=conn_id).job_connection_params()
     assert encrypted.splitlines()[1] not in str(raised.value)
+
+
+def test_the_connection_bounds_its_requests_and_statements(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn_id = connection(monkeypatch, "snowflake_bounds", {"session_parameters": {"QUERY_TAG": "ingest"}}, "pw")
+    params = KinesisSnowflakeHook(snowflake_conn_id=conn_id).job_connection_params()
+    assert (params["network_timeout"], params["login_timeout"], params["socket_timeout"]) == (1800, 120, 60)
+    assert params["session_parameters"] == {"QUERY_TAG": "ingest", "STATEMENT_TIMEOUT_IN_SECONDS": 1740}
+
+    extra = {"network_timeout": 600, "login_timeout": "45", "socket_timeout": ""}
+    conn_id = connection(monkeypatch, "snowflake_own_bounds", extra, "pw")
+    params = KinesisSnowflakeHook(snowflake_conn_id=conn_id).job_connection_params()
+    assert (params["network_timeout"], params["login_timeout"], params["socket_timeout"]) == (600, 45, 60)
+    assert params["session_parameters"] == {"STATEMENT_TIMEOUT_IN_SECONDS": 540}
+
+    conn_id = connection(monkeypatch, "snowflake_bad_bound", {"network_timeout": -1}, "pw")
+    with pytest.raises(ValueError, match="connection 'snowflake_bad_bound': 'network_timeout' must be a whole"):
+        KinesisSnowflakeHook(snowflake_conn_id=conn_id).get_conn()

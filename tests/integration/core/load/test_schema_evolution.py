@@ -25,7 +25,13 @@ from airflow_kinesis_snowflake.core.load.evolution import (
     summarize,
 )
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap, KeysDifferingByCaseError, TableColumn
-from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, EvolutionError, SnowflakeSink
+from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    ROWS_DIR,
+    EvolutionError,
+    SnowflakeSink,
+    add_column_sql,
+    quote_identifier,
+)
 from airflow_kinesis_snowflake.core.load.transform import build_batch
 from airflow_kinesis_snowflake.core.model import Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord
@@ -244,6 +250,50 @@ def test_evolved_columns_are_loaded(emulators: Emulators, connect: Any, tmp_path
     assert rows[1][:4] == (2, None, 3, 0.5)
     assert rows[1][6] == "x"
     assert rows[2][:4] == (3, "c", None, None)
+
+
+def test_names_with_a_single_quote_are_added_and_loaded(emulators: Emulators, tmp_path: Path) -> None:
+    """Snowflake takes a quoted identifier with a single quote in it; so does the emulator."""
+    table = new_table(emulators, "ID NUMBER(38,0) NOT NULL")
+    fqn = f"ANALYTICS.RAW.{table}"
+    who = quote_identifier("WHO'S")
+    # A connection that gives up on a failing statement soon: a failure is an error, not a hang.
+    conn = emulators.snowflake_connect(network_timeout=30)
+    try:
+        # The DDL schema evolution runs (twice: the second changes nothing), a row, a read.
+        conn.cursor().execute(add_column_sql(fqn, "WHO'S", "VARCHAR"))
+        conn.cursor().execute(add_column_sql(fqn, "WHO'S", "VARCHAR"))
+        conn.cursor().execute(f"INSERT INTO {fqn} (ID, {who}) VALUES (0, 'direct')")
+        assert conn.cursor().execute(f"SELECT ID, {who} FROM {fqn}").fetchall() == [(0, "direct")]
+
+        # Keys of Kinesis JSON records that add columns, then load into them.
+        sink = SnowflakeSink(conn, Destination("ANALYTICS", "RAW", table))
+        sink.ensure_support_objects()
+        before = sink.describe_columns()
+        records = kinesis_records([{"id": 1, "it's": "a", "o'brien's \"pub\"": 1}, {"id": 2, "it's": "b"}])
+        policy = resolve_policy(
+            destination_type="TABLE", configured=True, on_unknown_key=UnknownKeys.FAIL, table_evolution=False
+        )
+        columns, report = evolve_schema(sink, before, [summarize(records, ColumnMap(before))], policy)
+        assert [(c["column"], c["type"]) for c in report["columns_added"]] == [
+            ("IT'S", "VARCHAR"),
+            ("O'BRIEN'S \"PUB\"", "NUMBER(38,0)"),
+        ]
+        batch = build_batch(records, "s", ColumnMap(columns))
+        assert batch.dead_letters == []
+        pq.write_table(batch.rows, tmp_path / "rows.parquet")
+        sink.put_file(tmp_path / "rows.parquet", f"evo/{table}/{ROWS_DIR}")
+        sink.commit_batch(
+            application_name=table, generation_id="g", batch_id="b1", stage_dir=f"evo/{table}",
+            starts={"shardId-000000000000": None}, ends={"shardId-000000000000": Checkpoint("2")}, rows=2,
+            failures=0, columns=columns,
+        )  # fmt: skip
+    finally:
+        conn.close()
+
+    selected = ", ".join(quote_identifier(name) for name in ("ID", "WHO'S", "IT'S", "O'BRIEN'S \"PUB\""))
+    rows = query(emulators, f"SELECT {selected} FROM {fqn} ORDER BY ID")
+    assert rows == [(0, "direct", None, None), (1, None, "a", 1), (2, None, "b", None)]
 
 
 def test_an_iceberg_table_set_to_fail_is_left_alone_and_the_batch_fails(emulators: Emulators, connect: Any) -> None:
