@@ -268,7 +268,7 @@ def test_a_lease_lost_during_the_batch_is_not_checkpointed(
     thief = "another-worker"
 
     def loses_a_lease(plan: BatchPlan) -> BatchResult:
-        stolen = plan.ranges[0].shard_id
+        stolen, kept = (r.shard_id for r in plan.ranges)
         # Another worker takes the shard (as after a missed renewal); the keeper's next renewal sees it.
         connector.dynamodb.update_item(
             TableName=connector.app,
@@ -276,7 +276,13 @@ def test_a_lease_lost_during_the_batch_is_not_checkpointed(
             UpdateExpression="SET lease_owner = :o, lease_counter = lease_counter + :one, lease_expires_at = :e",
             ExpressionAttributeValues={":o": {"S": thief}, ":one": {"N": "1"}, ":e": {"N": str(time.time() + 600)}},
         )
-        time.sleep(1.5)  # past a renewal (every third of the 3 s lease)
+        # Until the keeper (every third of the 3 s lease) renewed the kept lease twice more: its
+        # second round of renewals began after the theft, and met it, however slow the machine.
+        renewed = connector.lease_table.leases()[kept].lease_counter
+        deadline = time.monotonic() + 120
+        while connector.lease_table.leases()[kept].lease_counter < renewed + 2:
+            assert time.monotonic() < deadline, "the lease keeper stopped renewing"
+            time.sleep(0.1)
         return connector.job(plan)
 
     with caplog.at_level(logging.WARNING, logger=LOG):
