@@ -287,6 +287,8 @@ class TableStatus:
     last_batch_id: str | None = None
     last_batch_at: datetime | None = None
     last_batch_changes: int | None = None
+    items_set_aside: int = 0
+    set_aside_table: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         snapshot = self.snapshot
@@ -299,6 +301,7 @@ class TableStatus:
             "last_batch_id": self.last_batch_id,
             "last_batch_at": self.last_batch_at.isoformat() if self.last_batch_at else None,
             "last_batch_changes": self.last_batch_changes,
+            "items_set_aside": self.items_set_aside,
         }
 
 
@@ -386,6 +389,12 @@ class DynamoDBConnectorStatus:
                         f"{format_millis(int((s.checkpoint_age_seconds or 0) * 1000))} ago; at the safe age of "
                         f"{self.safe_age_hours:g} h the next run finds a gap (docs/dynamodb.md, Gaps)"
                     )
+        lines += [
+            f"  warning: {t.table}: {t.items_set_aside} item(s) set aside in {t.set_aside_table}: an attribute "
+            "cannot be a column of the unpacked layout (docs/dynamodb.md, Layouts)"
+            for t in self.tables
+            if t.items_set_aside
+        ]
         lines += [f"  not synced: {reason}" for reason in self.skipped]
         return "\n".join(lines)
 
@@ -501,9 +510,15 @@ def dynamodb_connector_status(
                     }
                     shard_leases = {keys[k]: lease for k, lease in leases.leases_of(list(keys)).items() if k in keys}
                 destination = sync.target.table
-                tables.append(
-                    table_status(target.table, destination, generation, segments, shard_leases, recent, time.time())
+                found_status = table_status(
+                    target.table, destination, generation, segments, shard_leases, recent, time.time()
                 )
+                set_aside = sink.items_set_aside(generation.number if generation else 0)
+                if set_aside:
+                    found_status = replace(
+                        found_status, items_set_aside=set_aside, set_aside_table=sync.target.failures
+                    )
+                tables.append(found_status)
         finally:
             connection.close()
     except Exception as err:  # noqa: BLE001  one connector's failure is shown, the others are still read

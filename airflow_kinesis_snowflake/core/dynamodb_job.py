@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_kinesis_snowflake.core.load.dynamodb_failures import ItemFailure, set_aside
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     ITEM_COLUMN,
     KeyAttribute,
@@ -398,6 +399,7 @@ class TableBatchResult:
                 "rows_updated": m.rows_updated,
                 "rows_deleted": m.rows_deleted,
                 "completed_snapshot": m.completed_snapshot,
+                "items_set_aside": m.items_set_aside,
             },
             "segments": [{"number": s.number, "items": s.items, "cursor": s.cursor} for s in self.segments],
             "shards": [
@@ -549,6 +551,7 @@ def apply_units(
     segments: Sequence[SegmentOutcome],
     shards: Sequence[ShardOutcome],
     outcome: Callable[[MergeResult], tuple[OutcomeKey, BatchResult]] | None = None,
+    failures: Sequence[ItemFailure] = (),
 ) -> MergeResult:
     """Apply the staged changes and move both ledgers in one transaction, guarded by the plan's marks.
 
@@ -557,6 +560,8 @@ def apply_units(
 
     :param outcome: the batch's outcome, recorded in the same transaction
         (:meth:`.load.dynamodb_sink.DynamoDBSink.apply_batch`).
+    :param failures: the changes set aside (:func:`~.load.dynamodb_failures.set_aside`), kept in the
+        same transaction.
     """
     starts = {s.key: s.start for s in plan.shards}
     shard_ends = {}
@@ -587,6 +592,7 @@ def apply_units(
         segment_ends=segment_ends,
         generation=plan.generation,
         outcome=outcome,
+        failures=failures,
     )
 
 
@@ -651,6 +657,7 @@ class UnitRead:
     segment: SegmentOutcome | None = None
     shard: ShardOutcome | None = None
     gap: GapFound | None = None
+    failures: list[ItemFailure] = field(default_factory=list)
 
 
 def read_unit(unit: Unit, plan: TableBatchPlan, access: AwsAccess, snapshot_table: Any, rate: float | None) -> UnitRead:
@@ -665,7 +672,8 @@ def read_unit(unit: Unit, plan: TableBatchPlan, access: AwsAccess, snapshot_tabl
         limiter = ReadRateLimiter(rate) if rate is not None else None
         read = scan_segment(access.dynamodb(), snapshot_table, segment, cursor, plan.max_items_per_segment, limiter)
         after = None if read.cursor is None else read.cursor.to_text()
-        return UnitRead(unit, read.changes, segment=SegmentOutcome(unit.number, len(read.changes), after))
+        staged, failures = set_aside(read.changes, plan.keys, plan.target.layout)
+        return UnitRead(unit, staged, segment=SegmentOutcome(unit.number, len(read.changes), after), failures=failures)
     after_mark = unit.start.sequence_number if unit.start else None
     try:
         got = read_stream_shard(
@@ -683,7 +691,8 @@ def read_unit(unit: Unit, plan: TableBatchPlan, access: AwsAccess, snapshot_tabl
     except StreamGap as err:
         return UnitRead(unit, [], gap=GapFound(err.shard_id, err.checkpoint, err.reason))
     outcome = ShardOutcome(unit.key, unit.shard_id, got.records_read, got.last_sequence_number, got.shard_end)
-    return UnitRead(unit, got.changes, shard=outcome)
+    staged, failures = set_aside(got.changes, plan.keys, plan.target.layout)
+    return UnitRead(unit, staged, shard=outcome, failures=failures)
 
 
 def _unit_name(unit: Unit) -> str:
@@ -732,7 +741,9 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
-        figures = reads.map(lambda r: (r.segment, r.shard, r.gap)).collect()
+        figures = reads.map(lambda r: (r.segment, r.shard, r.gap, r.failures)).collect()
+        failures = [f for *_, unit_failures in figures for f in unit_failures]
+        figures = [(s, sh, g) for s, sh, g, _ in figures]
         gaps = [g for _, _, g in figures if g is not None]
         segments = tuple(s for s, _, _ in figures if s is not None)
         shards = tuple(s for _, s, _ in figures if s is not None)
@@ -769,6 +780,7 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
                 segments=segments,
                 shards=shards,
                 outcome=committed,
+                failures=failures,
             )
     except GenerationSupersededError as err:
         # Nothing applied: the control plane decides again in the newer generation.
@@ -880,6 +892,8 @@ def report_lines(result: TableBatchResult) -> list[str]:
     ]
     if m.completed_snapshot is not None:
         lines.append(f"snapshot of generation {m.completed_snapshot} completed")
+    if m.items_set_aside:
+        lines.append(f"warning: {m.items_set_aside} item change(s) set aside: an attribute cannot be a column")
     return lines
 
 

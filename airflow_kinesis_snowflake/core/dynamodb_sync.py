@@ -64,6 +64,7 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     target_to_dict,
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
+from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX, set_aside
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     KeyAttribute,
     summarize,
@@ -246,6 +247,10 @@ class TableOutcome:
     def changes(self) -> int:
         return sum(b.merge.changes_loaded for b in self.batches)
 
+    @property
+    def items_set_aside(self) -> int:
+        return sum(b.merge.items_set_aside for b in self.batches)
+
     def summary(self, sync: TableSync) -> dict[str, Any]:
         """The run's figures as plain values (the sync task's return value; :func:`describe_summary`)."""
         return {
@@ -253,6 +258,7 @@ class TableOutcome:
             "destination": sync.target.table,
             "batches": len(self.batches),
             "changes": self.changes,
+            "items_set_aside": self.items_set_aside,
             "generations_started": self.generations_started,
             "snapshots_completed": self.snapshots_completed,
         }
@@ -267,7 +273,10 @@ def describe_summary(figures: Mapping[str, Any]) -> str:
     )
     if started is not None:
         line += f"generations started: {started or 'none'}; "
-    return line + f"snapshots completed: {figures['snapshots_completed'] or 'none'}"
+    line += f"snapshots completed: {figures['snapshots_completed'] or 'none'}"
+    if figures.get("items_set_aside"):
+        line += f"; {figures['items_set_aside']} item change(s) set aside in {figures['destination']}{FAILURES_SUFFIX}"
+    return line
 
 
 def sync_table(
@@ -698,8 +707,9 @@ def _run_here(plan: TableBatchPlan, sink: DynamoDBSink, source_dynamodb: Any, st
             not_before=plan.stream_not_before,
             first_record=unit.first_record,
         )
-    changes: list[ItemChange] = [c for r in segment_reads for c in r.changes]
-    changes += [c for r in stream_reads.values() for c in r.changes]
+    read: list[ItemChange] = [c for r in segment_reads for c in r.changes]
+    read += [c for r in stream_reads.values() for c in r.changes]
+    changes, failures = set_aside(read, plan.keys, plan.target.layout)
     stage_dir = new_stage_dir(plan)
     columns = plan.destination_columns
     if changes:
@@ -722,6 +732,7 @@ def _run_here(plan: TableBatchPlan, sink: DynamoDBSink, source_dynamodb: Any, st
         segments=segments,
         shards=shards,
         outcome=committed_outcome(plan, segments, shards, stage_dir),
+        failures=failures,
     )
     return TableBatchResult(plan.batch_id, merge, segments, shards)
 

@@ -173,6 +173,17 @@ def test_a_stream_shard_is_a_warning_past_half_of_the_safe_age_and_an_error_past
     assert levels == ["ok", "warning", "error", "ok"]
 
 
+def test_items_set_aside_are_counted_and_named_with_their_table() -> None:
+    table = TableStatus("orders", "A.B.ORDERS", 0, items_set_aside=3, set_aside_table="A.B.ORDERS_DYNAMODB_FAILURES")
+    status = DynamoDBConnectorStatus("orders", "orders-app", 20, (table,))
+    assert (
+        "  warning: orders: 3 item(s) set aside in A.B.ORDERS_DYNAMODB_FAILURES: an attribute cannot be a column"
+        in status.text()
+    )
+    assert status.to_dict()["tables"][0]["items_set_aside"] == 3
+    assert "set aside" not in DynamoDBConnectorStatus("o", "app", 20, (TableStatus("orders", "A.B.O"),)).text()
+
+
 def test_a_dynamodb_connector_that_could_not_be_read_says_why_and_names_the_tables_it_skips() -> None:
     failed = DynamoDBConnectorStatus("orders", "orders-app", 20, error="AccessDeniedException: no Scan")
     assert failed.text().splitlines()[1] == "  error: AccessDeniedException: no Scan"

@@ -37,6 +37,7 @@ replayed, the row ends as the item's newest change made it (:mod:`..sources.dyna
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,13 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from airflow_kinesis_snowflake.core.load.dynamodb_failures import (
+    FAILURES_SUFFIX,
+    ItemFailure,
+    failure_values,
+    failures_table_ddl,
+    insert_failure_sql,
+)
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     DELETED_AT_COLUMN,
     DELETED_COLUMN,
@@ -151,6 +159,12 @@ class DynamoDBTarget:
         return quote_identifier(self.destination.table + BATCH_SUFFIX)
 
     @property
+    def failures(self) -> str:
+        """The table of changes the unpacked layout set aside (:mod:`.dynamodb_failures`)."""
+        d = self.destination
+        return qualified_name(d.database, d.schema, d.table + FAILURES_SUFFIX)
+
+    @property
     def snapshot_ledger(self) -> str:
         return qualified_name(self.destination.database, self.destination.schema, SNAPSHOT_LEDGER_TABLE)
 
@@ -196,6 +210,7 @@ class MergeResult:
     rows_updated: int = 0
     rows_deleted: int = 0
     completed_snapshot: int | None = None
+    items_set_aside: int = 0
 
 
 # -- SQL ------------------------------------------------------------------------------------------
@@ -252,6 +267,10 @@ def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
         SupportObjectDDL(
             "tombstones",
             f"CREATE TABLE IF NOT EXISTS {target.tombstones} ({keys}, {VERSION_COLUMN} VARCHAR NOT NULL)",
+        ),
+        SupportObjectDDL(
+            "items set aside",
+            failures_table_ddl(target.failures, ", ".join(f"{_q(k.name)} {k.column_type}" for k in target.keys)),
         ),
     )
 
@@ -576,6 +595,29 @@ class DynamoDBSink:
         )
         return [str(r[0]) for r in rows]
 
+    def items_set_aside(self, generation: int = 0) -> int:
+        """The items whose newest change is set aside (:mod:`.dynamodb_failures`): of ``generation`` or later,
+        and with no newer row or tombstone; 0 before the failures table exists."""
+        d = self.target.destination
+        exists = self._execute(
+            f"SELECT COUNT(*) FROM {quote_identifier(d.database)}.information_schema.tables "
+            "WHERE table_schema = %s AND table_name = %s",
+            (d.schema, d.table + FAILURES_SUFFIX),
+        )
+        if not exists or not int(exists[0][0]):
+            return 0
+        keys = ", ".join(_q(k) for k in self.target.key_names)
+        rows = self._execute(
+            f"SELECT COUNT(*) FROM (SELECT {keys}, MAX({VERSION_COLUMN}) AS V FROM {self.target.failures} "
+            f"GROUP BY {keys}) AS f WHERE f.V >= %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {self.target.table} AS t WHERE {_keys_match(self.target, 't', 'f')} "
+            f"AND t.{VERSION_COLUMN} > f.V) "
+            f"AND NOT EXISTS (SELECT 1 FROM {self.target.tombstones} AS x WHERE {_keys_match(self.target, 'x', 'f')} "
+            f"AND x.{VERSION_COLUMN} > f.V)",
+            (Version.of_snapshot(generation).to_text(),),
+        )
+        return int(rows[0][0]) if rows else 0
+
     def destination_loaders(self) -> list[Loader]:
         """The applications whose generations name this destination, each with when it last recorded one."""
         rows = self._execute(
@@ -636,6 +678,7 @@ class DynamoDBSink:
         deleted_at: datetime | None = None,
         generation: int | None = None,
         outcome: Callable[[MergeResult], tuple[OutcomeKey, BatchResult]] | None = None,
+        failures: Sequence[ItemFailure] = (),
     ) -> MergeResult:
         """Apply the changes staged at ``@stage/<stage_dir>/rows/`` and move the ledger, all or nothing.
 
@@ -652,6 +695,8 @@ class DynamoDBSink:
             deletes); now when None.
         :param generation: the sync generation the batch was planned in (``snapshot_generation`` when
             None); refused when a newer one is recorded.
+        :param failures: the changes the unpacked layout set aside (staged as removals of their keys),
+            kept whole in the failures table in the same transaction.
         :param outcome: given what the batch applied, its outcome and whose it is; recorded in the
             same transaction (:meth:`SnowflakeSink.record_outcome`), so a committed batch's outcome
             is in Snowflake whatever happens to the process after the commit.
@@ -699,6 +744,13 @@ class DynamoDBSink:
             if rows:
                 loaded = self._copy(stage_dir, rows, columns)
                 result = self._merge(loaded, destination_columns, columns)
+            for failure in failures:
+                self._execute(
+                    insert_failure_sql(self.target.failures, [_q(k) for k in self.target.key_names]),
+                    failure_values(failure, batch_id),
+                )
+            if failures:
+                result = dataclasses.replace(result, items_set_aside=len(failures))
             finishes = any(m.done for m in segment_ends.values())
             if (
                 snapshot_generation is not None
@@ -706,13 +758,7 @@ class DynamoDBSink:
                 and self._segments_done(application_name, snapshot_generation, total_segments)
             ):
                 self._complete(application_name, snapshot_generation, destination_columns, deleted_at)
-                result = MergeResult(
-                    result.changes_loaded,
-                    result.rows_inserted,
-                    result.rows_updated,
-                    result.rows_deleted,
-                    completed_snapshot=snapshot_generation,
-                )
+                result = dataclasses.replace(result, completed_snapshot=snapshot_generation)
             if outcome is not None:
                 self.sink.record_outcome(*outcome(result))
             self._execute("COMMIT")

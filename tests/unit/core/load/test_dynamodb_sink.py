@@ -48,8 +48,12 @@ def test_a_segment_has_a_cursor_exactly_until_it_is_done() -> None:
 def test_tombstones_exist_with_either_deletes_setting() -> None:
     hard = support_objects_ddl(target(Deletes.HARD))
     generations = ["snapshot ledger", "sync generations", "sync generations' stream", "sync generations' destination"]
-    assert [d.kind for d in hard] == [*generations, "tombstones"]
-    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == [*generations, "tombstones"]
+    assert [d.kind for d in hard] == [*generations, "tombstones", "items set aside"]
+    assert [d.kind for d in support_objects_ddl(target(Deletes.SOFT))] == [
+        *generations,
+        "tombstones",
+        "items set aside",
+    ]
     assert '"SK" NUMBER(38,0) NOT NULL' in hard[4].sql
 
 
