@@ -280,3 +280,102 @@ def test_a_fault_kills_only_the_spark_job_of_its_dynamodb_application(tmp_path: 
         for job in jobs.values():
             job.kill()
             job.wait()
+
+
+# -- operator mistakes between runs: refused before any side effect, or handled exactly -----------------------
+
+MISTAKES = (
+    "DynamoDB mistake: layout changed after a sync (unpacked -> packed)",
+    "DynamoDB mistake: application_name renamed without the reset DAG",
+    "DynamoDB mistake: items with attribute names no column can take",
+)
+
+
+def unpacked_rows(emulators: Emulators, table: str) -> dict[str, tuple[Any, Any]]:
+    """The unpacked destination's rows by partition key: (NAME, QTY)."""
+    return {str(r[0]): (r[1], r[2]) for r in query(emulators, f"SELECT PK, NAME, QTY FROM ANALYTICS.RAW.{table}")}
+
+
+def scanned_rows(dynamodb: Any, table: str, without: set[str]) -> dict[str, tuple[Any, Any]]:
+    """A Scan as the unpacked destination holds its NAME and QTY, the set-aside keys left out."""
+    items = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+    return {
+        i["pk"]["S"]: (i.get("name", {}).get("S"), int(i["qty"]["N"]) if "qty" in i else None)
+        for i in items
+        if i["pk"]["S"] not in without
+    }
+
+
+def test_operator_mistakes_are_refused_before_any_side_effect_and_odd_items_are_set_aside(
+    emulators: Emulators, dag_env: dict[str, str], outcomes: Any, tmp_path: Path
+) -> None:
+    dynamodb = emulators.boto3_client("dynamodb")
+    suffix = unique("x").split("-")[-1]
+    app, source = f"ddb-mistake-{suffix}", f"ddb-mistake-src-{suffix}"
+    destination = source.replace("-", "_").upper()
+    create(dynamodb, source)
+    for n in range(10):
+        dynamodb.put_item(TableName=source, Item={"pk": {"S": f"k{n}"}, "name": {"S": f"n{n}"}, "qty": {"N": str(n)}})
+    odd = {
+        "odd-item": {"ITEM": {"S": "mine"}},
+        "odd-case": {"Name": {"S": "a"}, "name": {"S": "b"}},
+        "odd-long": {"x" * 300: {"S": "long"}},
+    }
+    for pk, attributes in odd.items():
+        dynamodb.put_item(TableName=source, Item={"pk": {"S": pk}, "qty": {"N": "1"}, **attributes})
+    with emulators.snowflake_connect() as conn:
+        conn.cursor().execute("CREATE DATABASE IF NOT EXISTS ANALYTICS")
+        conn.cursor().execute("CREATE SCHEMA IF NOT EXISTS ANALYTICS.RAW")
+    connector: dict[str, Any] = {
+        "connector_id": app.replace("-", "_"),
+        "source": {
+            "type": "dynamodb",
+            "region": "us-east-1",
+            "application_name": app,
+            "tables": [source],
+            "layout": "unpacked",
+            "engine": "spark",
+            "snapshot_total_segments": SEGMENTS,
+            "snapshot_read_units_per_second": 10000,
+        },
+        "destination": {"database": "ANALYTICS", "schema": "RAW"},
+        "batch": {"schedule": None, "retries": 0},
+    }
+    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+
+    def sync(name: str, **source_changes: Any) -> tuple[int, str]:
+        dag_file = write_connector(
+            tmp_path / "dags", {**connector, "source": {**connector["source"], **source_changes}}
+        )
+        done = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"{name}.log")
+        return done.returncode, done.stdout + done.stderr
+
+    code, log = sync("first")
+    assert code == 0, log[-4000:]
+    before = unpacked_rows(emulators, destination)
+    assert before == scanned_rows(dynamodb, source, set(odd))
+    dynamodb.put_item(TableName=source, Item={"pk": {"S": "k1"}, "name": {"S": "changed"}, "qty": {"N": "100"}})
+    dynamodb.delete_item(TableName=source, Key={"pk": {"S": "k2"}})
+
+    refused = [sync("layout", layout="packed"), sync("renamed", application_name=f"{app}-renamed")]
+
+    assert all(code != 0 for code, _ in refused), [log[-2000:] for _, log in refused]
+    assert "created with layout: unpacked" in refused[0][1], refused[0][1][-4000:]
+    assert f"is loaded by application {app!r}" in refused[1][1], refused[1][1][-4000:]
+    after_refusals = unpacked_rows(emulators, destination)
+    code, log = sync("back")
+    assert code == 0, log[-4000:]
+    expected, actual = scanned_rows(dynamodb, source, set(odd)), unpacked_rows(emulators, destination)
+    set_aside = {str(r[0]) for r in query(emulators, f"SELECT PK FROM ANALYTICS.RAW.{destination}_DYNAMODB_FAILURES")}
+    keys = [r[0] for r in query(emulators, f"SELECT PK FROM ANALYTICS.RAW.{destination}")]
+    lost = count_loss(expected, actual) + len(set(odd) - set_aside)
+    for case, runs, first_run in zip(MISTAKES, (2, 3, 1), ("refused", "refused", "success"), strict=True):
+        outcomes(
+            Outcome(
+                case=case, first_run=first_run, fault_fired=True, runs=runs, rows=len(keys), lost=lost,
+                duplicated=len(keys) - len(set(keys)),
+            )
+        )  # fmt: skip
+    assert after_refusals == before  # the refused runs changed nothing
+    assert (lost, len(keys) - len(set(keys))) == (0, 0)
+    assert actual == expected and set_aside == set(odd)
