@@ -17,7 +17,8 @@ existing column cannot hold (N in earlier batches, so ``NUMBER(38,0)``, and now 
 column before staging (:func:`widenings`): to the lattice's join of the column's type and the
 value's (N and S give ``VARCHAR``, the numbers as their exact text), or ``VARIANT``, which holds
 every value. :class:`AttributeTypeError` remains for what no column can hold (a name that is one of
-this source's columns, two attributes differing only by case).
+this source's columns, two attributes differing only by case); the sync sets such items aside before
+they reach these functions (:mod:`.dynamodb_failures`).
 """
 
 from __future__ import annotations
