@@ -122,6 +122,7 @@ from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys, open_to
 from airflow_kinesis_snowflake.core.state.metadata import TableClaim, check_claim, check_dynamodb_use
+from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -568,6 +569,7 @@ def _read_batch(
     if not held:
         log.info("%s: no lease free to take in generation %d", sync.table, generation.number)
         return None
+    keeper = LeaseKeeper(leases, owner, sync.lease_duration_seconds)
     try:
         batch = _Batch(
             sync,
@@ -579,15 +581,27 @@ def _read_batch(
             first_records=_first_records(sync, generation, shards, held, now()),
         )
         plan = batch.plan(cutoff, data_plane.region)
-        if data_plane.submit is None:
-            result = _run_here(plan, sink, data_plane.source_dynamodb, data_plane.streams)
-        else:
-            result = data_plane.submit(plan)
-            if result.gap is not None:
-                gap = result.gap
-                raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
-            if result.superseded is not None:
-                raise GenerationSupersededError(result.superseded)
+        # The data plane runs with the leases renewed (and the worker's heartbeat written) every third
+        # of their duration, so a batch that outlives the duration keeps its units.
+        try:
+            with keeper.keep(list(held.values())):
+                if data_plane.submit is None:
+                    result = _run_here(plan, sink, data_plane.source_dynamodb, data_plane.streams)
+                else:
+                    result = data_plane.submit(plan)
+        finally:
+            held = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
+        if keeper.lost:
+            log.warning(
+                "%s: leases lost during the batch (what it applied is in the ledger; the next owner starts there): %s",
+                sync.table,
+                sorted(keeper.lost),
+            )
+        if result.gap is not None:
+            gap = result.gap
+            raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
+        if result.superseded is not None:
+            raise GenerationSupersededError(result.superseded)
         assert result.merge is not None  # a result without one carries its gap
         batch.cache(leases, held, task_of, result, now().timestamp())
         return batch.figures(result, result.merge)
@@ -597,6 +611,10 @@ def _read_batch(
                 leases.release(lease)
             except Exception:  # best effort: the lease expires anyway
                 log.warning("Could not release the lease on %s", lease.shard_id, exc_info=True)
+        try:
+            leases.stop_heartbeat(owner)
+        except Exception:  # a stale heartbeat item is harmless, and its time to live ends it
+            log.warning("Could not delete the heartbeat item of %s", owner, exc_info=True)
 
 
 @dataclass

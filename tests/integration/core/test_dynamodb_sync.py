@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import random
+import time
 from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -1098,3 +1099,42 @@ def test_items_whose_attributes_cannot_be_columns_are_set_aside_whole_while_the_
         emulators, f"SELECT COUNT(*), COUNT(DISTINCT KEY_TEXT || DYNAMODB_VERSION) FROM {sync.target.failures}"
     )
     assert count[0][0] == count[0][1]
+
+
+# -- leases: a batch that outlives their duration keeps them --------------------------------------------------
+
+
+def test_a_batch_that_outlives_the_lease_duration_keeps_its_leases_and_another_worker_takes_none(
+    emulators: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without renewal the batch's leases expired mid-batch: another worker could take its segments and
+    # shards, and only the ledger's guard stopped a second apply.
+    workload, sync = make_source(emulators, settings=SyncSettings(total_segments=2))
+    sync = dataclasses.replace(sync, lease_duration_seconds=6.0)
+    workload.put(10, start=0)
+    table = LeaseTable(client(emulators, "dynamodb"), sync.application_name)
+    seen: dict[str, Any] = {}
+    run_here = dynamodb_sync._run_here
+
+    def slow_data_plane(plan: Any, *args: Any) -> Any:
+        held = {k: v for k, v in table.leases().items() if v.lease_owner is not None}
+        taken_until = max(lease.lease_expires_at for lease in held.values())
+        deadline = time.time() + 120
+        while time.time() < taken_until + 1 and time.time() < deadline:  # past the expiry they were taken with
+            time.sleep(0.2)
+        now = time.time()
+        after = table.leases()
+        seen["expired"] = sorted(k for k in held if not after[k].is_held(now))
+        seen["workers"] = [w for w in table.workers()]
+        # Another worker's sync, taking what is free as sync_table does.
+        seen["stolen"] = sorted(dynamodb_sync._take(table, after, set(held), "another-worker/try-1", 60))
+        return run_here(plan, *args)
+
+    monkeypatch.setattr(dynamodb_sync, "_run_here", slow_data_plane)
+    outcome = run(emulators, sync, 0)
+
+    assert seen["expired"] == [] and seen["stolen"] == []
+    assert len(seen["workers"]) == 1  # the batch's heartbeat, written while it ran ...
+    assert table.workers() == {}  # ... and deleted once it ended
+    assert outcome.batches and outcome.batches[0].merge.changes_loaded > 0
+    assert all(lease.lease_owner is None for lease in table.leases().values())  # released, none lost
