@@ -885,6 +885,9 @@ class DynamoDBSourceConfig(_Strict):
     :param layout: ``unpacked`` (first-level attributes become columns) or ``packed`` (key columns
         and one ``ITEM`` VARIANT).
     :param deletes: ``hard`` deletes a removed item's row; ``soft`` marks it deleted.
+    :param number_keys: an N key attribute's column: ``number`` (``NUMBER(38,0)``; an item whose key
+        is not whole or has more than 38 digits is set aside) or ``text`` (``VARCHAR``, every number
+        exactly). An existing destination keeps the key type it was created with.
     :param destination_table_template: the Snowflake table of each DynamoDB table, ``{table}``
         standing for its name ('.' and '-' become '_', upper-cased).
     :param on_gap: a stream gap (a checkpoint older than ``max_checkpoint_age_hours``, or trimmed
@@ -911,6 +914,7 @@ class DynamoDBSourceConfig(_Strict):
     stream_initial_position: Literal["TRIM_HORIZON", "LATEST"] | None = None
     layout: Literal["unpacked", "packed"] = "unpacked"
     deletes: Literal["hard", "soft"] = "hard"
+    number_keys: Literal["number", "text"] = "number"
     destination_table_template: str = DEFAULT_DESTINATION_TEMPLATE
     on_gap: Literal["resnapshot", "fail"] = "resnapshot"
     max_checkpoint_age_hours: float = Field(default=DEFAULT_MAX_CHECKPOINT_AGE_HOURS, gt=0)
@@ -1094,6 +1098,7 @@ class DynamoDBConnectorConfig(_ConnectorBase):
             "schema": self.destination.schema_,
             "layout": src.layout,
             "deletes": src.deletes,
+            "number_keys": src.number_keys,
             "snapshot": src.snapshot,
             "stream_start": src.initial_position,
             "on_gap": src.on_gap,
@@ -1124,7 +1129,8 @@ def table_sync(target: SyncTarget, options: Mapping[str, Any]) -> TableSync:
     :param options: :meth:`DynamoDBConnectorConfig.sync_options`.
     """
     ordered = sorted(target.keys, key=lambda k: k.key_type != "HASH")
-    keys = tuple(KeyAttribute(k.name, k.attribute_type) for k in ordered)
+    numeric = options.get("number_keys", "text") == "number"
+    keys = tuple(KeyAttribute(k.name, k.attribute_type, numeric and k.attribute_type == "N") for k in ordered)
     destination = Destination(options["database"], options["schema"], target.destination_table)
     return TableSync(
         application_name=options["application_name"],

@@ -263,7 +263,7 @@ class TableBatchPlan:
             if rate is None
             else {"read_fraction": rate.read_fraction, "read_units_per_second": rate.read_units_per_second},
             "target": target_to_dict(self.target),
-            "keys": [[k.name, k.type] for k in self.keys],
+            "keys": [k.to_list() for k in self.keys],
         }
 
     @classmethod
@@ -287,7 +287,7 @@ class TableBatchPlan:
             max_records_per_shard=int(data["max_records_per_shard"]),
             read_rate=None if rate is None else ReadRateSettings(rate["read_fraction"], rate["read_units_per_second"]),
             target=target_from_dict(data["target"]),
-            keys=tuple(KeyAttribute(name, kind) for name, kind in data["keys"]),
+            keys=tuple(KeyAttribute.from_list(k) for k in data["keys"]),
         )
 
     def to_json(self) -> str:

@@ -76,6 +76,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     DynamoDBSink,
     DynamoDBTarget,
     GenerationSupersededError,
+    KeyColumn,
     MergeResult,
     SegmentMark,
 )
@@ -165,6 +166,16 @@ class TableSync:
         soft = self.target.deletes is Deletes.SOFT
         return table_columns(self.keys, self.target.layout, soft_deletes=soft)
 
+    def fitted_to(self, existing: Sequence[TableColumn]) -> TableSync:
+        """This sync as an existing destination (its ``existing`` columns) holds its keys: a number key
+        stays text in a table created with text keys (``number_keys``); unchanged when none exists."""
+        by_name = {c.name.upper(): c for c in existing}
+        keys = tuple(k.fitted_to(by_name) for k in self.keys)
+        if keys == self.keys:
+            return self
+        target = replace(self.target, keys=tuple(KeyColumn(k.column, k.sql_type) for k in keys))
+        return replace(self, keys=keys, target=target)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain values, no credential (the inverse of :meth:`from_dict`): a continuous run carries them."""
         s, rate = self.settings, self.read_rate
@@ -173,7 +184,7 @@ class TableSync:
             "table": self.table,
             "stream_arn": self.stream_arn,
             "target": target_to_dict(self.target),
-            "keys": [[k.name, k.type] for k in self.keys],
+            "keys": [k.to_list() for k in self.keys],
             "settings": {
                 "snapshot": s.snapshot.value,
                 "stream_start": s.stream_start.value,
@@ -200,7 +211,7 @@ class TableSync:
             table=data["table"],
             stream_arn=data["stream_arn"],
             target=target_from_dict(data["target"]),
-            keys=tuple(KeyAttribute(name, kind) for name, kind in data["keys"]),
+            keys=tuple(KeyAttribute.from_list(k) for k in data["keys"]),
             settings=SyncSettings(
                 snapshot=SnapshotMode(settings.pop("snapshot")),
                 stream_start=StreamStart(settings.pop("stream_start")),
@@ -313,6 +324,8 @@ def sync_table(
     leases = LeaseTable(lease_dynamodb, sync.application_name)
     snapshot_batches = 0
     with closing(connect_snowflake()) as conn:
+        sink = DynamoDBSink(conn, sync.target)
+        sync = sync.fitted_to(sink.existing_columns())
         sink = DynamoDBSink(conn, sync.target)
         # Step 0: an existing destination fits the connector's layout and deletes, before anything is
         # created, claimed or recorded; then Snowflake's record (a refusal leaves no claim behind)

@@ -46,6 +46,7 @@ class ProvisionDynamoDBTableOperator(BaseOperator):
         sync = self.table_sync()
         conn = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id).get_conn()
         try:
+            sync = sync.fitted_to(DynamoDBSink(conn, sync.target).existing_columns())
             sink = DynamoDBSink(conn, sync.target)
             sink.check_destination(sync.destination_columns, sync.connector_id)
             sink.ensure_support_objects()

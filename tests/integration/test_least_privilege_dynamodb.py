@@ -90,10 +90,10 @@ def source_table(iam_moto: IamMoto) -> dict[str, Any]:
     return description
 
 
-def table_sync(description: dict[str, Any], app: str) -> TableSync:
+def table_sync(description: dict[str, Any], app: str, destination_table: str | None = None) -> TableSync:
     keys = key_attributes(description)
     name = description["TableName"]
-    destination = Destination("ANALYTICS", "RAW", name.replace("-", "_").upper())
+    destination = Destination("ANALYTICS", "RAW", destination_table or name.replace("-", "_").upper())
     target = DynamoDBTarget(
         destination, name, tuple(KeyColumn(k.column, k.sql_type) for k in keys), Layout.PACKED, Deletes.HARD
     )
@@ -179,11 +179,12 @@ def test_the_printed_policy_syncs_a_table_through_snapshot_and_stream_and_each_s
     # Each source action is needed: without it, the run fails with its AccessDenied on that resource.
     for action, resource in sorted(SOURCE_ACTIONS.items()):
         sid = "DynamoDBSourceTables" if resource == "table" else "DynamoDBSourceStreams"
-        # A new application, so that the run starts from the snapshot again (with its own lease table).
+        # A new application, so that the run starts from the snapshot again (with its own lease table),
+        # into a destination of its own (one application loads a destination).
         minus_app = unique("least-ddb-minus")
         minus_document = without(printed_policy(tmp_path, connector(name, minus_app)), action, sid)
         _, minus = iam_moto.user(inline={"connector": minus_document})
-        fresh = table_sync(description, minus_app)
+        fresh = table_sync(description, minus_app, minus_app.replace("-", "_").upper())
         with pytest.raises((ClientError, Denied)) as denied:
             run_as(iam_moto, emulators, minus, fresh)
         message = str(denied.value)

@@ -116,6 +116,7 @@ def test_a_connector_discovering_by_tags_selects_the_tags() -> None:
         ({"snapshot": "sometimes"}, "source.snapshot: Input should be 'initial' or 'skip' (got 'sometimes')"),
         ({"layout": "flat"}, "source.layout: Input should be 'unpacked' or 'packed'"),
         ({"deletes": "never"}, "source.deletes: Input should be 'hard' or 'soft'"),
+        ({"number_keys": "decimal"}, "source.number_keys: Input should be 'number' or 'text'"),
         ({"on_gap": "ignore"}, "source.on_gap: Input should be 'resnapshot' or 'fail'"),
         ({"max_checkpoint_age_hours": 24}, "source.max_checkpoint_age_hours: must be below 24, the stream's retention"),
         ({"snapshot_total_segments": 0}, "source.snapshot_total_segments: Input should be greater than or equal to 1"),
@@ -185,3 +186,22 @@ def test_a_tables_sync_carries_the_connector_and_the_destination_its_claim_names
     assert (sync.connector_id, sync.application_name) == ("orders_ddb", "orders-ddb")
     assert sync.target.destination.qualified_name == "ANALYTICS.RAW.ORDERS"
     assert TableSync.from_dict(sync.to_dict()) == sync  # as a continuous run carries it
+
+
+@pytest.mark.parametrize(("number_keys", "column_type"), [(None, "NUMBER(38,0)"), ("text", "VARCHAR")])
+def test_a_number_key_is_a_number_column_unless_number_keys_is_text(
+    tmp_path: Path, number_keys: str | None, column_type: str
+) -> None:
+    config = load_dynamodb_connector_config(write(tmp_path, connector(number_keys=number_keys)))
+    target = SyncTarget(
+        table="orders",
+        arn="arn:aws:dynamodb:eu-west-1:123456789012:table/orders",
+        stream_arn="arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-11-25T00:00:00.000",
+        keys=(KeyAttribute("id", "HASH", "S"), KeyAttribute("ts", "RANGE", "N")),
+        read_capacity_units=None,
+        destination_table="ORDERS",
+    )
+    sync = config.table_sync(target)
+    assert [(k.name, k.column_type) for k in sync.target.keys] == [("ID", "VARCHAR"), ("TS", column_type)]
+    assert [k.sql_type for k in sync.keys] == ["VARCHAR", column_type]
+    assert TableSync.from_dict(sync.to_dict()) == sync

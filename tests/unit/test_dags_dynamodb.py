@@ -192,10 +192,10 @@ def test_each_table_sync_takes_the_file_settings_and_the_discovered_table() -> N
     sync = config().table_sync(TARGET)
     assert (sync.application_name, sync.table, sync.stream_arn) == ("orders-ddb", TARGET.table, TARGET.stream_arn)
     # The partition key first, whatever order DescribeTable gave.
-    assert sync.keys == (RowKey("pk", "B"), RowKey("sk", "N"))
+    assert sync.keys == (RowKey("pk", "B"), RowKey("sk", "N", numeric=True))  # number_keys: number
     assert sync.target.destination == Destination("ANALYTICS", "RAW", "ORDERS_V2_EU")
     assert sync.target.source_table == TARGET.table
-    assert sync.target.keys == (KeyColumn("PK", "BINARY"), KeyColumn("SK", "VARCHAR"))
+    assert sync.target.keys == (KeyColumn("PK", "BINARY"), KeyColumn("SK", "NUMBER(38,0)"))
     assert (sync.target.layout, sync.target.deletes) == (Layout.PACKED, Deletes.SOFT)
     settings = sync.settings
     assert (settings.snapshot, settings.stream_start, settings.on_gap) == (

@@ -1,4 +1,4 @@
-"""Items the ``unpacked`` layout cannot load: set aside whole, counted, and never overtaken.
+"""Items the destination cannot hold: set aside whole, counted, and never overtaken.
 
 With ``layout: unpacked`` each first-level attribute becomes a column named after it. Some names
 cannot: one longer than a Snowflake identifier (255 characters), one with a control character, one
@@ -17,6 +17,10 @@ What a set-aside change does, so that nothing overtakes or loses it:
   later from bringing back a value the item no longer has. So the destination never shows an
   older state of an item whose newest change is in the failures table;
 - a later change of the item that can be loaded is newer than both, and puts the row back.
+
+With ``number_keys: number`` an N key is a ``NUMBER(38,0)`` column, and a key that is not whole or
+has more than 38 digits can never have a row: each change of such an item (a removal too) is kept
+in the failures table, and nothing of it is staged.
 """
 
 from __future__ import annotations
@@ -96,29 +100,34 @@ def set_aside(
     """The changes to stage, and those set aside (the module docstring tells what they do).
 
     Each set-aside change is staged as a removal of its key at its version, so the batch's rows keep
-    their order; with ``layout: packed`` nothing is set aside.
+    their order; with ``layout: packed`` only changes of keys their columns cannot hold are set aside
+    (:meth:`~.dynamodb_rows.KeyAttribute.unfit`), and those are not staged at all.
     """
-    if layout is Layout.PACKED:
-        return list(changes), []
     staged: list[ItemChange] = []
     failures: list[ItemFailure] = []
     for change in changes:
-        found = unloadable_attribute(change, keys)
+        item = types.item_to_json(dict(sorted(change.keys.items())))
+        unfit = next(((k.name, why) for k in keys if (why := k.unfit(change.keys)) is not None), None)
+        if unfit is not None:
+            # A key no row can have: the change is kept, and nothing is staged (no row or tombstone of
+            # the key can exist to be changed).
+            reason = f"item {item} of DynamoDB table {change.table!r}: {unfit[1]}"
+            values = tuple(None if k.unfit(change.keys) else k.value(change.keys) for k in keys)
+            failures.append(ItemFailure(change, unfit[0], reason, values))
+            continue
+        found = unloadable_attribute(change, keys) if layout is Layout.UNPACKED else None
         if found is None:
             staged.append(change)
             continue
         attribute, why = found
         shown = attribute if len(attribute) <= 60 else attribute[:57] + "..."
-        reason = (
-            f"item {types.item_to_json(dict(sorted(change.keys.items())))} of DynamoDB table {change.table!r}: "
-            f"attribute {shown!r} cannot be a column: {why}; {FIX}"
-        )
+        reason = f"item {item} of DynamoDB table {change.table!r}: attribute {shown!r} cannot be a column: {why}; {FIX}"
         failures.append(ItemFailure(change, attribute, reason, tuple(k.value(change.keys) for k in keys)))
         staged.append(replace(change, event_name=EventName.REMOVE, image=None, ttl_expiry=False))
     return staged, failures
 
 
-def failure_values(failure: ItemFailure, batch_id: str) -> tuple[str, ...]:
+def failure_values(failure: ItemFailure, batch_id: str) -> tuple[Any, ...]:
     """One row of the failures table, as the parameters of :func:`insert_failure_sql` (the key columns' values
     first)."""
     change = failure.change
@@ -131,13 +140,12 @@ def failure_values(failure: ItemFailure, batch_id: str) -> tuple[str, ...]:
             change.approximate_creation_time.isoformat() if change.approximate_creation_time else None
         ),
     }
-    assert change.image is not None
     return (
         *failure.key_values,
         failure.key_text,
         change.version.to_text(),
         json.dumps(metadata, ensure_ascii=False),
-        types.item_to_json(change.image),
+        None if change.image is None else types.item_to_json(change.image),
         failure.attribute,
         failure.reason,
         batch_id,

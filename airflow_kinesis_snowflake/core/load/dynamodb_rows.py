@@ -70,20 +70,29 @@ class Layout(StrEnum):
     UNPACKED = "unpacked"
 
 
+#: The column type of an N key with ``number_keys: number``.
+NUMBER_KEY_TYPE = "NUMBER(38,0)"
+
+
 @dataclass(frozen=True)
 class KeyAttribute:
     """One attribute of the table's primary key, with its DynamoDB type (S, N or B).
 
-    An N key is ``VARCHAR`` holding the number's canonical exact text (``types.number_text``): a
-    key column must hold every key exactly, and a DynamoDB number key need not be whole.
+    An N key is ``NUMBER(38,0)`` when ``numeric`` (``number_keys: number``): SQL users compare and
+    join it as a number, and a key that is not whole or has more than 38 digits cannot have a row
+    (:meth:`unfit`; its changes are set aside). Otherwise it is ``VARCHAR`` holding the number's
+    canonical exact text (``types.number_text``), which holds every DynamoDB number exactly.
     """
 
     name: str
     type: str
+    numeric: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in ("S", "N", "B"):
             raise ValueError(f"key attribute {self.name!r} has type {self.type!r}; DynamoDB keys are S, N or B")
+        if self.numeric and self.type != "N":
+            raise ValueError(f"key attribute {self.name!r} is {self.type}: only an N key can be a NUMBER column")
 
     @property
     def column(self) -> str:
@@ -91,17 +100,55 @@ class KeyAttribute:
 
     @property
     def sql_type(self) -> str:
+        if self.numeric:
+            return NUMBER_KEY_TYPE
         return "BINARY" if self.type == "B" else "VARCHAR"
 
     @property
     def arrow_type(self) -> pa.DataType:
+        if self.numeric:
+            return pa.decimal128(38, 0)
         return pa.binary() if self.type == "B" else pa.string()
+
+    def unfit(self, keys: Mapping[str, AttributeValue]) -> str | None:
+        """Why this key's value of ``keys`` cannot be held by its column; None when it can."""
+        attribute = keys.get(self.name)
+        if not self.numeric or attribute is None or types.type_of(attribute) != "N":
+            return None
+        number = types.canonical(types.decimal_of(attribute["N"]))
+        if types.scale_of(number) == 0 and types.fits_number(number):
+            return None
+        return (
+            f"key attribute {self.name!r} is {types.number_text(number)}, which its {NUMBER_KEY_TYPE} key column "
+            "cannot hold (not whole, or more than 38 digits); number_keys: text keeps every number key exactly, "
+            "in a new destination table"
+        )
 
     def value(self, keys: Mapping[str, AttributeValue]) -> Any:
         attribute = keys.get(self.name)
         if attribute is None or types.type_of(attribute) != self.type:
             raise ValueError(f"key {keys!r} has no {self.type} value for key attribute {self.name!r}")
+        if self.numeric:
+            if (why := self.unfit(keys)) is not None:
+                raise ValueError(why)
+            return types.canonical(types.decimal_of(attribute["N"]))
         return types.binary_of(attribute) if self.type == "B" else types.text_of(attribute)
+
+    def fitted_to(self, existing: Mapping[str, TableColumn]) -> KeyAttribute:
+        """This key as an existing destination holds it: an N key stays text where its column is text
+        (a table created before ``number_keys``, or with ``number_keys: text``)."""
+        column = existing.get(self.column)
+        if self.numeric and column is not None and column.base_type in ("VARCHAR", "TEXT", "STRING"):
+            return KeyAttribute(self.name, self.type, numeric=False)
+        return self
+
+    def to_list(self) -> list[Any]:
+        return [self.name, self.type, self.numeric]
+
+    @classmethod
+    def from_list(cls, data: Sequence[Any]) -> KeyAttribute:
+        """The inverse of :meth:`to_list`; a plan of an earlier version has no third item (text)."""
+        return cls(data[0], data[1], bool(data[2]) if len(data) > 2 else False)
 
 
 def key_attributes(table_description: Mapping[str, Any]) -> tuple[KeyAttribute, ...]:

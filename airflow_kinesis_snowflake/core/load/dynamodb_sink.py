@@ -497,6 +497,10 @@ class DynamoDBSink:
         )
         return bool(rows and int(rows[0][0]))
 
+    def existing_columns(self) -> list[TableColumn]:
+        """The destination's columns; empty when it does not exist."""
+        return self.sink.describe_columns() if self.destination_exists() else []
+
     def check_destination(self, columns: Sequence[TableColumn], connector: str | None = None) -> None:
         """Refuse an existing destination whose columns do not fit ``columns`` (the table this connector
         would create: its keys, layout and deletes); a missing one passes (it is created as configured).
@@ -597,7 +601,7 @@ class DynamoDBSink:
 
     def items_set_aside(self, generation: int = 0) -> int:
         """The items whose newest change is set aside (:mod:`.dynamodb_failures`): of ``generation`` or later,
-        and with no newer row or tombstone; 0 before the failures table exists."""
+        not a removal, and with no newer row or tombstone; 0 before the failures table exists."""
         d = self.target.destination
         exists = self._execute(
             f"SELECT COUNT(*) FROM {quote_identifier(d.database)}.information_schema.tables "
@@ -608,8 +612,9 @@ class DynamoDBSink:
             return 0
         keys = ", ".join(_q(k) for k in self.target.key_names)
         rows = self._execute(
-            f"SELECT COUNT(*) FROM (SELECT {keys}, MAX({VERSION_COLUMN}) AS V FROM {self.target.failures} "
-            f"GROUP BY {keys}) AS f WHERE f.V >= %s "
+            f"SELECT COUNT(*) FROM (SELECT {keys}, ITEM, {VERSION_COLUMN} AS V FROM {self.target.failures} "
+            f"QUALIFY ROW_NUMBER() OVER (PARTITION BY KEY_TEXT ORDER BY {VERSION_COLUMN} DESC) = 1) AS f "
+            "WHERE f.ITEM IS NOT NULL AND f.V >= %s "
             f"AND NOT EXISTS (SELECT 1 FROM {self.target.table} AS t WHERE {_keys_match(self.target, 't', 'f')} "
             f"AND t.{VERSION_COLUMN} > f.V) "
             f"AND NOT EXISTS (SELECT 1 FROM {self.target.tombstones} AS x WHERE {_keys_match(self.target, 'x', 'f')} "

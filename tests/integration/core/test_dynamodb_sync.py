@@ -27,7 +27,13 @@ import pytest
 from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
-from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Layout, Widening, key_attributes
+from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
+    WIDENING_SUFFIX,
+    KeyAttribute,
+    Layout,
+    Widening,
+    key_attributes,
+)
 from airflow_kinesis_snowflake.core.load.dynamodb_shape import DestinationShapeError
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
@@ -1138,3 +1144,61 @@ def test_a_batch_that_outlives_the_lease_duration_keeps_its_leases_and_another_w
     assert table.workers() == {}  # ... and deleted once it ended
     assert outcome.batches and outcome.batches[0].merge.changes_loaded > 0
     assert all(lease.lease_owner is None for lease in table.leases().values())  # released, none lost
+
+
+# -- number keys ----------------------------------------------------------------------------------------------
+
+
+def with_number_keys(sync: TableSync) -> TableSync:
+    keys = tuple(KeyAttribute(k.name, k.type, numeric=k.type == "N") for k in sync.keys)
+    target = dataclasses.replace(sync.target, keys=tuple(KeyColumn(k.column, k.sql_type) for k in keys))
+    return dataclasses.replace(sync, keys=keys, target=target)
+
+
+def test_number_keys_are_number_columns_sql_can_order_and_a_key_they_cannot_hold_is_set_aside(
+    emulators: Emulators,
+) -> None:
+    workload, sync = make_source(emulators, layout=Layout.PACKED, settings=SyncSettings(total_segments=1))
+    sync = with_number_keys(sync)
+    for n in (2, 10, 1):
+        workload.put_item(workload.item(n, 0))
+    fraction = {**workload.item(7, 0), "sk": {"N": "7.5"}}
+    workload.put_item(fraction)
+
+    run_until_complete(emulators, sync, 0)
+
+    assert column_types(emulators, sync)["SK"] == "NUMBER"
+    table = sync.target.destination.qualified_name
+    assert [int(r[0]) for r in query(emulators, f"SELECT SK FROM {table} ORDER BY SK")] == [1, 2, 10]
+    kept = query(emulators, f"SELECT KEY_TEXT, ERROR_ATTRIBUTE, ERROR_MESSAGE FROM {sync.target.failures}")
+    # Once per change: the snapshot's read of it, and the stream's INSERT read from before the snapshot.
+    assert {(r[0], r[1]) for r in kept} == {(key_json(fraction), "sk")}
+    assert "key attribute 'sk' is 7.5, which its NUMBER(38,0) key column cannot hold" in kept[0][2]
+    # Its removal is kept too (no row of it exists to remove), and the rest syncs on.
+    workload.dynamodb.delete_item(TableName=workload.table, Key=_key(fraction))
+    workload.dynamodb.delete_item(TableName=workload.table, Key=_key(workload.item(2, 0)))
+    run(emulators, sync, 30)
+    assert [int(r[0]) for r in query(emulators, f"SELECT SK FROM {table} ORDER BY SK")] == [1, 10]
+    newest = query(
+        emulators,
+        f"SELECT DYNAMODBMETADATA:eventName::VARCHAR, ITEM IS NULL FROM {sync.target.failures} "
+        "ORDER BY DYNAMODB_VERSION DESC LIMIT 1",
+    )
+    assert newest == [("REMOVE", True)]
+    conn = emulators.snowflake_connect()
+    try:
+        assert DynamoDBSink(conn, sync.target).items_set_aside() == 0  # its newest change is its removal
+    finally:
+        conn.close()
+
+
+def test_a_destination_created_with_text_number_keys_keeps_them(emulators: Emulators) -> None:
+    workload, sync = make_source(emulators, layout=Layout.PACKED, settings=SyncSettings(total_segments=1))
+    workload.put(5, start=0)
+    run_until_complete(emulators, sync, 0)  # text keys, as before number_keys
+    workload.churn(4)
+
+    run_until_complete(emulators, with_number_keys(sync), 10)
+
+    assert column_types(emulators, sync)["SK"].startswith(("VARCHAR", "TEXT"))
+    assert destination_rows(emulators, sync)[0] == source_items(workload)

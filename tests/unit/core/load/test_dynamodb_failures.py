@@ -73,3 +73,27 @@ def test_a_set_aside_change_is_staged_as_a_removal_of_its_version_and_kept_whole
 def test_the_packed_layout_sets_nothing_aside() -> None:
     bad = change(Name="Ada", name="Bob")
     assert set_aside([bad], KEYS, Layout.PACKED) == ([bad], [])
+
+
+NUMBER_KEYS = (KeyAttribute("pk", "S"), KeyAttribute("ts", "N", numeric=True))
+
+
+def timed(ts: str, event: EventName = EventName.MODIFY) -> ItemChange:
+    keys = {"pk": {"S": "user#1"}, "ts": {"N": ts}}
+    image = None if event is EventName.REMOVE else {**keys, "name": {"S": "Ada"}}
+    return ItemChange("events", keys, image, event, Version.of_stream(0, "17"))
+
+
+@pytest.mark.parametrize("layout", [Layout.PACKED, Layout.UNPACKED])
+def test_a_change_of_a_key_its_number_column_cannot_hold_is_kept_and_nothing_of_it_is_staged(layout: Layout) -> None:
+    whole, fraction, huge = timed("1700000118"), timed("1.5"), timed("1E+40")
+    removal = timed("2.5", EventName.REMOVE)
+
+    staged, failures = set_aside([whole, fraction, huge, removal], NUMBER_KEYS, layout)
+
+    assert staged == [whole]
+    assert [f.change for f in failures] == [fraction, huge, removal]
+    assert failures[0].attribute == "ts" and failures[0].key_values == ("user#1", None)
+    assert "key attribute 'ts' is 1.5, which its NUMBER(38,0) key column cannot hold" in failures[0].reason
+    assert "number_keys: text keeps every number key exactly" in failures[0].reason
+    assert failure_values(failures[2], "b")[5] is None  # a removal keeps no item

@@ -208,3 +208,20 @@ def test_values_that_fit_their_columns_widen_nothing():
         change("2", None, EventName.REMOVE),
     ]
     assert widenings(changes, columns, KEYS) == []
+
+
+def test_a_numeric_number_key_is_a_whole_number_column_and_a_text_column_keeps_it_text() -> None:
+    key = KeyAttribute("ts", "N", numeric=True)
+    assert (key.sql_type, key.arrow_type) == ("NUMBER(38,0)", pa.decimal128(38, 0))
+    assert key.value({"ts": {"N": "1700000118.000"}}) == Decimal("1700000118")
+    assert key.unfit({"ts": {"N": "1E+2"}}) is None
+    assert key.unfit({"ts": {"N": "0.5"}}) is not None
+    with pytest.raises(ValueError, match="cannot hold"):
+        key.value({"ts": {"N": "0.5"}})
+    assert key.fitted_to({"TS": TableColumn("TS", "VARCHAR")}) == KeyAttribute("ts", "N")
+    assert key.fitted_to({"TS": TableColumn("TS", "NUMBER(38,0)")}) == key
+    assert key.fitted_to({}) == key
+    assert KeyAttribute.from_list(key.to_list()) == key
+    assert KeyAttribute.from_list(["ts", "N"]) == KeyAttribute("ts", "N")  # a plan of an earlier version
+    with pytest.raises(ValueError, match="only an N key can be a NUMBER column"):
+        KeyAttribute("id", "S", numeric=True)
