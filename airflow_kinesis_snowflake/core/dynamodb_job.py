@@ -7,7 +7,8 @@ mark, the caps, the destination and its layout. The data plane reads every unit,
 changes as Parquet and applies them with the ledgers in one Snowflake transaction
 (:meth:`~.load.dynamodb_sink.DynamoDBSink.apply_batch`); it answers a :class:`TableBatchResult`.
 
-On Spark (:func:`load`, submitted as :mod:`airflow_kinesis_snowflake.spark_jobs.dynamodb_to_snowflake`):
+On Spark (:func:`load`, driven by :mod:`.dynamodb_driver`, submitted as
+:mod:`airflow_kinesis_snowflake.spark_jobs.dynamodb_to_snowflake`):
 
 * one Spark task per snapshot segment and per stream shard (``sc.parallelize(units, len(units))``):
   each reads its unit (:func:`~.sources.dynamodb.snapshot.scan_segment`, with a read-rate limiter
@@ -31,15 +32,12 @@ read from Secrets Manager; never an argument or a Spark setting. The driver's ou
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import json
 import logging
 import os
-import sys
 import tempfile
-import traceback
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -825,59 +823,6 @@ def _record(
         DynamoDBSink(conn, plan.target).sink.record_outcome_alone(key, result.as_batch_result(stage_dir))
 
 
-def run(plan: TableBatchPlan, credentials: Any, attempt_id: str | None = None) -> TableBatchResult:
-    """Driver: the batch of ``plan`` in a SparkContext of its own."""
-    from airflow_kinesis_snowflake.core.job import spark_context
-
-    sc = spark_context(f"dynamodb-to-snowflake:{plan.application_name}:{plan.table}:{plan.batch_id}")
-    try:
-        return load(sc, plan, credentials, attempt_id)
-    finally:
-        sc.stop()
-
-
-def run_continuous(run_spec: Any, credentials: Any, attempt_id: str) -> int:
-    """Driver, continuous mode: the table's sync run after run in one SparkContext
-    (:func:`~.dynamodb_continuous.sync_continuously`), each batch recorded under ``attempt_id``.
-
-    :param run_spec: the :class:`~.dynamodb_continuous.TableContinuousRun`.
-    :returns: the batches applied.
-    """
-    from airflow_kinesis_snowflake.core.dynamodb_continuous import sync_continuously
-    from airflow_kinesis_snowflake.core.job import spark_context
-
-    # The sync's steps are logged as a scheduled run's task log shows them; through the redacted stdout.
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    package_log = logging.getLogger("airflow_kinesis_snowflake")
-    package_log.addHandler(handler)
-    package_log.setLevel(logging.INFO)
-    sync = run_spec.sync
-    sc = spark_context(f"dynamodb-to-snowflake:{sync.application_name}:{sync.table}:continuous")
-    endpoint = credentials.aws.get(STREAMS_ENDPOINT_ENV) or os.environ.get(STREAMS_ENDPOINT_ENV)
-    access = AwsAccess(credentials, run_spec.region, endpoint)
-    try:
-
-        def submit(plan: TableBatchPlan) -> TableBatchResult:
-            result = load(sc, plan, credentials, attempt_id)
-            for line in report_lines(result):
-                print(line)
-            return result
-
-        outcomes = sync_continuously(
-            run_spec,
-            lease_dynamodb=credentials.dynamodb_client(run_spec.region),
-            source_dynamodb=access.dynamodb(),
-            streams=access.streams(),
-            connect_snowflake=credentials.connect_snowflake,
-            submit=submit,
-        )
-    finally:
-        sc.stop()
-        package_log.removeHandler(handler)
-    return sum(len(outcome.batches) for outcome in outcomes)
-
-
 def report_lines(result: TableBatchResult) -> list[str]:
     """What a batch read and applied, one line each."""
     if result.merge is None:
@@ -895,49 +840,3 @@ def report_lines(result: TableBatchResult) -> list[str]:
     if m.items_set_aside:
         lines.append(f"warning: {m.items_set_aside} item change(s) set aside: an attribute cannot be a column")
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    from airflow_kinesis_snowflake.core.dynamodb_continuous import decode_table_run
-    from airflow_kinesis_snowflake.core.job import (
-        ATTEMPT_ARG,
-        CONTINUOUS_ARG,
-        SNOWFLAKE_CONNECTION_REF_ARG,
-        JobCredentials,
-    )
-    from airflow_kinesis_snowflake.core.redaction import redacted_output
-
-    parser = argparse.ArgumentParser(description="Sync one DynamoDB table into Snowflake: one batch, or continuously")
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument(SUBMIT_PLAN_ARG, help="one batch: the TableBatchPlan, as encode_table_plan encodes it")
-    what.add_argument(
-        CONTINUOUS_ARG,
-        help="continuous mode: the TableContinuousRun, as dynamodb_continuous.encode_table_run encodes it",
-    )
-    parser.add_argument(ATTEMPT_ARG, required=True, help="this submission's id, which the outcomes are recorded under")
-    parser.add_argument(
-        SNOWFLAKE_CONNECTION_REF_ARG,
-        help="name or ARN of the AWS Secrets Manager secret holding the Snowflake connection; AWS "
-        "credentials then come from the default chain (the driver's own identity)",
-    )
-    args = parser.parse_args(argv)
-    if args.continuous:
-        run_spec = decode_table_run(args.continuous)
-        region = run_spec.region
-    else:
-        plan = decode_table_plan(args.plan)
-        region = plan.region
-    credentials = JobCredentials.for_job(args.snowflake_connection_ref, region)
-    with redacted_output(credentials.secret_values()):
-        try:
-            if args.continuous:
-                batches = run_continuous(run_spec, credentials, args.attempt)
-                print(f"continuous run of {run_spec.sync.table}: {batches} batches applied")
-                return 0
-            result = run(plan, credentials, args.attempt)
-        except Exception:  # noqa: BLE001 - printed, then the job fails with status 1
-            traceback.print_exc()
-            return 1
-        for line in report_lines(result):
-            print(line)
-    return 0

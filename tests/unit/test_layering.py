@@ -68,3 +68,108 @@ def test_operators_do_not_import_each_other() -> None:
     for path in sorted((PACKAGE / "operators").glob("*.py")):
         bad = {name for name in _imports(path) if name.startswith("airflow_kinesis_snowflake.operators")}
         assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+# -- the whole package: no cycle, and every import downward ------------------------------------------------------
+
+#: The package's rooms from the bottom up: a module imports only from its own room or a lower one.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__init__", "core", "spark_jobs"),
+    ("config", "environment", "public_key", "get_provider_info", "backups", "metrics"),
+    ("hooks",),
+    ("lineage", "status", "triggers"),
+    ("operators", "sensors"),
+    ("dags", "plugins"),
+    ("__main__",),
+)
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports, at its top or inside a function."""
+    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for imported in _imports(path):
+            if imported in modules:
+                found.add(imported)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+        graph[name] = found - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_packages_imports_form_no_cycle() -> None:
+    assert _cycles(_package_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_level_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_every_import_goes_to_the_same_room_or_a_lower_one() -> None:
+    rank = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
+
+    def room(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "__init__"
+
+    graph = _package_graph()
+    unplaced = {room(m) for m in graph} - rank.keys()
+    assert not unplaced, f"rooms with no layer in LAYERS: {sorted(unplaced)}"
+    upward = sorted(
+        f"{module} imports {imported}"
+        for module, imported_modules in graph.items()
+        for imported in imported_modules
+        if rank[room(imported)] > rank[room(module)]
+    )
+    assert upward == []
