@@ -156,6 +156,20 @@ def _create_lease_table(config: ConnectorConfig) -> CreateLeaseTableOperator:
     )
 
 
+def _provision_steps(steps: Sequence[Any]) -> None:
+    """Chain a provision DAG's steps, each after the one before, every one after the first running
+    unless a step before it failed (``NONE_FAILED``), for every source.
+
+    A skipped IAM check (it could not run, and the connector's ``source.iam_check`` is ``best_effort``)
+    is no failure: provisioning goes on. Under Airflow's default rule (``ALL_SUCCESS``) the skip
+    would spread to every later step, and the run would succeed with nothing provisioned. A step
+    that fails (a check in ``required`` mode, too) still stops every later one.
+    """
+    for upstream, downstream in itertools.pairwise(steps):
+        downstream.trigger_rule = TriggerRule.NONE_FAILED
+        upstream >> downstream
+
+
 def build_provision_dag(config: ConnectorConfig) -> DAG:
     """[check_iam] >> [migrate] >> create_lease_table >> [register consumer] >> provision >> verify.
 
@@ -208,10 +222,7 @@ def build_provision_dag(config: ConnectorConfig) -> DAG:
             )
         steps.append(ProvisionSnowflakeObjectsOperator.from_connector_config(config, task_id="provision_snowflake"))
         steps.append(VerifySnowflakeObjectsOperator.from_connector_config(config, task_id="verify_snowflake"))
-        for upstream, downstream in itertools.pairwise(steps):
-            # A skipped IAM check (it could not run, and the connector's mode is best_effort) is no failure.
-            downstream.trigger_rule = TriggerRule.NONE_FAILED
-            upstream >> downstream
+        _provision_steps(steps)
     return dag
 
 
@@ -627,21 +638,9 @@ def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
         doc_md=_PROVISION_DYNAMODB_DOC,
         **_dynamodb_dag_args(config),
     ) as dag:
-        lease_table = CreateDynamoDBLeaseTableOperator(
-            task_id="create_lease_table",
-            application_name=config.source.application_name,
-            aws_conn_id=conns.aws,
-            region_name=config.source.region,
-        )
-        discover = _discover_tables(config)
-        provision = ProvisionDynamoDBTableOperator.partial(
-            task_id="provision_table",
-            sync_options=config.sync_options(),
-            snowflake_conn_id=conns.snowflake,
-            map_index_template=TABLE_MAP_INDEX,
-        ).expand(target=discover.output)
+        steps: list[Any] = []
         if src.iam_check is not IamCheckMode.OFF:
-            (
+            steps.append(
                 CheckDynamoDBIamPermissionsOperator(
                     task_id="check_iam_permissions",
                     tables=src.tables,
@@ -650,9 +649,26 @@ def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
                     aws_conn_id=conns.aws,
                     check_mode=src.iam_check.value,
                 )
-                >> lease_table
             )
-        lease_table >> discover >> provision
+        steps.append(
+            CreateDynamoDBLeaseTableOperator(
+                task_id="create_lease_table",
+                application_name=config.source.application_name,
+                aws_conn_id=conns.aws,
+                region_name=config.source.region,
+            )
+        )
+        discover = _discover_tables(config)
+        steps.append(discover)
+        steps.append(
+            ProvisionDynamoDBTableOperator.partial(
+                task_id="provision_table",
+                sync_options=config.sync_options(),
+                snowflake_conn_id=conns.snowflake,
+                map_index_template=TABLE_MAP_INDEX,
+            ).expand(target=discover.output)
+        )
+        _provision_steps(steps)
     return dag
 
 

@@ -1,4 +1,5 @@
-"""The ingest DAG's schedule and its wait for new records, as the connector file sets them."""
+"""The ingest DAG's schedule and its wait for new records, as the connector file sets them; the provision
+DAG's steps after its IAM check."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import pytest
 import yaml
 from airflow.sdk import Asset
 from airflow.sdk.definitions.asset import AssetAll
+from airflow.task.trigger_rule import TriggerRule
 
 from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
-from airflow_kinesis_snowflake.dags import build_ingest_dag, new_records_asset_name
+from airflow_kinesis_snowflake.dags import build_ingest_dag, build_provision_dag, new_records_asset_name
 from airflow_kinesis_snowflake.sensors.kinesis import KinesisNewRecordsSensor
 from airflow_kinesis_snowflake.triggers.kinesis import KinesisNewRecordsTrigger
 
+KINESIS_SOURCE = {"stream_name": "orders", "region": "eu-west-1", "application_name": "orders-app"}
 CONNECTOR = {
     "connector_id": "orders",
-    "source": {"stream_name": "orders", "region": "eu-west-1", "application_name": "orders-app"},
+    "source": KINESIS_SOURCE,
     "destination": {"database": "ANALYTICS", "schema": "RAW", "table": "ORDERS"},
 }
 
@@ -84,3 +87,24 @@ def test_a_poll_interval_out_of_bounds_names_file_field_and_value(tmp_path: Path
         load_connector_config(path)
     assert str(path) in str(err.value)
     assert "batch.new_records_poll_seconds" in str(err.value) and "(got 0)" in str(err.value)
+
+
+@pytest.mark.parametrize("consumer_type", ["SHARED_THROUGHPUT", "ENHANCED_FAN_OUT"])
+@pytest.mark.parametrize("migrate", [False, True])
+def test_every_provision_step_after_a_skipped_iam_check_still_runs(
+    tmp_path: Path, consumer_type: str, migrate: bool
+) -> None:
+    """``iam_check: best_effort``: a check that cannot run skips, and provisioning goes on (docs/operations.md)."""
+    path = tmp_path / "orders.yaml"
+    source: dict[str, object] = {**KINESIS_SOURCE, "iam_check": "best_effort", "consumer_type": consumer_type}
+    if migrate:
+        source["migrate_legacy_checkpoints"] = True
+    path.write_text(yaml.safe_dump({**CONNECTOR, "source": source}))
+    dag = build_provision_dag(load_connector_config(path))
+
+    check = dag.task_dict["check_iam_permissions"]
+    after = check.get_flat_relatives(upstream=False)
+    assert {"create_lease_table", "provision_snowflake", "verify_snowflake"} <= {t.task_id for t in after}
+    # Each one runs unless a step before it failed: a skipped step before it is no failure.
+    assert {t.task_id: t.trigger_rule for t in after} == {t.task_id: TriggerRule.NONE_FAILED for t in after}
+    assert set(dag.task_dict) == {check.task_id} | {t.task_id for t in after}

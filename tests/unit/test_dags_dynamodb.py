@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from airflow.sdk import DAG
+from airflow.task.trigger_rule import TriggerRule
 
 from airflow_kinesis_snowflake.config import (
     ConnectorConfigError,
@@ -286,6 +287,17 @@ def test_the_provision_dag_checks_iam_first_for_the_tags_or_the_listed_tables(mo
         del listed["source"][key]
     listed["source"]["tables"] = ["orders"]
     assert task(build_dynamodb_provision_dag(config(listed)), "check_iam_permissions").tables == ["orders"]
+
+
+def test_every_provision_step_after_a_skipped_iam_check_still_runs() -> None:
+    """``iam_check: best_effort``: a check that cannot run skips, and provisioning goes on, as for Kinesis."""
+    dag = build_dynamodb_provision_dag(config(with_("source", iam_check="best_effort")))
+    check = task(dag, "check_iam_permissions")
+    after = check.get_flat_relatives(upstream=False)
+    assert {t.task_id for t in after} == {"create_lease_table", "discover_tables", "provision_table"}
+    # Each one runs unless a step before it failed: a skipped step before it is no failure.
+    assert {t.task_id: t.trigger_rule for t in after} == {t.task_id: TriggerRule.NONE_FAILED for t in after}
+    assert set(dag.task_dict) == {check.task_id} | {t.task_id for t in after}
 
 
 def test_the_provision_dag_has_no_iam_check_when_it_is_off() -> None:
