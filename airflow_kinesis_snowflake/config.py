@@ -856,6 +856,9 @@ class ConnectorConfig(_ConnectorBase):
 # -- The DynamoDB source (issue 15: its sync and provision DAGs; no Spark job yet) ----------------
 
 DYNAMODB_SOURCE = "dynamodb"
+KINESIS_SOURCE = "kinesis"
+# Every value source.type may take (no source.type: kinesis).
+SOURCE_TYPES = (KINESIS_SOURCE, DYNAMODB_SOURCE)
 # DynamoDB Streams keep records for 24 hours: a checkpoint must be renewed well within that.
 STREAM_RETENTION_HOURS = 24
 DEFAULT_MAX_CHECKPOINT_AGE_HOURS = 20
@@ -1195,9 +1198,32 @@ def source_type(data: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _check_source_type(data: dict[str, Any], source: str) -> None:
+    """Refuse a ``source.type`` that names no source, alone: which model would read the rest is unknown.
+
+    Without this, a ``DynamoDB`` (a wrong case) was read as a Kinesis connector, and the file got an
+    error for every Kinesis field it lacks and none saying that ``dynamodb`` exists.
+    """
+    section = data.get("source")
+    if not isinstance(section, dict) or "type" not in section:
+        return  # no source.type: a Kinesis stream (the model reports a missing source itself)
+    kind = section["type"]
+    if isinstance(kind, str) and kind in SOURCE_TYPES:
+        return
+    allowed = " or ".join(SOURCE_TYPES)
+    hint = ""
+    if isinstance(kind, str) and kind.strip().lower() in SOURCE_TYPES:
+        hint = f"; the values are lower case: write source.type: {kind.strip().lower()}"
+    raise ConnectorConfigError(
+        f"{source}: invalid connector configuration\n  - source.type: must be {allowed} (got {kind!r}){hint}. "
+        "Nothing else in the file was checked: which source's fields it needs depends on source.type"
+    )
+
+
 def _validate(model: type[_ModelT], data: Any, source: str) -> _ModelT:
     if not isinstance(data, dict):
         raise ConnectorConfigError(f"{source}: expected a mapping at the top level")
+    _check_source_type(data, source)
     try:
         return model.model_validate(data)
     except ValidationError as err:

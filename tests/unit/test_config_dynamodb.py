@@ -172,6 +172,32 @@ def test_an_invalid_dynamodb_file_is_refused_with_its_own_mistakes(tmp_path: Pat
     assert "source.type is dynamodb" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("written", "hint"),
+    [
+        ("DynamoDB", "; the values are lower case: write source.type: dynamodb"),
+        ("Kinesis", "; the values are lower case: write source.type: kinesis"),
+        ("dynamo", ""),
+        (3, ""),
+    ],
+)
+def test_a_source_type_that_names_no_source_is_one_error_naming_the_allowed_values(
+    tmp_path: Path, written: Any, hint: str
+) -> None:
+    path = write(tmp_path, connector(type=written))
+    for load in (load_any_connector_config, load_connector_config):
+        with pytest.raises(ConnectorConfigError) as caught:
+            load(path)
+        message = str(caught.value)
+        assert message.splitlines() == [
+            f"{path}: invalid connector configuration",
+            f"  - source.type: must be kinesis or dynamodb (got {written!r}){hint}. Nothing else in the file was "
+            "checked: which source's fields it needs depends on source.type",
+        ]
+    # No Kinesis field is reported missing for a DynamoDB connector's file.
+    assert "stream_name" not in message and "tables" not in message
+
+
 def test_a_tables_sync_carries_the_connector_and_the_destination_its_claim_names(tmp_path: Path) -> None:
     config = load_dynamodb_connector_config(write(tmp_path, BY_NAME))
     target = SyncTarget(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from airflow_kinesis_snowflake.core.model import GenerationReason, GenerationRecord, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.state.errors import IdentityError, MaintenanceError
-from airflow_kinesis_snowflake.core.state.metadata import TableMarks
+from airflow_kinesis_snowflake.core.state.metadata import TableMarks, second_destination
 
 # Where shards with no ledger mark start in a generation adopted from the ledger (and in a recorded
 # one whose row has no start): nothing of them was loaded in that generation, so reading from the
@@ -91,12 +91,15 @@ def choose_generation(
     """
     if recorded is not None and recorded.destination and destination and recorded.destination != destination:
         raise IdentityError(
-            f"application name {recorded.application_name!r} is recorded in Snowflake for connector "
-            f"{recorded.connector_id or '(unknown)'!r}, which loads {recorded.destination}; connector "
-            f"{connector_id or '(unknown)'!r} loads {destination}. One application name serves one destination "
-            "(the ledger's marks are kept per application name): the connector that recorded it keeps it and "
-            f"needs no change; give connector {connector_id or '(this one)'!r} an application_name of its own. "
-            "Nothing was read"
+            second_destination(
+                recorded.application_name,
+                recorded_connector=recorded.connector_id,
+                recorded_destination=recorded.destination,
+                connector=connector_id,
+                destination=destination,
+                held="is recorded in Snowflake for",
+                why="the ledger's marks are kept per application name",
+            )
         )
     if recorded is not None:
         if (active, table_generation) == (recorded.application_name, recorded.generation_id):

@@ -84,6 +84,84 @@ def stream_created_at(timestamp: datetime) -> str:
     return (timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
+# What a connector given a new application_name starts from, and what becomes of its old lease table.
+KINESIS_FRESH_START = "it reads the stream from its initial_position"
+KINESIS_OLD_TABLE = "the clean-up DAG removes the old lease table once unused"
+DYNAMODB_FRESH_START = "it takes a snapshot of its own"
+DYNAMODB_OLD_TABLE = "delete the old lease table by hand once no connector uses it"
+
+
+def _connector(connector_id: str | None) -> str:
+    """``connector 'orders'``, or ``this connector`` when the caller gave no id."""
+    return f"connector {connector_id!r}" if connector_id else "this connector"
+
+
+def _owner(connector_id: str | None) -> str:
+    """The connector that recorded a destination, or what is known of it (earlier versions recorded none)."""
+    return f"connector {connector_id!r}" if connector_id else "a connector whose id was not recorded"
+
+
+def _same_connector(recorded: str | None, current: str | None) -> bool:
+    return recorded is not None and recorded == current
+
+
+def _same_connector_fix(this: str, recorded_destination: str, destination: str, fresh: str, old_table: str) -> str:
+    """How a connector that changed its destination goes on: a new application name, or the old destination."""
+    return (
+        f"to load {destination}, give {this} a new application_name in its connector file ({fresh}; {old_table}); "
+        f"to go on loading {recorded_destination} where it stopped, set the destination back"
+    )
+
+
+def _other_connector_fix(recorded: str | None, this: str, recorded_destination: str, fresh: str) -> str:
+    """The fix when the destination was recorded by another connector, or by one whose id is unknown."""
+    if recorded:
+        return (
+            f"connector {recorded!r} keeps it and needs no change; give {this} an application_name of its own ({fresh})"
+        )
+    return (
+        f"give {this} an application_name of its own ({fresh}); or, if {recorded_destination} was this "
+        "connector's own destination before, set it back to go on loading it where it stopped"
+    )
+
+
+def second_destination(
+    application_name: str,
+    *,
+    recorded_connector: str | None,
+    recorded_destination: str,
+    connector: str | None,
+    destination: str,
+    held: str,
+    why: str,
+    fresh: str = KINESIS_FRESH_START,
+    old_table: str = KINESIS_OLD_TABLE,
+) -> str:
+    """The refusal of a second destination for one application name, naming both sides and the fix.
+
+    When the connector that recorded the destination is this one, it says so (its destination
+    changed) and gives the fixes of that case; otherwise it names the other connector, or says that
+    its id was not recorded.
+
+    :param held: how the record is held, after the application name (``is already used by``).
+    :param why: why one application name serves one destination, for this record.
+    :param fresh: what a connector given a new application name starts from.
+    :param old_table: what becomes of the old lease table then.
+    """
+    this = _connector(connector)
+    if _same_connector(recorded_connector, connector):
+        return (
+            f"{this} loaded {recorded_destination} under application name {application_name!r}, and its "
+            f"connector file now names {destination}. One application name serves one destination ({why}): "
+            f"{_same_connector_fix(this, recorded_destination, destination, fresh, old_table)}. Nothing was read"
+        )
+    return (
+        f"application name {application_name!r} {held} {_owner(recorded_connector)}, which loads "
+        f"{recorded_destination}; {this} loads {destination}. One application name serves one destination "
+        f"({why}): {_other_connector_fix(recorded_connector, this, recorded_destination, fresh)}. Nothing was read"
+    )
+
+
 def check_identity(table_name: str, recorded: TableIdentity, current: TableIdentity) -> None:
     """Refuse a connector whose destination or stream is not the one the table's progress belongs to.
 
@@ -93,12 +171,15 @@ def check_identity(table_name: str, recorded: TableIdentity, current: TableIdent
     """
     if recorded.destination and current.destination and recorded.destination != current.destination:
         raise IdentityError(
-            f"application name {table_name!r} is already used by connector {recorded.connector_id or '(unknown)'!r}, "
-            f"which loads {recorded.destination}; connector {current.connector_id or '(unknown)'!r} loads "
-            f"{current.destination}. One application name serves one destination (its checkpoints and the "
-            "ledger would split records between the tables): connector "
-            f"{recorded.connector_id or '(unknown)'!r} keeps it and needs no change; give connector "
-            f"{current.connector_id or '(this one)'!r} an application_name of its own. Nothing was read"
+            second_destination(
+                table_name,
+                recorded_connector=recorded.connector_id,
+                recorded_destination=recorded.destination,
+                connector=current.connector_id,
+                destination=current.destination,
+                held="is already used by",
+                why="its checkpoints and the ledger would split records between the tables",
+            )
         )
     if (
         recorded.stream_created_at
@@ -158,14 +239,24 @@ def check_claim(table_name: str, recorded: TableClaim, current: TableClaim) -> N
     """
     if recorded.destination == current.destination:
         return
+    this = _connector(current.connector_id)
+    why = (
+        "One application name keeps one copy of each table (the two would share its leases and snapshot cursors, "
+        "and neither copy would be whole)"
+    )
+    if _same_connector(recorded.connector_id, current.connector_id):
+        fix = _same_connector_fix(
+            this, recorded.destination, current.destination, DYNAMODB_FRESH_START, DYNAMODB_OLD_TABLE
+        )
+        raise IdentityError(
+            f"{this} synced DynamoDB table {current.table!r} into {recorded.destination} under application name "
+            f"{table_name!r}, and now names {current.destination} for it. {why}: {fix}. Nothing was read"
+        )
+    fix = _other_connector_fix(recorded.connector_id, this, recorded.destination, DYNAMODB_FRESH_START)
     raise IdentityError(
         f"application name {table_name!r} already syncs DynamoDB table {current.table!r} into "
-        f"{recorded.destination} for connector {recorded.connector_id or '(unknown)'!r}; connector "
-        f"{current.connector_id or '(this one)'!r} syncs it into {current.destination}. One application name "
-        "keeps one copy of each table (the two would share its leases and snapshot cursors, and neither "
-        f"copy would be whole): connector {recorded.connector_id or '(unknown)'!r} keeps it and needs no "
-        f"change; give connector {current.connector_id or '(this one)'!r} an application_name of its own, "
-        "which takes a snapshot of its own. Nothing was read"
+        f"{recorded.destination} for {_owner(recorded.connector_id)}; {this} syncs it into "
+        f"{current.destination}. {why}: {fix}. Nothing was read"
     )
 
 

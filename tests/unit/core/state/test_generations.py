@@ -211,6 +211,19 @@ def test_another_connectors_recorded_application_name_is_refused_naming_both() -
     assert "needs no change; give connector 'refunds' an application_name of its own" in message
 
 
+def test_the_same_connector_recorded_with_another_destination_is_told_so_and_how_to_go_on() -> None:
+    recorded = replace(record("orders-app", "g1", GenerationReason.FIRST_START), destination="ANALYTICS.RAW.ORDERS")
+    with pytest.raises(IdentityError) as refused:
+        choose(recorded=recorded, connector_id="orders", destination="ANALYTICS.RAW.ORDERS_V2")
+    message = str(refused.value)
+    assert message.startswith(
+        "connector 'orders' loaded ANALYTICS.RAW.ORDERS under application name 'orders-app', and its connector "
+        "file now names ANALYTICS.RAW.ORDERS_V2. One application name serves one destination (the ledger's marks"
+    )
+    assert "give connector 'orders' a new application_name" in message and "set the destination back" in message
+    assert "needs no change" not in message and "(unknown)" not in message
+
+
 def test_the_recorded_destination_is_the_connectors_own() -> None:
     recorded = replace(record("orders-app", "g1", GenerationReason.FIRST_START), destination="ANALYTICS.RAW.ORDERS")
     choice = choose(table_generation="g7", recorded=recorded, destination="ANALYTICS.RAW.ORDERS")

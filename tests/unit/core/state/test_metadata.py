@@ -16,6 +16,7 @@ from airflow_kinesis_snowflake.core.state.metadata import (
     TableIdentity,
     TableMarks,
     TableMetadata,
+    check_claim,
     check_dynamodb_use,
     check_identity,
     check_kinesis_use,
@@ -49,6 +50,65 @@ def test_another_destination_is_refused_naming_both_connectors_and_the_fix() -> 
     assert "connector 'orders', which loads ANALYTICS.RAW.ORDERS" in message
     assert "connector 'refunds' loads ANALYTICS.RAW.REFUNDS" in message
     assert "give connector 'refunds' an application_name of its own" in message
+
+
+def test_the_same_connector_changing_its_destination_is_told_so_and_how_to_go_on() -> None:
+    moved = TableIdentity("orders", "ANALYTICS.RAW.ORDERS_V2", ORDERS.stream_arn, ORDERS.stream_created_at)
+    with pytest.raises(IdentityError) as err:
+        check_identity("orders-app", ORDERS, moved)
+    message = str(err.value)
+    assert message.startswith(
+        "connector 'orders' loaded ANALYTICS.RAW.ORDERS under application name 'orders-app', and its connector "
+        "file now names ANALYTICS.RAW.ORDERS_V2."
+    )
+    assert "to load ANALYTICS.RAW.ORDERS_V2, give connector 'orders' a new application_name" in message
+    assert "it reads the stream from its initial_position" in message
+    assert "to go on loading ANALYTICS.RAW.ORDERS where it stopped, set the destination back" in message
+    # Not told that another connector keeps the application name.
+    assert "needs no change" not in message and "(unknown)" not in message and "of its own" not in message
+
+
+def test_a_destination_recorded_without_its_connector_is_refused_without_guessing_whose_it_was() -> None:
+    earlier = TableIdentity(None, ORDERS.destination, ORDERS.stream_arn, ORDERS.stream_created_at)
+    refunds = TableIdentity("refunds", "ANALYTICS.RAW.REFUNDS", ORDERS.stream_arn, ORDERS.stream_created_at)
+    with pytest.raises(IdentityError) as err:
+        check_identity("orders-app", earlier, refunds)
+    message = str(err.value)
+    assert "is already used by a connector whose id was not recorded, which loads ANALYTICS.RAW.ORDERS" in message
+    assert "give connector 'refunds' an application_name of its own" in message
+    assert "if ANALYTICS.RAW.ORDERS was this connector's own destination before, set it back" in message
+    assert "needs no change" not in message and "(unknown)" not in message
+
+
+def test_a_dynamodb_table_claimed_for_another_destination_is_refused_for_each_case() -> None:
+    claim = TableClaim("customers", "ANALYTICS.RAW.CUSTOMERS", "customers")
+    # The same connector, whose destination for the table changed.
+    with pytest.raises(IdentityError) as err:
+        check_claim("customers-app", claim, TableClaim("customers", "ANALYTICS.COPIES.CUSTOMERS", "customers"))
+    same = str(err.value)
+    assert same.startswith(
+        "connector 'customers' synced DynamoDB table 'customers' into ANALYTICS.RAW.CUSTOMERS under application "
+        "name 'customers-app', and now names ANALYTICS.COPIES.CUSTOMERS for it."
+    )
+    assert "give connector 'customers' a new application_name in its connector file (it takes a snapshot" in same
+    assert "to go on loading ANALYTICS.RAW.CUSTOMERS where it stopped, set the destination back" in same
+    assert "needs no change" not in same and "(unknown)" not in same
+    # Another connector: named, and told it needs no change.
+    with pytest.raises(IdentityError) as err:
+        check_claim("customers-app", claim, TableClaim("customers", "ANALYTICS.RAW.COPY", "copy"))
+    other = str(err.value)
+    assert "into ANALYTICS.RAW.CUSTOMERS for connector 'customers'; connector 'copy' syncs it into" in other
+    assert "connector 'customers' keeps it and needs no change; give connector 'copy' an application_name" in other
+    # A destination Snowflake recorded without its connector: not named '(unknown)', nor said to keep it.
+    with pytest.raises(IdentityError) as err:
+        check_claim(
+            "customers-app",
+            TableClaim("customers", "ANALYTICS.RAW.CUSTOMERS"),
+            TableClaim("customers", "ANALYTICS.RAW.COPY", "copy"),
+        )
+    unknown = str(err.value)
+    assert "for a connector whose id was not recorded; connector 'copy' syncs it into ANALYTICS.RAW.COPY" in unknown
+    assert "needs no change" not in unknown and "(unknown)" not in unknown
 
 
 def test_a_recreated_stream_is_refused_pointing_at_the_reset_dag() -> None:
