@@ -64,12 +64,9 @@ from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
 from airflow_kinesis_snowflake.core.model import InitialPosition
 from airflow_kinesis_snowflake.core.state.marks import ResetMode
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
-from airflow_kinesis_snowflake.operators.dynamodb import (
-    TABLE_MAP_INDEX,
-    DiscoverDynamoDBTablesOperator,
-    SyncDynamoDBTableOperator,
-)
+from airflow_kinesis_snowflake.operators.dynamodb import TABLE_MAP_INDEX, SyncDynamoDBTableOperator
 from airflow_kinesis_snowflake.operators.dynamodb_cleanup import CleanupDynamoDBGenerationsOperator
+from airflow_kinesis_snowflake.operators.dynamodb_discovery import DiscoverDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     CreateDynamoDBLeaseTableOperator,
     ProvisionDynamoDBTableOperator,
@@ -120,7 +117,7 @@ def _dag_args(config: AnyConnectorConfig) -> dict[str, Any]:
 
 
 def table_asset_alias(connector_id: str) -> str:
-    """Name of the AssetAlias the ingest task adds its table's Asset events to."""
+    """Name of the AssetAlias the ingest task (a DynamoDB connector's sync task) adds its tables' Asset events to."""
     return f"kinesis_snowflake_{connector_id}_table"
 
 
@@ -622,6 +619,8 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             max_runtime_minutes=config.batch.max_runtime_minutes,
             idle_seconds=config.batch.idle_seconds,
             map_index_template=TABLE_MAP_INDEX,
+            # Each table's Asset gets an event per batch that applied changes, as the ingest task's does.
+            outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],
         ).expand(target=discover.output)
     return dag
 

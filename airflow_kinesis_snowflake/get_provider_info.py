@@ -61,6 +61,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Amazon DynamoDB to Snowflake",
                 "python-modules": [
                     "airflow_kinesis_snowflake.operators.dynamodb",
+                    "airflow_kinesis_snowflake.operators.dynamodb_discovery",
                     "airflow_kinesis_snowflake.operators.dynamodb_provision",
                     "airflow_kinesis_snowflake.operators.dynamodb_reset",
                     "airflow_kinesis_snowflake.operators.dynamodb_cleanup",

@@ -1,4 +1,4 @@
-"""OpenLineage for the ingest operator: the Kinesis stream in, the Snowflake table out.
+"""OpenLineage for the ingest and sync operators: the Kinesis stream (or DynamoDB table) in, the Snowflake table out.
 
 The ingest operator imports this module only when a batch is reported or its lineage asked for,
 and it imports OpenLineage only inside its functions: without the ``openlineage`` extra nothing of
@@ -13,7 +13,12 @@ Dataset names follow https://openlineage.io/docs/spec/naming:
   after the account): ``arn:{partition}:kinesis:{region}:{account id}`` and ``stream/{stream name}``,
   which together are the stream's ARN. A stream name is unique only within an account and region,
   hence both. The account id comes from STS ``GetCallerIdentity`` (allowed to every principal, no
-  permission to grant); when it cannot be had the stream is left out and a warning says why.
+  permission to grant); when it cannot be had the stream is left out and a warning says why;
+- a DynamoDB table, the same way: its ARN (which discovery read) split after the account,
+  ``arn:{partition}:dynamodb:{region}:{account id}`` and ``table/{table name}``.
+
+A DynamoDB connector's sync task reports each committed batch as the ingest task does
+(:func:`report_table_batches`): the same metrics, and an event of the destination table's Asset.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.config import Config
 
 from airflow_kinesis_snowflake.core.batch import BatchOutcome
+from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX
 from airflow_kinesis_snowflake.core.load.snowflake_sink import PARSE_FAILURES_SUFFIX
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 
@@ -31,6 +37,8 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset
+
+    from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
 
 log = logging.getLogger(__name__)
 
@@ -184,28 +192,10 @@ def _table_datasets(operator: Any) -> list[OutputDataset]:
         OutputStatisticsOutputDatasetFacet,
     )
 
-    from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-
     table = table_name(operator.database, operator.schema, operator.table)
-    try:
-        params = KinesisSnowflakeHook(snowflake_conn_id=operator.snowflake_conn_id)._get_conn_params()
-    except Exception as err:  # noqa: BLE001 - lineage must not fail a task whose batch is committed
-        log.warning(
-            "Could not read Snowflake connection %s (%s): %s is left out of the lineage",
-            operator.snowflake_conn_id,
-            err,
-            table,
-        )
+    namespace = _snowflake_namespace_of(operator.snowflake_conn_id, table)
+    if namespace is None:
         return []
-    account = params.get("account")
-    if not account:
-        log.warning(
-            "Snowflake connection %s names no account: %s is left out of the lineage",
-            operator.snowflake_conn_id,
-            table,
-        )
-        return []
-    namespace = snowflake_namespace(str(account), params.get("region") or None)
 
     # The figures of the batch this run loaded; none when it read nothing or failed early.
     outcome = getattr(operator, "_last_summary", None)
@@ -247,3 +237,121 @@ def ingest_lineage(operator: Any, task_instance: Any) -> OperatorLineage:
 
     stream = _stream_dataset(operator)
     return OperatorLineage(inputs=[stream] if stream is not None else [], outputs=_table_datasets(operator))
+
+
+# -- DynamoDB connectors ---------------------------------------------------------------------------------------
+
+
+def dynamodb_table_naming(table_arn: str) -> tuple[str, str]:
+    """Namespace and name of a DynamoDB table: its ARN split after the account id."""
+    prefix, _, name = table_arn.partition(":table/")
+    if not name:
+        raise ValueError(f"not a DynamoDB table ARN: {table_arn!r}")
+    return prefix, f"table/{name}"
+
+
+def report_table_batches(
+    operator: Any,
+    context: Any,
+    batches: list[TableBatchFigures],
+    *,
+    application_name: str,
+    source_table: str,
+    destination: Destination,
+    snowflake: Any,
+) -> None:
+    """What the sync ``operator`` reports of its committed batches: each one's metrics (the ingest's names),
+    and an event of the destination table's Asset, through each ``AssetAlias`` outlet, for a batch that
+    applied changes. A failure to report is logged: the batches are committed.
+    """
+    from airflow.sdk import AssetAlias
+
+    from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
+
+    table = destination.qualified_name
+    aliases = [outlet for outlet in operator.outlets if isinstance(outlet, AssetAlias)]
+    where: tuple[str | None, str | None] | None = None
+    for batch in batches:
+        try:
+            figures = BatchFigures.from_table_batch(batch)
+            emit_batch_metrics(figures, application_name=application_name, stream_name=source_table, table=table)
+            if not (aliases and batch.merge.changes_loaded):
+                continue
+            where = where or snowflake.account_and_region()
+            account, region = where
+            if not account:
+                log.warning("The Snowflake connection names no account: no Asset event for %s", table)
+                continue
+            asset = table_asset(account, destination, region)
+            extra = {
+                "batch_id": batch.batch_id,
+                "rows_loaded": batch.merge.changes_loaded,
+                "dead_letters": batch.merge.items_set_aside,
+                "table_name": source_table,
+                "application_name": application_name,
+            }
+            for alias in aliases:
+                context["outlet_events"][alias].add(asset, extra=extra)
+            log.info("Asset event for %s: %s", asset.uri, extra)
+        except Exception:
+            log.warning("Could not report batch %s", batch.batch_id, exc_info=True)
+
+
+def sync_lineage(operator: Any, task_instance: Any) -> OperatorLineage:
+    """Lineage of one run of :class:`~airflow_kinesis_snowflake.operators.dynamodb.SyncDynamoDBTableOperator`:
+    the DynamoDB table in, the Snowflake table (and its failures table, when changes were set aside) out.
+
+    :param operator: the operator after ``execute``: its ``target`` (the table's ARN), its destination
+        (``_destination``), ``snowflake_conn_id`` and the figures of the batches it committed (``_batches``).
+    :param task_instance: unused; part of the OpenLineage method's signature.
+    """
+    from airflow.providers.common.compat.openlineage.facet import (
+        InputDataset,
+        OutputDataset,
+        OutputStatisticsOutputDatasetFacet,
+    )
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    namespace_of_table, name = dynamodb_table_naming(str(operator.target["arn"]))
+    inputs = [InputDataset(namespace=namespace_of_table, name=name)]
+    destination: Destination | None = getattr(operator, "_destination", None)
+    if destination is None:
+        return OperatorLineage(inputs=inputs, outputs=[])
+    namespace = _snowflake_namespace_of(operator.snowflake_conn_id, destination.qualified_name)
+    if namespace is None:
+        return OperatorLineage(inputs=inputs, outputs=[])
+    batches = getattr(operator, "_batches", [])
+    changes = sum(b.merge.changes_loaded for b in batches)
+    set_aside = sum(b.merge.items_set_aside for b in batches)
+    outputs = [
+        OutputDataset(
+            namespace=namespace,
+            name=destination.qualified_name,
+            outputFacets={"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=changes)},
+        )
+    ]
+    if set_aside:
+        outputs.append(
+            OutputDataset(
+                namespace=namespace,
+                name=destination.qualified_name + FAILURES_SUFFIX,
+                outputFacets={"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=set_aside)},
+            )
+        )
+    return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+def _snowflake_namespace_of(conn_id: str, what: str) -> str | None:
+    """The namespace of the Snowflake connection's account; None, with a warning naming ``what`` is left
+    out of the lineage, when the connection cannot be read or names no account."""
+    from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
+
+    try:
+        params = KinesisSnowflakeHook(snowflake_conn_id=conn_id)._get_conn_params()
+    except Exception as err:  # noqa: BLE001 - lineage must not fail a task whose batches are committed
+        log.warning("Could not read Snowflake connection %s (%s): %s is left out of the lineage", conn_id, err, what)
+        return None
+    if not (account := params.get("account")):
+        log.warning("Snowflake connection %s names no account: %s is left out of the lineage", conn_id, what)
+        return None
+    return snowflake_namespace(str(account), params.get("region") or None)

@@ -2,7 +2,9 @@
 
 Each name carries the application (``kinesis_snowflake.<application>.<figure>``) so that plain
 StatsD, which drops tags, still tells connectors apart; tag-aware backends (DogStatsD, StatsD with
-InfluxDB tags, OpenTelemetry) also get ``application``, ``stream`` and ``table`` as tags.
+InfluxDB tags, OpenTelemetry) also get ``application``, ``stream`` and ``table`` as tags. A DynamoDB
+connector's batches report the same names, ``stream`` tagged with the DynamoDB table's name
+(:meth:`BatchFigures.from_table_batch`).
 
 Counters, per batch: ``records`` (read from Kinesis), ``rows_loaded``, ``dead_letters`` (loaded
 into the parse-failure table), ``bytes`` (of user-record payloads). Gauges: ``millis_behind_latest``
@@ -19,10 +21,13 @@ stream's retention, the counter ``lag_retention_warning`` counts such shards; pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_kinesis_snowflake.core.lag import LagLevel, LagReport
 from airflow_kinesis_snowflake.core.model import BatchResult
+
+if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
 
 PREFIX = "kinesis_snowflake"
 
@@ -40,7 +45,7 @@ class BatchFigures:
     records: int
     rows_loaded: int
     dead_letters: int
-    bytes: int
+    bytes: int | None
     shards: int
     millis_behind_latest: int | None
 
@@ -55,6 +60,21 @@ class BatchFigures:
             bytes=sum(s.bytes_read for s in result.shards),
             shards=len(result.shards),
             millis_behind_latest=max(behind) if behind else None,
+        )
+
+    @classmethod
+    def from_table_batch(cls, batch: TableBatchFigures) -> BatchFigures:
+        """From a DynamoDB table's batch: ``records`` are the items and stream records read,
+        ``rows_loaded`` the changes applied, ``dead_letters`` the changes set aside, ``shards`` the
+        snapshot segments and stream shards read; no ``bytes`` and no ``millis_behind_latest``
+        (DynamoDB Streams reports no lag)."""
+        return cls(
+            records=batch.records,
+            rows_loaded=batch.merge.changes_loaded,
+            dead_letters=batch.merge.items_set_aside,
+            bytes=None,
+            shards=batch.units,
+            millis_behind_latest=None,
         )
 
 
@@ -100,7 +120,8 @@ def emit_batch_metrics(
     stats = stats if stats is not None else _airflow_stats()
     tags = {"application": application_name, "stream": stream_name, "table": table}
     for figure in ("records", "rows_loaded", "dead_letters", "bytes"):
-        stats.incr(metric_name(application_name, figure), getattr(figures, figure), tags=tags)
+        if (value := getattr(figures, figure)) is not None:
+            stats.incr(metric_name(application_name, figure), value, tags=tags)
     stats.gauge(metric_name(application_name, "shards"), figures.shards, tags=tags)
     if figures.millis_behind_latest is not None:
         stats.gauge(metric_name(application_name, "millis_behind_latest"), figures.millis_behind_latest, tags=tags)

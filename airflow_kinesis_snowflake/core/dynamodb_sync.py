@@ -240,6 +240,34 @@ class BatchFigures:
     merge: MergeResult
 
 
+@dataclass(frozen=True)
+class TableBatchFigures:
+    """What one committed batch of a table read and applied, however it ran (scheduled or continuous):
+    what a batch's metrics, Asset event and lineage report.
+
+    :param records: snapshot items and stream records read.
+    :param units: snapshot segments and stream shards read.
+    """
+
+    batch_id: str
+    records: int
+    units: int
+    merge: MergeResult
+
+    @classmethod
+    def of_batch(cls, figures: BatchFigures) -> TableBatchFigures:
+        records = sum(figures.segments.values()) + sum(figures.shards.values())
+        return cls(figures.batch_id, records, len(figures.segments) + len(figures.shards), figures.merge)
+
+    @classmethod
+    def of_result(cls, result: TableBatchResult) -> TableBatchFigures | None:
+        """A continuous application's batch, as it recorded its result; None when it applied nothing."""
+        if result.merge is None:
+            return None
+        records = sum(s.items for s in result.segments) + sum(s.records_read for s in result.shards)
+        return cls(result.batch_id, records, len(result.segments) + len(result.shards), result.merge)
+
+
 #: Runs a batch's data plane elsewhere (spark-submit): takes the plan, answers what was applied.
 Submit = Callable[[TableBatchPlan], TableBatchResult]
 

@@ -1,8 +1,8 @@
-"""The DynamoDB source's tasks: find the tables, sync one table (provisioning: :mod:`.dynamodb_provision`).
+"""The DynamoDB source's sync task: one table (discovery: :mod:`.dynamodb_discovery`; provisioning:
+:mod:`.dynamodb_provision`).
 
-A DynamoDB connector's tables are discovered at the start of each run; the per-table tasks are
-mapped over what discovery pushed (one task instance per table, labelled with its name), so the
-targets travel as XCom: plain mappings (:func:`~airflow_kinesis_snowflake.config.sync_target_to_dict`).
+The per-table tasks are mapped over what discovery pushed (one task instance per table, labelled
+with its name): plain mappings (:func:`~airflow_kinesis_snowflake.config.sync_target_to_dict`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from airflow_kinesis_snowflake.config import (
     SPARK_SUBMIT_ARGUMENTS,
     check_spark_conf,
     sync_target_from_dict,
-    sync_target_to_dict,
     table_sync,
 )
 from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
-from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, describe_summary, sync_table
-from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures, TableSync, describe_summary, sync_table
+from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
@@ -32,59 +31,6 @@ from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 
 # The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
-
-
-class DiscoverDynamoDBTablesOperator(BaseOperator):
-    """Find the tables a DynamoDB connector syncs, by name or by tags; push them for the mapped tasks.
-
-    Each table that is named or tagged but cannot be synced is logged with the reason and the fix
-    (no stream, a ``KEYS_ONLY`` or ``OLD_IMAGE`` stream, not ACTIVE, not found, DescribeTable denied).
-
-    :param tables: the tables named in the connector file; None to discover them by tags.
-    :param ingestion_tag_key: with ``tables`` None, the tag a table must carry (any value).
-    :param environment_tag_key: and, when set, this tag with ``environment_tag_value``.
-    :param environment_tag_value: the value of ``environment_tag_key``.
-    :param destination_table_template: the Snowflake table of each table (``{table}`` its name).
-    :param aws_conn_id: the Airflow AWS connection.
-    :param region_name: the tables' region; defaults to the connection's.
-    :return: one :func:`~airflow_kinesis_snowflake.config.sync_target_to_dict` mapping per table to
-        sync, in table-name order.
-    """
-
-    template_fields: Sequence[str] = ("aws_conn_id", "region_name")
-
-    def __init__(
-        self,
-        *,
-        tables: Sequence[str] | None = None,
-        ingestion_tag_key: str | None = None,
-        environment_tag_key: str | None = None,
-        environment_tag_value: str | None = None,
-        destination_table_template: str = "{table}",
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.tables = tuple(tables) if tables is not None else None
-        self.ingestion_tag_key, self.environment_tag_key = ingestion_tag_key, environment_tag_key
-        self.environment_tag_value = environment_tag_value
-        self.destination_table_template = destination_table_template
-        self.aws_conn_id, self.region_name = aws_conn_id, region_name
-
-    def execute(self, context: Context) -> list[dict[str, Any]]:
-        selection = TableSelection(
-            self.tables, self.ingestion_tag_key, self.environment_tag_key, self.environment_tag_value
-        )
-        hook = DynamoDBSourceHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        found = hook.discover(selection, self.destination_table_template)
-        for skipped in found.skipped:
-            self.log.warning("Not synced: %s", skipped.describe())
-        for target in found.targets:
-            self.log.info("Syncing %s into %s", target.table, target.destination_table)
-        if not found.targets:
-            self.log.warning("No table to sync: %s", "none named is syncable" if self.tables else "none tagged")
-        return [sync_target_to_dict(t) for t in found.targets]
 
 
 class SyncDynamoDBTableOperator(BaseOperator):
@@ -151,6 +97,8 @@ class SyncDynamoDBTableOperator(BaseOperator):
         self.spark_submit, self.max_runtime_minutes = dict(spark_submit or {}), max_runtime_minutes
         self.idle_seconds = idle_seconds
         self._spark_hook: KinesisJobSubmitHook | None = None
+        self._destination: Destination | None = None  # what execute reported, for the lineage
+        self._batches: list[TableBatchFigures] = []
 
     def table_sync(self) -> TableSync:
         """The sync of :attr:`target` with the connector file's settings."""
@@ -172,9 +120,9 @@ class SyncDynamoDBTableOperator(BaseOperator):
             spark.check_submission()  # before anything is leased or recorded
             if self.max_runtime_minutes is not None:
                 run = TableContinuousRun(sync, region, owner, self.max_runtime_minutes * 60, self.idle_seconds)
-                figures = summary_of_results(sync, spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake))
-                self.log.info("%s", describe_summary(figures))
-                return figures
+                results = spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake)
+                batches = [f for r in results if (f := TableBatchFigures.of_result(r)) is not None]
+                return self._report(context, sync, snowflake, summary_of_results(sync, results), batches)
 
             def submit(plan: TableBatchPlan) -> TableBatchResult:
                 return spark.run_table_batch(plan, aws=job_aws, snowflake=snowflake)
@@ -191,9 +139,23 @@ class SyncDynamoDBTableOperator(BaseOperator):
             submit=submit,
             region=region,
         )
-        figures = outcome.summary(sync)
+        batches = [TableBatchFigures.of_batch(b) for b in outcome.batches]
+        return self._report(context, sync, snowflake, outcome.summary(sync), batches)
+
+    def _report(self, context: Context, sync: TableSync, snowflake: Any, figures: dict[str, Any], batches: Any) -> Any:
+        """Log the run's figures, report each committed batch (metrics, Asset event) and keep them for the lineage."""
+        from airflow_kinesis_snowflake.lineage import report_table_batches  # not loaded before it is needed
+
         self.log.info("%s", describe_summary(figures))
+        self._destination, self._batches = sync.target.destination, batches
+        where = {"application_name": sync.application_name, "source_table": sync.table}
+        report_table_batches(self, context, batches, destination=sync.target.destination, snowflake=snowflake, **where)
         return figures
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow_kinesis_snowflake.lineage import sync_lineage
+
+        return sync_lineage(self, task_instance)
 
     def on_kill(self) -> None:
         if self._spark_hook is not None:

@@ -21,8 +21,9 @@ from airflow_kinesis_snowflake.operators.dynamodb_reset import ResetDynamoDBTabl
 from tests.conftest import query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
+from tests.emulators.statsd import statsd_receiver
 from tests.integration.core.sources.dynamodb.test_discovery import create
-from tests.integration.test_ingest_dag import write_connector
+from tests.integration.test_ingest_dag import asset_events, write_connector
 
 pytestmark = pytest.mark.integration
 
@@ -92,9 +93,22 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     destination = {table: table.replace(".", "_").replace("-", "_").upper() for table in (orders, events)}
 
     # Run 1: discovery finds the two tables with new images, and each one's snapshot loads its items.
-    proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "run1.log")
+    with statsd_receiver() as statsd:
+        proc = run_dag(dag_id, {**dag_env, **statsd.airflow_env()}, dag_file=dag_file, log_path=tmp_path / "run1.log")
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
+    # Each committed batch reported the ingest's metrics, named after the application ...
+    metrics = statsd.metrics(f"airflow.kinesis_snowflake.{prefix}-app.")
+    figures = {name.rsplit(".", 1)[1]: values for name, values in metrics.items()}
+    assert set(figures) == {"records", "rows_loaded", "dead_letters", "shards"}  # DynamoDB: no bytes, no lag
+    assert sum(value for value, kind in figures["rows_loaded"] if kind == "c") >= 24
+    assert all(value == 0 for value, _ in figures["dead_letters"])
+    # ... and added an event to its table's Asset, as the ingest task does.
+    for table in (orders, events):
+        uri = f"snowflake://fakesnow.us-west-1.aws/ANALYTICS/RAW/{destination[table]}"
+        table_events = asset_events(dag_env, uri)
+        assert table_events and {e["table_name"] for e in table_events} == {table}
+        assert sum(e["rows_loaded"] for e in table_events) >= 12 and {e["dead_letters"] for e in table_events} == {0}
     # One task instance per table synced, in table-name order, each labelled with its table.
     one_per_table = [(0, orders, "success"), (1, events, "success")]
     assert mapped_instances(dag_env, dag_id, "sync_table") == one_per_table

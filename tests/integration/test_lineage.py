@@ -1,4 +1,4 @@
-"""OpenLineage of the ingest operator: dataset names, row counts, and no OpenLineage import up front.
+"""OpenLineage of the ingest and sync operators: dataset names, row counts, and no OpenLineage import up front.
 
 The AWS account of the stream's namespace comes from STS, answered by the moto server."""
 
@@ -14,9 +14,20 @@ from typing import Any
 import boto3
 import pytest
 
+from airflow_kinesis_snowflake.config import sync_target_to_dict
 from airflow_kinesis_snowflake.core.batch import BatchOutcome
-from airflow_kinesis_snowflake.core.model import BatchResult
-from airflow_kinesis_snowflake.lineage import ingest_lineage, kinesis_stream_naming, snowflake_namespace
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
+from airflow_kinesis_snowflake.core.model import BatchResult, Destination
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute as DiscoveredKey
+from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import SyncTarget
+from airflow_kinesis_snowflake.lineage import (
+    dynamodb_table_naming,
+    ingest_lineage,
+    kinesis_stream_naming,
+    snowflake_namespace,
+)
+from airflow_kinesis_snowflake.operators.dynamodb import SyncDynamoDBTableOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.emulators import Emulators
 
@@ -226,3 +237,50 @@ def test_importing_the_operator_loads_no_openlineage() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
+
+
+# -- a DynamoDB connector's sync task --------------------------------------------------------------------------
+
+TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{MOTO_ACCOUNT}:table/orders"
+
+
+def _sync_operator(snowflake_conn_id: str) -> SyncDynamoDBTableOperator:
+    target = SyncTarget("orders", TABLE_ARN, TABLE_ARN + "/stream/2026-11-27T00:00:00.000",
+                        (DiscoveredKey("pk", "HASH", "S"),), None, "ORDERS")  # fmt: skip
+    options = {"application_name": "orders-ddb", "database": "ANALYTICS", "schema": "RAW", "layout": "packed",
+               "deletes": "hard", "snapshot": "initial", "stream_start": None, "on_gap": "resnapshot",
+               "max_checkpoint_age_hours": 20, "total_segments": 1, "read_fraction": None,
+               "read_units_per_second": 100, "max_items_per_segment": 10, "max_snapshot_batches_per_run": 1,
+               "max_records_per_shard": 10, "lease_duration_seconds": 60}  # fmt: skip
+    return SyncDynamoDBTableOperator(
+        task_id="sync_table", target=sync_target_to_dict(target), sync_options=options,
+        snowflake_conn_id=snowflake_conn_id,
+    )  # fmt: skip
+
+
+def test_a_dynamodb_table_in_its_snowflake_table_out_with_the_changes_and_the_items_set_aside(
+    snowflake_conn: str,
+) -> None:
+    operator = _sync_operator(snowflake_conn)
+    operator._destination = Destination("ANALYTICS", "RAW", "ORDERS")
+    operator._batches = [
+        TableBatchFigures("b1", 10, 2, MergeResult(changes_loaded=8, items_set_aside=1)),
+        TableBatchFigures("b2", 3, 1, MergeResult(changes_loaded=3)),
+    ]
+
+    lineage = operator.get_openlineage_facets_on_complete(None)
+
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [
+        (f"arn:aws:dynamodb:{REGION}:{MOTO_ACCOUNT}", "table/orders")
+    ]
+    assert [(d.namespace, d.name, _row_count(d)) for d in lineage.outputs] == [
+        ("snowflake://myorg-acct", "ANALYTICS.RAW.ORDERS", 11),
+        ("snowflake://myorg-acct", "ANALYTICS.RAW.ORDERS_DYNAMODB_FAILURES", 1),
+    ]
+    namespace, name = dynamodb_table_naming(TABLE_ARN)
+    assert f"{namespace}:{name}" == TABLE_ARN
+
+
+def test_a_dynamodb_sync_that_did_not_run_names_its_table_and_no_output(snowflake_conn: str) -> None:
+    lineage = _sync_operator(snowflake_conn).get_openlineage_facets_on_complete(None)
+    assert [d.name for d in lineage.inputs] == ["table/orders"] and lineage.outputs == []

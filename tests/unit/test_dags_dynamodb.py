@@ -35,11 +35,8 @@ from airflow_kinesis_snowflake.dags import (
     dag_file_name,
     render_dag_file,
 )
-from airflow_kinesis_snowflake.operators.dynamodb import (
-    TABLE_MAP_INDEX,
-    DiscoverDynamoDBTablesOperator,
-    SyncDynamoDBTableOperator,
-)
+from airflow_kinesis_snowflake.operators.dynamodb import TABLE_MAP_INDEX, SyncDynamoDBTableOperator
+from airflow_kinesis_snowflake.operators.dynamodb_discovery import DiscoverDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     ProvisionDynamoDBTableOperator,
 )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
 from airflow_kinesis_snowflake.core.lag import LagReport, ShardLag
+from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, ShardResult
 from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, emit_lag_metrics, metric_name
 
@@ -110,4 +112,20 @@ def test_shards_near_the_retention_are_counted_under_a_warning_and_an_error_metr
     assert counters == [
         ("kinesis_snowflake.app.lag_retention_warning", 1),
         ("kinesis_snowflake.app.lag_retention_error", 2),
+    ]
+
+
+def test_a_dynamodb_batch_reports_the_ingest_names_without_bytes_or_lag() -> None:
+    batch = TableBatchFigures("b1", records=12, units=3, merge=MergeResult(changes_loaded=11, items_set_aside=1))
+    figures = BatchFigures.from_table_batch(batch)
+    recorder = Recorder()
+
+    emit_batch_metrics(figures, application_name="orders-ddb", stream_name="orders", table="A.B.ORDERS", stats=recorder)
+
+    tags = {"application": "orders-ddb", "stream": "orders", "table": "A.B.ORDERS"}
+    assert recorder.sent == [
+        ("incr", "kinesis_snowflake.orders-ddb.records", 12, tags),
+        ("incr", "kinesis_snowflake.orders-ddb.rows_loaded", 11, tags),
+        ("incr", "kinesis_snowflake.orders-ddb.dead_letters", 1, tags),
+        ("gauge", "kinesis_snowflake.orders-ddb.shards", 3, tags),
     ]

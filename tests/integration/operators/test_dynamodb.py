@@ -7,9 +7,7 @@ import pytest
 from airflow_kinesis_snowflake.config import parse_dynamodb_connector_config
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import ITEM_COLUMN, METADATA_COLUMN, VERSION_COLUMN
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
-from airflow_kinesis_snowflake.operators.dynamodb import (
-    DiscoverDynamoDBTablesOperator,
-)
+from airflow_kinesis_snowflake.operators.dynamodb_discovery import DiscoverDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     CreateDynamoDBLeaseTableOperator,
     ProvisionDynamoDBTableOperator,

@@ -10,10 +10,8 @@ import pytest
 from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableOutcome
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget
-from airflow_kinesis_snowflake.operators.dynamodb import (
-    DiscoverDynamoDBTablesOperator,
-    SyncDynamoDBTableOperator,
-)
+from airflow_kinesis_snowflake.operators.dynamodb import SyncDynamoDBTableOperator
+from airflow_kinesis_snowflake.operators.dynamodb_discovery import DiscoverDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
     CreateDynamoDBLeaseTableOperator,
     ProvisionDynamoDBTableOperator,
