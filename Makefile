@@ -34,12 +34,14 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
+# System packages (scripts/system-deps.sh): installed from Debian's packages when missing and this
+# machine can (root, apt-get); otherwise the script names what to install. spark-submit needs Java;
+# the lag page's test loads the page in a real headless Chromium.
 check-java:
-	@java -version >/dev/null 2>&1 || { echo "Java 17+ is needed by spark-submit: install a JDK (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@scripts/system-deps.sh java
 
-# The lag page's test loads the page in a real headless browser.
 check-chromium:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { echo "Chromium is needed by the lag page's test (tests/integration/plugins): install it (e.g. apt-get install -y chromium)"; exit 1; }
+	@scripts/system-deps.sh chromium
 
 demo: install check-java
 	$(PY) demo/run_demo.py
