@@ -458,6 +458,11 @@ BATCH_MODES = ("scheduled", "continuous")
 # A continuous Spark application runs at most a day (leases are renewed meanwhile).
 MAX_RUNTIME_MAX_MINUTES = 24 * 60
 IDLE_MAX_SECONDS = 600
+# A task of a connector's DAGs that runs longer than this is failed (and its Spark job killed).
+DEFAULT_EXECUTION_TIMEOUT_MINUTES = 180
+# In continuous mode, by default: the application's runtime, and this margin to end its last batch.
+CONTINUOUS_TIMEOUT_MARGIN_MINUTES = 30
+EXECUTION_TIMEOUT_MAX_MINUTES = 7 * 24 * 60
 
 
 class BatchConfig(_Strict):
@@ -486,6 +491,11 @@ class BatchConfig(_Strict):
         price of that much more latency for the first record after a quiet spell.
     :param max_bytes_per_shard: user-record payload bytes one batch reads of one shard at most; the
         read stops after the record that reaches it (docs/performance.md, "Memory").
+    :param execution_timeout_minutes: each task of the connector's DAGs is failed after this long
+        (Airflow's ``execution_timeout``; its Spark job is killed, its leases expire after
+        ``lease_duration_seconds`` and a retry takes over from the ledger). Default 180, or in
+        continuous mode ``max_runtime_minutes`` plus 30; it must exceed ``max_runtime_minutes``.
+        A DAG run ends after every try had its time (:attr:`dag_run_timeout`).
     """
 
     schedule: str | None = "*/5 * * * *"
@@ -501,6 +511,23 @@ class BatchConfig(_Strict):
     mode: Literal["scheduled", "continuous"] = "scheduled"
     max_runtime_minutes: float | None = Field(default=None, gt=0, le=MAX_RUNTIME_MAX_MINUTES)
     idle_seconds: float = Field(default=IDLE_SECONDS, gt=0, le=IDLE_MAX_SECONDS)
+    execution_timeout_minutes: float | None = Field(default=None, gt=0, le=EXECUTION_TIMEOUT_MAX_MINUTES)
+
+    @property
+    def execution_timeout(self) -> timedelta:
+        """How long one task may run (``execution_timeout_minutes``, or its default for the mode)."""
+        if self.execution_timeout_minutes is not None:
+            return timedelta(minutes=self.execution_timeout_minutes)
+        if self.max_runtime_minutes is not None:
+            return timedelta(minutes=self.max_runtime_minutes + CONTINUOUS_TIMEOUT_MARGIN_MINUTES)
+        return timedelta(minutes=DEFAULT_EXECUTION_TIMEOUT_MINUTES)
+
+    @property
+    def dag_run_timeout(self) -> timedelta:
+        """How long one DAG run may last: every try of a task its full time, the delays between them,
+        and the few minutes the run's other tasks take."""
+        tries = self.retries + 1
+        return tries * self.execution_timeout + timedelta(seconds=self.retries * self.retry_delay_seconds + 600)
 
     @field_validator("schedule")
     @classmethod
@@ -519,6 +546,13 @@ class BatchConfig(_Strict):
             raise ValueError(
                 f"batch.max_runtime_minutes ({self.max_runtime_minutes}) is only used with batch.mode continuous; "
                 "remove it, or set batch.mode: continuous"
+            )
+        limit, runtime = self.execution_timeout_minutes, self.max_runtime_minutes
+        if limit is not None and runtime is not None and limit <= runtime:
+            raise ValueError(
+                f"batch.execution_timeout_minutes ({limit:g}) must exceed batch.max_runtime_minutes ({runtime:g}): "
+                "a continuous application would be killed before it ends; leave it out (the default is "
+                f"max_runtime_minutes + {CONTINUOUS_TIMEOUT_MARGIN_MINUTES}) or raise it"
             )
         if self.mode == "scheduled" and "idle_seconds" in self.model_fields_set:
             raise ValueError(

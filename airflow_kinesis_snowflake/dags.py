@@ -105,13 +105,17 @@ def restore_dag_id(config: ConnectorConfig) -> str:
 
 
 def _dag_args(config: AnyConnectorConfig) -> dict[str, Any]:
+    # A hung task (a Spark job that never ends) fails after its execution timeout; its leases expire
+    # and a retry, or the next run, takes over from the ledger. A run ends once every try had its time.
     return {
         "start_date": START_DATE,
         "catchup": False,
         "tags": ["kinesis", "snowflake", config.connector_id],
+        "dagrun_timeout": config.batch.dag_run_timeout,
         "default_args": {
             "retries": config.batch.retries,
             "retry_delay": timedelta(seconds=config.batch.retry_delay_seconds),
+            "execution_timeout": config.batch.execution_timeout,
         },
     }
 
@@ -295,13 +299,18 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
     return dag
 
 
+#: A maintenance task (reset, restore, clean-up) fails after this long; its run after a little more.
+MAINTENANCE_TIMEOUT = timedelta(hours=2)
+
+
 def _maintenance_args(tags: Sequence[str]) -> dict[str, Any]:
     # A destructive step that failed halfway is for a person to look at, not to retry blindly.
     return {
         "start_date": START_DATE,
         "catchup": False,
         "tags": ["kinesis", "snowflake", "maintenance", *tags],
-        "default_args": {"retries": 0},
+        "dagrun_timeout": MAINTENANCE_TIMEOUT + timedelta(minutes=30),
+        "default_args": {"retries": 0, "execution_timeout": MAINTENANCE_TIMEOUT},
         "max_active_runs": 1,
     }
 

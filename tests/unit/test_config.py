@@ -1009,6 +1009,15 @@ def test_continuous_mode_with_its_runtime_loads() -> None:
             ["batch.max_runtime_minutes", f"less than or equal to {MAX_RUNTIME_MAX_MINUTES}"],
             id="runtime-over-a-day",
         ),
+        pytest.param(
+            {"mode": "continuous", "max_runtime_minutes": 60, "execution_timeout_minutes": 60},
+            [
+                "batch.execution_timeout_minutes (60) must exceed batch.max_runtime_minutes (60)",
+                "leave it out (the default is max_runtime_minutes + 30) or raise it",
+            ],
+            id="timeout-not-above-the-runtime",
+        ),
+        pytest.param({"execution_timeout_minutes": 0}, ["batch.execution_timeout_minutes", "greater than 0"], id="t0"),
     ],
 )
 def test_batch_mode_mistakes_name_file_field_value_and_fix(
@@ -1018,3 +1027,20 @@ def test_batch_mode_mistakes_name_file_field_value_and_fix(
 
     for fragment in expected:
         assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("batch", "timeout_minutes"),
+    [
+        pytest.param({}, 180, id="scheduled-default"),
+        pytest.param({"mode": "continuous", "max_runtime_minutes": 55}, 85, id="continuous-default"),
+        pytest.param({"execution_timeout_minutes": 20}, 20, id="set"),
+    ],
+)
+def test_a_task_times_out_and_a_run_lasts_as_long_as_every_try_needs(
+    tmp_path: Path, batch: dict[str, Any], timeout_minutes: int
+) -> None:
+    config = load_connector_config(_write(tmp_path, _with(_set("batch", retries=2, retry_delay_seconds=60, **batch))))
+    assert config.batch.execution_timeout == timedelta(minutes=timeout_minutes)
+    # Three tries of their full time, two delays, and ten minutes for the run's other tasks.
+    assert config.batch.dag_run_timeout == timedelta(minutes=3 * timeout_minutes + 2 + 10)

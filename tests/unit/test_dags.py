@@ -108,3 +108,26 @@ def test_every_provision_step_after_a_skipped_iam_check_still_runs(
     # Each one runs unless a step before it failed: a skipped step before it is no failure.
     assert {t.task_id: t.trigger_rule for t in after} == {t.task_id: TriggerRule.NONE_FAILED for t in after}
     assert set(dag.task_dict) == {check.task_id} | {t.task_id for t in after}
+
+
+def test_every_task_of_every_dag_has_an_execution_timeout_and_every_dag_a_run_timeout(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from airflow_kinesis_snowflake.dags import MAINTENANCE_TIMEOUT, build_connector_dags
+
+    repo = Path(__file__).resolve().parents[2]
+    connectors = tmp_path / "connectors"
+    connectors.mkdir()
+    for source in (repo / "dags" / "connectors" / "orders.yaml", repo / "demo" / "connectors" / "customers.yaml"):
+        (connectors / source.name).write_text(source.read_text())
+
+    dags = build_connector_dags(connectors)
+
+    assert {"kinesis_snowflake_orders_ingest", "kinesis_snowflake_customers_sync"} <= set(dags)
+    # A connector's DAGs: the batch section's timeout (180 minutes by default); maintenance: two hours.
+    scheduled = {"ingest", "provision", "sync"}
+    for dag_id, dag in dags.items():
+        kind = dag_id.rsplit("_", 1)[1]
+        expected = timedelta(minutes=180) if kind in scheduled else MAINTENANCE_TIMEOUT
+        assert {t.task_id: t.execution_timeout for t in dag.tasks} == dict.fromkeys(dag.task_dict, expected), dag_id
+        assert dag.dagrun_timeout is not None and dag.dagrun_timeout > expected, dag_id
