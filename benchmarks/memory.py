@@ -47,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from airflow_kinesis_snowflake.core.job import JOB_AWS_CREDENTIAL_ENV
 from airflow_kinesis_snowflake.core.model import Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, ShardRange, encode_plan
 from airflow_kinesis_snowflake.core.sources.readers import CHUNK_BYTES
@@ -215,8 +216,9 @@ def job_env(emulators: Emulators) -> dict[str, str]:
     env = {**os.environ, **spark_env()}
     env.update(
         {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
+            # Under the job's own names, as the hook gives them (Spark copies the standard ones into its configuration).
+            JOB_AWS_CREDENTIAL_ENV["AWS_ACCESS_KEY_ID"]: "testing",
+            JOB_AWS_CREDENTIAL_ENV["AWS_SECRET_ACCESS_KEY"]: "testing",
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ENDPOINT_URL_KINESIS": emulators.aws_endpoint,
             "SNOWFLAKE_CONNECTION_JSON": json.dumps(emulators.snowflake_params()),

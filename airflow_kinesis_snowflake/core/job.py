@@ -14,9 +14,14 @@ need no disk shared with the Airflow worker:
 
 Credentials reach the driver in one of two ways, never as an argument or a Spark setting:
 
-* in client deploy mode only, in the spark-submit process's environment: the standard ``AWS_*``
-  variables (``AWS_ENDPOINT_URL_KINESIS`` included) and ``SNOWFLAKE_CONNECTION_JSON`` with the
-  snowflake-connector-python keyword arguments;
+* in client deploy mode only, in the spark-submit process's environment: the AWS credentials
+  under names of this job's own (:data:`JOB_AWS_CREDENTIAL_ENV`: ``KINESIS_SNOWFLAKE_AWS_ACCESS_KEY_ID``
+  ...), the region and endpoints as the standard ``AWS_*`` variables (``AWS_ENDPOINT_URL_KINESIS``
+  included), and ``SNOWFLAKE_CONNECTION_JSON`` with the snowflake-connector-python keyword
+  arguments. Never as ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` or ``AWS_SESSION_TOKEN``:
+  Spark copies those from its environment into the Hadoop configuration (``fs.s3a.access.key``,
+  ``fs.s3a.secret.key``, ``fs.s3a.session.token``, ...), which a YARN client uploads unredacted
+  (``__spark_hadoop_conf__.xml``) to the staging directory and every container;
 * with ``--snowflake-connection-ref`` (the driver's own identity, the only way in cluster deploy
   mode): AWS through boto3's default credential chain (EMR role, IRSA, instance profile), and the
   Snowflake connection read from that AWS Secrets Manager secret.
@@ -92,16 +97,22 @@ SNOWFLAKE_CONNECTION_REF_ARG = "--snowflake-connection-ref"
 PLAN_ARG = "--plan"
 ATTEMPT_ARG = "--attempt"
 AWS_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-AWS_ENV = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL_KINESIS",
-    "AWS_ENDPOINT_URL_DYNAMODB",
-)
+# The AWS credential variables Spark reads from its environment (SparkHadoopUtil) and copies into
+# the Hadoop configuration of every application: the job's credentials never travel under them.
+SPARK_READ_AWS_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# The names the job's AWS credentials reach the driver under instead (client deploy mode), by the
+# standard name each stands for (the key of JobCredentials.aws).
+JOB_AWS_CREDENTIAL_ENV = {name: f"KINESIS_SNOWFLAKE_{name}" for name in SPARK_READ_AWS_CREDENTIAL_ENV}
 # Where a job using its own AWS identity is (no credentials): region and endpoints only.
 AWS_LOCATION_ENV = ("AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_KINESIS", "AWS_ENDPOINT_URL_DYNAMODB")
+
+
+def job_credential_environment(aws: Mapping[str, str]) -> dict[str, str]:
+    """``aws`` (standard ``AWS_*`` names) as the job's environment: its credentials under the job's
+    own names (:data:`JOB_AWS_CREDENTIAL_ENV`), everything else as it is."""
+    return {JOB_AWS_CREDENTIAL_ENV.get(name, name): value for name, value in aws.items()}
+
+
 # Continuous mode: the driver runs micro-batches itself (:mod:`~.continuous`), from this encoded run.
 CONTINUOUS_ARG = "--continuous"
 
@@ -142,11 +153,11 @@ def snowflake_params_from_secret(secret_string: str, secret_id: str) -> dict[str
 class JobCredentials:
     """AWS and Snowflake credentials of the job, as its driver got them.
 
-    From the spark-submit process's environment (:meth:`from_env`): AWS credentials, region and
-    endpoints, and the Snowflake connection. With the driver's own identity
-    (:meth:`from_driver_identity`): the Snowflake connection from an AWS Secrets Manager secret and
-    no AWS credential, only the region and endpoints; each executor then uses its own AWS identity
-    (boto3's default chain), which it must have.
+    From the spark-submit process's environment (:meth:`from_env`): AWS credentials (under the job's
+    own names, :data:`JOB_AWS_CREDENTIAL_ENV`), region and endpoints, and the Snowflake connection.
+    With the driver's own identity (:meth:`from_driver_identity`): the Snowflake connection from an
+    AWS Secrets Manager secret and no AWS credential, only the region and endpoints; each executor
+    then uses its own AWS identity (boto3's default chain), which it must have.
 
     They travel to executors inside the serialised task, never on a command line or in a Spark
     setting.
@@ -172,7 +183,8 @@ class JobCredentials:
         if not raw:
             raise RuntimeError(f"{SNOWFLAKE_ENV} is not set: the Snowflake connection reaches the job through it")
         snowflake: dict[str, Any] = json.loads(raw)
-        aws = {k: env[k] for k in AWS_ENV if env.get(k)}
+        aws = {name: env[job] for name, job in JOB_AWS_CREDENTIAL_ENV.items() if env.get(job)}
+        aws.update({k: env[k] for k in AWS_LOCATION_ENV if env.get(k)})
         return cls(aws=aws, snowflake=snowflake)
 
     @classmethod

@@ -45,6 +45,8 @@ from airflow_kinesis_snowflake.core.job import (
     PLAN_ARG,
     SNOWFLAKE_CONNECTION_REF_ARG,
     SNOWFLAKE_ENV,
+    SPARK_READ_AWS_CREDENTIAL_ENV,
+    job_credential_environment,
     report_lines,
 )
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
@@ -105,7 +107,11 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     the Spark UI and in event logs, and are refused in standalone cluster mode. This hook never
     uses them: :meth:`submit_job` gives the job's credentials to the spark-submit process alone, as
     its environment (``Popen(env=...)``). That reaches the driver only in client deploy mode, where
-    the driver is that process (``local``, ``spark://``, ``yarn`` and ``k8s://`` masters alike).
+    the driver is that process (``local``, ``spark://``, ``yarn`` and ``k8s://`` masters alike). The
+    AWS credentials go under names of the job's own, never as ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY`` or ``AWS_SESSION_TOKEN`` (those of this worker's own environment are
+    left out too): Spark copies those into the application's Hadoop configuration, which a YARN
+    client uploads unredacted to the staging directory and every container.
 
     Cluster deploy mode (``yarn`` and ``k8s://`` masters) needs the ``driver_identity`` and
     ``snowflake_connection_ref`` extras: the driver on the cluster then uses its own AWS identity
@@ -113,8 +119,9 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     this worker's disk: the plan is an application argument and the outcome is read from
     Snowflake (:meth:`run_batch`), in client mode too. :meth:`check_credential_delivery` refuses,
     before any side effect, cluster mode without those extras, on a standalone (``spark://``) or
-    ``local`` master (Spark refuses both), and settings that make spark-submit return before the
-    application finished.
+    ``local`` master (Spark refuses both), settings that make spark-submit return before the
+    application finished, and a YARN client-mode driver with ``driver_identity`` whose identity
+    would be this worker's ``AWS_*`` credential variables.
 
     Extras read from the Spark connection, besides the provider's own:
 
@@ -205,11 +212,17 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         worker holds could reach a remote driver only as arguments or Spark settings); settings
         that make spark-submit return before the application finished (the outcome is read then).
 
+        In client deploy mode on YARN with ``driver_identity``: the driver's identity is this
+        worker's, and when this worker's environment holds ``AWS_ACCESS_KEY_ID`` and
+        ``AWS_SECRET_ACCESS_KEY``, Spark would copy them into the Hadoop configuration that the YARN
+        client uploads, unredacted, to the staging directory and every container.
+
         :raises AirflowException: naming the connection, the setting and what to set instead.
         """
-        if self.deploy_mode != CLUSTER:
-            return
         master, conn = self.master, f"Spark connection {self._conn_id!r}"
+        if self.deploy_mode != CLUSTER:
+            self._check_client_identity(master, conn)
+            return
         client_mode = (
             'use client deploy mode (the extra "deploy-mode": "client", and no spark.submit.deployMode=cluster in '
             "the Spark settings)"
@@ -253,11 +266,32 @@ class KinesisJobSubmitHook(SparkSubmitHook):
                 f"spark-submit waits for the driver ({SPARK_DOC})."
             )
 
+    def _check_client_identity(self, master: str, conn: str) -> None:
+        """Client deploy mode: refuse a YARN driver with ``driver_identity`` whose identity is this
+        worker's ``AWS_*`` credential variables (see :meth:`check_credential_delivery`)."""
+        if not (self.driver_identity and self._is_yarn):
+            return
+        held = [name for name in SPARK_READ_AWS_CREDENTIAL_ENV if os.environ.get(name)]
+        if not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(held):
+            return
+        raise AirflowException(
+            f'{conn} (master {master}, client deploy mode) has "driver_identity": true, so the driver uses this '
+            f"worker's AWS identity, and this worker's environment holds {', '.join(held)}: Spark copies them into "
+            "the application's Hadoop configuration (fs.s3a.access.key, fs.s3a.secret.key ...), which the YARN "
+            "client uploads unredacted to the HDFS staging directory and every container. Give this worker its "
+            "AWS identity another way (an instance profile, a web identity role, a profile in ~/.aws), or remove "
+            f'"driver_identity" so that the AWS connection\'s credentials reach the driver under names Spark does '
+            f"not read ({SPARK_DOC}, {CONNECTIONS_DOC})."
+        )
+
     def job_environment(self, kinesis: KinesisStreamHook, snowflake: KinesisSnowflakeHook) -> dict[str, str]:
         """The variables that tell the job where AWS is and, unless ``driver_identity``, its credentials.
 
         With ``driver_identity``: region and endpoints only; the Snowflake connection is not read.
-        Otherwise the AWS connection's credentials as ``AWS_*`` variables and the Snowflake
+        Otherwise the AWS connection's credentials under the job's own names
+        (:data:`~airflow_kinesis_snowflake.core.job.JOB_AWS_CREDENTIAL_ENV`: Spark copies the standard
+        ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` into its Hadoop
+        configuration), its region and endpoints as ``AWS_*`` variables, and the Snowflake
         connection as ``SNOWFLAKE_CONNECTION_JSON``, every secret in them registered with Airflow's
         secret masker (:meth:`~.KinesisSnowflakeHook.job_connection_params`).
 
@@ -266,7 +300,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         """
         if self.driver_identity:
             return kinesis.job_location()
-        return {**kinesis.job_environment(), SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
+        aws = job_credential_environment(kinesis.job_environment())
+        return {**aws, SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
 
     def submit_job(
         self,
@@ -298,7 +333,13 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         self._application_args = application_args
         self._name = name or self._name
         self._py_files = py_files or self._py_files
-        env = {**os.environ, **self.job_environment(kinesis, snowflake)}
+        env = dict(os.environ)
+        if not self.driver_identity:
+            # The job's credentials travel under names of its own; credentials of this worker's own
+            # environment would reach the driver's Hadoop configuration (and a YARN staging directory).
+            for name in SPARK_READ_AWS_CREDENTIAL_ENV:
+                env.pop(name, None)
+        env.update(self.job_environment(kinesis, snowflake))
         if self.deploy_mode == CLIENT:
             # The driver is spark-submit's child here. In YARN cluster mode spark-submit would pass
             # PYSPARK_PYTHON on to the driver, where this worker's interpreter path means nothing.

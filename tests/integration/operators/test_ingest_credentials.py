@@ -44,7 +44,10 @@ from tests.emulators.servers import AWS_KEY
 pytestmark = pytest.mark.integration
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/kinesis-to-snowflake"
-AWS_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# The names the job's AWS secrets reach the driver under (Spark copies the standard AWS_* into its Hadoop
+# configuration, which a YARN client uploads: core/job.py, JOB_AWS_CREDENTIAL_ENV).
+AWS_SECRET_ENV = ("KINESIS_SNOWFLAKE_AWS_SECRET_ACCESS_KEY", "KINESIS_SNOWFLAKE_AWS_SESSION_TOKEN")
+SPARK_READ_AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 # Quotes and a backslash: SNOWFLAKE_CONNECTION_JSON holds it escaped, a form Airflow never registers.
 SNOWFLAKE_PASSWORD = 'snowflake-"password"\\Hk3Jd9Gs'
 PASSPHRASE = "key-passphrase-Vb6Nm1Qa"
@@ -251,8 +254,10 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         assert "SNOWFLAKE_CONNECTION_JSON" not in env and not shipped_aws
         return
     # The client-mode driver is this process's child: its environment carries the credentials,
-    # the assumed role's (a session token and keys the AWS connection does not hold).
-    assert env["AWS_ACCESS_KEY_ID"] != AWS_KEY and len(shipped_aws) == 2
+    # the assumed role's (a session token and keys the AWS connection does not hold), under names
+    # Spark does not copy into its Hadoop configuration.
+    assert env["KINESIS_SNOWFLAKE_AWS_ACCESS_KEY_ID"] != AWS_KEY and len(shipped_aws) == 2
+    assert not [k for k in SPARK_READ_AWS_ENV if k in env]
     # Every secret shipped is known to Airflow's masker, which the task log goes through.
     assert {s: set(str(redact(s))) for s in secrets} == {s: {"*"} for s in secrets}
     snowflake = json.loads(env["SNOWFLAKE_CONNECTION_JSON"])

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from airflow_kinesis_snowflake.core.batch import BatchRefused, BatchSettings
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun, decode_run
 from airflow_kinesis_snowflake.core.dynamodb_job import encode_table_plan
+from airflow_kinesis_snowflake.core.job import SPARK_READ_AWS_CREDENTIAL_ENV, JobCredentials, job_credential_environment
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan, encode_plan
@@ -255,8 +256,86 @@ def test_without_driver_identity_the_job_gets_both_connections_credentials(monke
         json.dumps({"conn_type": "snowflake", "login": "U", "password": "pw-4f1c2e9a", "extra": {"account": "a"}}),
     )
     env = hook.job_environment(kinesis, snowflake)
-    assert env["AWS_ACCESS_KEY_ID"] == "AKIAJOBENVTEST000001" and env["AWS_DEFAULT_REGION"] == "eu-west-1"
+    # The AWS credentials under names Spark does not copy into its Hadoop configuration.
+    assert env["KINESIS_SNOWFLAKE_AWS_ACCESS_KEY_ID"] == "AKIAJOBENVTEST000001"
+    assert env["KINESIS_SNOWFLAKE_AWS_SECRET_ACCESS_KEY"] == "job-env-secret-key-3Xq9"
+    assert not set(SPARK_READ_AWS_CREDENTIAL_ENV) & set(env) and env["AWS_DEFAULT_REGION"] == "eu-west-1"
     assert json.loads(env["SNOWFLAKE_CONNECTION_JSON"])["password"] == "pw-4f1c2e9a"
+
+
+def test_in_client_mode_no_aws_credential_reaches_spark_submit_under_a_name_spark_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark copies AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from its environment into
+    the Hadoop configuration (fs.s3a.*), which a YARN client uploads unredacted: the job's go under names of
+    its own, and this worker's own are left out."""
+    kinesis, snowflake = job_connections(monkeypatch)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SNOWFLAKE_JOB_ENV",
+        json.dumps({"conn_type": "snowflake", "login": "U", "password": "pw-5d2a9c1e", "extra": {"account": "a"}}),
+    )
+    for name in SPARK_READ_AWS_CREDENTIAL_ENV:
+        monkeypatch.setenv(name, f"worker-own-{name.lower()}")
+    submitted: list[dict[str, str]] = []
+
+    def submit(self: spark_submit.SparkSubmitHook, application: str = "", **kwargs: Any) -> None:
+        submitted.append(kwargs["env"])
+
+    monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
+    for master in ("local[2]", "yarn"):
+        hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, master, **{"deploy-mode": "client"}))
+        hook.submit_job(DEFAULT_APPLICATION, application_args=[], kinesis=kinesis, snowflake=snowflake)
+
+        env = submitted.pop()
+        assert not set(SPARK_READ_AWS_CREDENTIAL_ENV) & set(env), "an AWS credential under a name Spark reads"
+        assert not [v for v in env.values() if v.startswith("worker-own-")]
+        # The driver reads them back under the standard names, for its boto3 clients only.
+        aws = JobCredentials.from_env(env).aws
+        assert (aws["AWS_ACCESS_KEY_ID"], aws["AWS_SECRET_ACCESS_KEY"]) == (
+            "AKIAJOBENVTEST000001",
+            "job-env-secret-key-3Xq9",
+        )
+        assert "AWS_SESSION_TOKEN" not in aws and aws["AWS_DEFAULT_REGION"] == "eu-west-1"
+
+
+def test_a_session_token_reaches_the_driver_under_the_jobs_own_name() -> None:
+    aws = {
+        "AWS_ACCESS_KEY_ID": "AKIA1",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_SESSION_TOKEN": "t",
+        "AWS_DEFAULT_REGION": "r",
+    }
+    env = job_credential_environment(aws)
+    assert env == {
+        "KINESIS_SNOWFLAKE_AWS_ACCESS_KEY_ID": "AKIA1",
+        "KINESIS_SNOWFLAKE_AWS_SECRET_ACCESS_KEY": "s",
+        "KINESIS_SNOWFLAKE_AWS_SESSION_TOKEN": "t",
+        "AWS_DEFAULT_REGION": "r",
+    }
+    assert JobCredentials.from_env({**env, "SNOWFLAKE_CONNECTION_JSON": "{}"}).aws == aws
+    # Standard names in the driver's environment are not the job's credentials.
+    assert JobCredentials.from_env({**aws, "SNOWFLAKE_CONNECTION_JSON": "{}"}).aws == {"AWS_DEFAULT_REGION": "r"}
+
+
+def test_a_yarn_client_driver_whose_identity_is_this_workers_aws_variables_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With driver_identity the driver keeps this worker's environment: Spark would copy its AWS_* keys."""
+    yarn = spark_connection(monkeypatch, "yarn", **{"deploy-mode": "client", **IDENTITY})
+    KinesisJobSubmitHook(conn_id=yarn).check_credential_delivery()  # an instance profile, a role: fine
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWORKER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "worker-secret")
+
+    with pytest.raises(AirflowException) as raised:
+        KinesisJobSubmitHook(conn_id=yarn).check_credential_delivery()
+
+    message = str(raised.value)
+    assert "Spark connection 'spark_unit' (master yarn, client deploy mode) has \"driver_identity\": true" in message
+    assert "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY" in message and "worker-secret" not in message
+    assert "uploads unredacted to the HDFS staging directory" in message and "docs/spark.md" in message
+    # Elsewhere the driver's Hadoop configuration stays in its own process.
+    local = spark_connection(monkeypatch, "local[2]", **IDENTITY)
+    KinesisJobSubmitHook(conn_id=local).check_credential_delivery()
 
 
 def test_the_py_files_zip_holds_every_module_of_core_and_nothing_of_airflow(tmp_path: Any) -> None:
