@@ -891,8 +891,12 @@ def test_with_the_lease_table_lost_snowflakes_record_still_refuses_a_second_dest
     delete_table(client(emulators, "dynamodb"), sync.application_name)
     copy = second_destination(emulators, sync, "RAW")
 
-    with pytest.raises(IdentityError, match=f"into {sync.target.destination.qualified_name} for connector"):
+    # Snowflake's record names the destination, not the connector: it is not called '(unknown)', nor said to keep it.
+    with pytest.raises(IdentityError) as refused:
         run(emulators, copy, 50)
+    message = str(refused.value)
+    assert f"into {sync.target.destination.qualified_name} for a connector whose id was not recorded" in message
+    assert "needs no change" not in message and "(unknown)" not in message
 
     # The refused run claimed nothing: the first connector's next run claims the new lease table.
     workload.churn(6)
