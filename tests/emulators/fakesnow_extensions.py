@@ -192,12 +192,13 @@ def _parse_json(expression: exp.Expr) -> exp.Expr:
     return _original_try_parse_json(expression)
 
 
-def _literal(text: str) -> str:
-    """``text`` as the inside of a SQL string literal."""
-    return text.replace("'", "''")
+def _literal(text: str | None) -> str:
+    """``text`` as the inside of a SQL string literal; None as fakesnow writes it (``'None'``: a CREATE
+    TABLE with properties and no comment records that)."""
+    return str(text).replace("'", "''")
 
 
-def _insert_table_comment_sql(catalog: str, schema: str, table: str, comment: str) -> str:
+def _insert_table_comment_sql(catalog: str, schema: str, table: str, comment: str | None) -> str:
     """The catalogue's record of a table's comment, whatever quotes the names and comment hold."""
     return _original_insert_table_comment_sql(_literal(catalog), _literal(schema), _literal(table), _literal(comment))
 
