@@ -13,7 +13,6 @@ nor this module, so the package's imports form no cycle.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -23,7 +22,6 @@ from typing import Any
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, decode_table_run, sync_continuously
 from airflow_kinesis_snowflake.core.dynamodb_job import (
     STREAMS_ENDPOINT_ENV,
-    SUBMIT_PLAN_ARG,
     AwsAccess,
     TableBatchPlan,
     TableBatchResult,
@@ -86,26 +84,13 @@ def run_continuous(run_spec: TableContinuousRun, credentials: Any, attempt_id: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    from airflow_kinesis_snowflake.core.job import (
-        ATTEMPT_ARG,
-        CONTINUOUS_ARG,
-        SNOWFLAKE_CONNECTION_REF_ARG,
-        JobCredentials,
-    )
+    from airflow_kinesis_snowflake.core.job import JobCredentials, job_arguments
     from airflow_kinesis_snowflake.core.redaction import redacted_output
 
-    parser = argparse.ArgumentParser(description="Sync one DynamoDB table into Snowflake: one batch, or continuously")
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument(SUBMIT_PLAN_ARG, help="one batch: the TableBatchPlan, as encode_table_plan encodes it")
-    what.add_argument(
-        CONTINUOUS_ARG,
-        help="continuous mode: the TableContinuousRun, as dynamodb_continuous.encode_table_run encodes it",
-    )
-    parser.add_argument(ATTEMPT_ARG, required=True, help="this submission's id, which the outcomes are recorded under")
-    parser.add_argument(
-        SNOWFLAKE_CONNECTION_REF_ARG,
-        help="name or ARN of the AWS Secrets Manager secret holding the Snowflake connection; AWS "
-        "credentials then come from the default chain (the driver's own identity)",
+    parser = job_arguments(
+        "Sync one DynamoDB table into Snowflake: one batch, or continuously",
+        plan_help="one batch: the TableBatchPlan, as encode_table_plan encodes it",
+        continuous_help="continuous mode: the TableContinuousRun, as dynamodb_continuous.encode_table_run encodes it",
     )
     args = parser.parse_args(argv)
     if args.continuous:

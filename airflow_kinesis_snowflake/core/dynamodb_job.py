@@ -601,8 +601,6 @@ def new_stage_dir(plan: TableBatchPlan) -> str:
 
 # -- Spark ------------------------------------------------------------------------------------------------------
 
-SUBMIT_PLAN_ARG = "--plan"
-
 
 @dataclass(frozen=True)
 class AwsAccess:

@@ -600,18 +600,31 @@ def load(sc: Any, plan: BatchPlan, credentials: JobCredentials, attempt_id: str 
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Load one Kinesis micro-batch into Snowflake")
+def job_arguments(description: str, plan_help: str, continuous_help: str) -> argparse.ArgumentParser:
+    """The arguments of a source's Spark job, the same for every source: one batch's encoded plan or a
+    continuous run, the submission's attempt id, and where the Snowflake connection is read from."""
+    parser = argparse.ArgumentParser(description=description)
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument(PLAN_ARG, help="the BatchPlan, as planning.encode_plan encodes it")
-    what.add_argument(CONTINUOUS_ARG, help="continuous mode: the ContinuousRun, as continuous.encode_run encodes it")
+    what.add_argument(PLAN_ARG, help=plan_help)
+    what.add_argument(CONTINUOUS_ARG, help=continuous_help)
     parser.add_argument(
-        ATTEMPT_ARG, required=True, help="this submission's id, which the batch outcome is recorded under in Snowflake"
+        ATTEMPT_ARG,
+        required=True,
+        help="this submission's id, which the batch outcomes are recorded under in Snowflake",
     )
     parser.add_argument(
         SNOWFLAKE_CONNECTION_REF_ARG,
         help="name or ARN of the AWS Secrets Manager secret holding the Snowflake connection; AWS "
         "credentials then come from the default chain (the driver's own identity) instead of the environment",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_arguments(
+        "Load one Kinesis micro-batch into Snowflake, or micro-batches back to back",
+        plan_help="the BatchPlan, as planning.encode_plan encodes it",
+        continuous_help="continuous mode: the ContinuousRun, as continuous.encode_run encodes it",
     )
     args = parser.parse_args(argv)
     if args.continuous:

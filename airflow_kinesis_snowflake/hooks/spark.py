@@ -32,7 +32,6 @@ from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, ContinuousRu
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, encode_table_run
 from airflow_kinesis_snowflake.core.dynamodb_job import (
     STREAMS_ENDPOINT_ENV,
-    SUBMIT_PLAN_ARG,
     TableBatchPlan,
     TableBatchResult,
     TablePlanTooLargeError,
@@ -508,7 +507,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         try:
             self.submit_job(
                 application or DYNAMODB_APPLICATION,
-                application_args=[SUBMIT_PLAN_ARG, self._plan_argument, ATTEMPT_ARG, key.attempt_id],
+                application_args=[PLAN_ARG, self._plan_argument, ATTEMPT_ARG, key.attempt_id],
                 kinesis=streams,  # type: ignore[arg-type]
                 snowflake=snowflake,
                 name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
