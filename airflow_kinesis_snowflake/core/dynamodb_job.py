@@ -208,6 +208,8 @@ class TableBatchPlan:
     :param read_rate: the snapshot's read-rate limit; None reads as fast as the table answers.
     :param target: the destination, its layout and its deletes.
     :param keys: the table's key attributes and their types.
+    :param generation_started_at: when the generation started (soft deletes: a removal made before it
+        marks no row of the generation).
     """
 
     application_name: str
@@ -226,6 +228,7 @@ class TableBatchPlan:
     read_rate: ReadRateSettings | None
     target: DynamoDBTarget
     keys: tuple[KeyAttribute, ...]
+    generation_started_at: datetime | None = None
 
     @property
     def generation_id(self) -> str:
@@ -262,6 +265,7 @@ class TableBatchPlan:
             else {"read_fraction": rate.read_fraction, "read_units_per_second": rate.read_units_per_second},
             "target": target_to_dict(self.target),
             "keys": [k.to_list() for k in self.keys],
+            "generation_started_at": _time(self.generation_started_at),
         }
 
     @classmethod
@@ -286,6 +290,7 @@ class TableBatchPlan:
             read_rate=None if rate is None else ReadRateSettings(rate["read_fraction"], rate["read_units_per_second"]),
             target=target_from_dict(data["target"]),
             keys=tuple(KeyAttribute.from_list(k) for k in data["keys"]),
+            generation_started_at=_parse_time(data.get("generation_started_at")),
         )
 
     def to_json(self) -> str:
@@ -591,6 +596,7 @@ def apply_units(
         generation=plan.generation,
         outcome=outcome,
         failures=failures,
+        generation_started_at=plan.generation_started_at,
     )
 
 

@@ -708,6 +708,7 @@ class _Batch:
             read_rate=self.sync.read_rate,
             target=self.sync.target,
             keys=self.sync.keys,
+            generation_started_at=self.generation.started_at,
         )
 
     def cache(

@@ -115,12 +115,16 @@ def test_generated_policy_runs_both_dags_and_each_action_is_needed(
     assert [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID")] == list(range(60))
 
     # Every action of the policy is needed: without it, the step that first needs it fails.
-    create_table(emulators, "ANALYTICS", "RAW", "LEAST_SHARED", "ID NUMBER(38,0)")
     actions = sorted({a for s in policy(stream, "x")["Statement"] for a in s["Action"]})
     assert sorted([*FIRST_NEEDED_BY, AFTER_RESHARDING, ONLY_TO_ADOPT]) == actions
+    minus_tables = []
     for action in sorted(FIRST_NEEDED_BY):
+        # Each run a new application into a table of its own (one application name loads a destination).
         app = unique("minus")
-        dag_file = write_connector(tmp_path / app, connector(stream, app, "LEAST_SHARED"))
+        minus_table = "LEAST_" + app.replace("-", "_").upper()
+        create_table(emulators, "ANALYTICS", "RAW", minus_table, "ID NUMBER(38,0)")
+        minus_tables.append(minus_table)
+        dag_file = write_connector(tmp_path / app, connector(stream, app, minus_table))
         env = env_for(iam_moto, dag_env, without(policy(stream, app), action))
         dag_id = f"kinesis_snowflake_{app.replace('-', '_')}_ingest"
         proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
@@ -129,7 +133,8 @@ def test_generated_policy_runs_both_dags_and_each_action_is_needed(
         assert "AccessDenied" in output and action in output, f"{action}:\n{output[-3000:]}"
         failed_step = FIRST_NEEDED_BY[action]
         assert f"task_id={failed_step}" in output and "DAG_RUN_STATE=failed" in output, action
-    assert query(emulators, "SELECT COUNT(*) FROM ANALYTICS.RAW.LEAST_SHARED") == [(0,)]
+    for minus_table in minus_tables:
+        assert query(emulators, f"SELECT COUNT(*) FROM ANALYTICS.RAW.{minus_table}") == [(0,)], minus_table
 
 
 def test_delete_item_is_needed_once_a_resharded_parent_is_finished(

@@ -16,14 +16,15 @@ and ``ITEM`` or one column per attribute), is applied in one transaction:
    the ``unpacked`` layout every attribute column is set, NULL where the item lacks the attribute,
    so the row equals the item); a REMOVE deletes the row (``deletes: hard``) or marks it
    (``deletes: soft``: ``DYNAMODB_DELETED``, ``DYNAMODB_DELETED_AT`` the removal's time, its version,
-   no attributes). A removal of a key the table holds no row for changes no row: with soft deletes
-   a marked row appears only for an item the destination held.
+   no attributes); a removal of a key without a row inserts a marked row, except one made before
+   the batch's generation started, which marks nothing of that generation (it deletes a row the
+   stream, read from shortly before the start, put there): items deleted before the copy began
+   leave no marked row.
 4. **Tombstones.** A deleted row remembers nothing, and a key without a row has none to mark, yet
    a snapshot item scanned before a removal may arrive after it. So each removal also writes its
    key and version to the table's tombstone table (a table of its own, not rows of the destination,
    with either ``deletes`` setting), and a change whose key has a tombstone at least as new is not
-   applied. The stream is read from shortly before the first snapshot, so its first removals are
-   often of items the snapshot never saw: they leave only a tombstone.
+   applied.
 5. **Completing a snapshot.** When the batch marks the last segment of snapshot generation ``g``
    done, the same transaction removes (or marks) the rows whose version is of a generation below
    ``g`` -- items deleted while the stream was unreadable, which neither the snapshot nor the
@@ -333,12 +334,23 @@ def _keys_match(target: DynamoDBTarget, left: str, right: str) -> str:
     return " AND ".join(f"{left}.{_q(k)} = {right}.{_q(k)}" for k in target.key_names)
 
 
-def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]) -> str:
+def merge_sql(
+    target: DynamoDBTarget,
+    destination_columns: Sequence[TableColumn],
+    staged: Sequence[TableColumn],
+    generation: int | None = None,
+    started_at: datetime | None = None,
+) -> str:
     """The MERGE applying the batch table to the destination (see the module docstring).
 
     :param destination_columns: the destination's columns; every attribute column is set on an
         upsert, from the batch where it was staged, NULL where it was not.
     :param staged: the columns the staged rows were built for.
+    :param generation: the sync generation the batch reads in, and ``started_at`` when it started
+        (``deletes: soft``): a removal made before the generation started marks no row of that
+        generation -- it deletes one (a row the stream read from before the start put there) and
+        inserts none -- so items deleted before the copy began leave no marked row, whatever the
+        batches' order. None: every removal marks (or inserts) a row.
     """
     staged_names = {c.name.upper() for c in attribute_columns(target, staged)}
     attributes = [c.name for c in attribute_columns(target, destination_columns)]
@@ -354,6 +366,13 @@ def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn]
         f"FROM ({_newest_per_key(target)}) AS n{tombstone_filter}) AS s"
     )
     newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
+    # A removal made before the generation started, and a row of that generation (soft deletes).
+    before_start, of_generation = "FALSE", "FALSE"
+    if soft and started_at is not None and generation is not None:
+        # Stream times are rounded down to the second: a removal in the start's second counts as after it.
+        start_second = started_at.astimezone(UTC).replace(microsecond=0)
+        before_start = f"s.{_CHANGE_TIME} < '{start_second.isoformat()}'::TIMESTAMP_TZ"
+        of_generation = f"t.{VERSION_COLUMN} >= '{Version.of_snapshot(generation).to_text()}'"
     removal = f"s.{EVENT_COLUMN} = '{EventName.REMOVE.value}'"
     not_removal = f"s.{EVENT_COLUMN} <> '{EventName.REMOVE.value}'"
     common = {VERSION_COLUMN: f"s.{VERSION_COLUMN}", METADATA_COLUMN: f"s.{METADATA_COLUMN}"}
@@ -373,8 +392,10 @@ def merge_sql(target: DynamoDBTarget, destination_columns: Sequence[TableColumn]
 
     whens = (
         [
+            f"WHEN MATCHED AND {newer} AND {removal} AND {before_start} AND {of_generation} THEN DELETE",
             f"WHEN MATCHED AND {newer} AND {removal} THEN {update(marked)}",
             f"WHEN MATCHED AND {newer} THEN {update(upsert)}",
+            f"WHEN NOT MATCHED AND {removal} AND NOT ({before_start}) THEN {insert(marked)}",
             f"WHEN NOT MATCHED AND {not_removal} THEN {insert(upsert)}",
         ]
         if soft
@@ -684,6 +705,7 @@ class DynamoDBSink:
         generation: int | None = None,
         outcome: Callable[[MergeResult], tuple[OutcomeKey, BatchResult]] | None = None,
         failures: Sequence[ItemFailure] = (),
+        generation_started_at: datetime | None = None,
     ) -> MergeResult:
         """Apply the changes staged at ``@stage/<stage_dir>/rows/`` and move the ledger, all or nothing.
 
@@ -700,6 +722,8 @@ class DynamoDBSink:
             deletes); now when None.
         :param generation: the sync generation the batch was planned in (``snapshot_generation`` when
             None); refused when a newer one is recorded.
+        :param generation_started_at: when the batch's generation started: with soft deletes, a removal
+            made before it marks no row of the generation (:func:`merge_sql`).
         :param failures: the changes the unpacked layout set aside (staged as removals of their keys),
             kept whole in the failures table in the same transaction.
         :param outcome: given what the batch applied, its outcome and whose it is; recorded in the
@@ -748,7 +772,7 @@ class DynamoDBSink:
             result = MergeResult(changes_loaded=0)
             if rows:
                 loaded = self._copy(stage_dir, rows, columns)
-                result = self._merge(loaded, destination_columns, columns)
+                result = self._merge(loaded, destination_columns, columns, planned_in, generation_started_at)
             for failure in failures:
                 self._execute(
                     insert_failure_sql(self.target.failures, [_q(k) for k in self.target.key_names]),
@@ -876,11 +900,16 @@ class DynamoDBSink:
         return self.sink.run_copy(sql, self.target.batch_table, stage_dir, expected)
 
     def _merge(
-        self, loaded: int, destination_columns: Sequence[TableColumn], staged: Sequence[TableColumn]
+        self,
+        loaded: int,
+        destination_columns: Sequence[TableColumn],
+        staged: Sequence[TableColumn],
+        generation: int | None = None,
+        started_at: datetime | None = None,
     ) -> MergeResult:
         cur = self.connection.cursor()
         try:
-            cur.execute(merge_sql(self.target, destination_columns, staged))
+            cur.execute(merge_sql(self.target, destination_columns, staged, generation, started_at))
             names = [str(c[0]).lower() for c in cur.description or []]
             counts = dict(zip(names, cur.fetchone() or (), strict=False))
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import WIDENING_SUFFIX, Widening
@@ -57,15 +59,27 @@ def test_tombstones_exist_with_either_deletes_setting() -> None:
     assert '"SK" NUMBER(38,0) NOT NULL' in hard[4].sql
 
 
-@pytest.mark.parametrize("deletes", [Deletes.HARD, Deletes.SOFT])
-def test_a_removal_of_a_key_without_a_row_inserts_nothing_and_its_tombstone_filters_older_changes(
-    deletes: Deletes,
-) -> None:
-    sql = merge_sql(target(deletes), [TableColumn("PK", "TEXT"), TableColumn("A", "TEXT")], [])
+def test_with_hard_deletes_a_removal_of_a_key_without_a_row_inserts_nothing_and_its_tombstone_filters() -> None:
+    sql = merge_sql(target(Deletes.HARD), [TableColumn("PK", "TEXT"), TableColumn("A", "TEXT")], [])
     not_matched = sql[sql.index("WHEN NOT MATCHED") :]
     assert not_matched.count("WHEN NOT MATCHED") == 1
     assert not_matched.startswith("WHEN NOT MATCHED AND s.DYNAMODB_EVENT <> 'REMOVE' THEN INSERT")
     assert "_DYNAMODB_TOMBSTONES" in sql and "x.DYNAMODB_VERSION >= n.DYNAMODB_VERSION" in sql
+
+
+def test_with_soft_deletes_a_removal_made_before_the_generation_started_marks_no_row_of_it() -> None:
+    columns = [TableColumn("PK", "TEXT"), TableColumn("A", "TEXT")]
+    always = merge_sql(target(Deletes.SOFT), columns, [])
+    assert "WHEN NOT MATCHED AND s.DYNAMODB_EVENT = 'REMOVE' AND NOT (FALSE) THEN INSERT" in always
+    started = datetime(2026, 11, 27, 12, 0, 0, 700_000, tzinfo=UTC)  # the second it started in counts
+    sql = merge_sql(target(Deletes.SOFT), columns, [], generation=3, started_at=started)
+    before = "s.DYNAMODB_CHANGE_TIME < '2026-11-27T12:00:00+00:00'::TIMESTAMP_TZ"
+    of_generation = f"t.DYNAMODB_VERSION >= '{Version.of_snapshot(3).to_text()}'"
+    removal = "WHEN MATCHED AND s.DYNAMODB_VERSION > t.DYNAMODB_VERSION AND s.DYNAMODB_EVENT = 'REMOVE'"
+    assert f"{removal} AND {before} AND {of_generation} THEN DELETE" in sql
+    assert f"WHEN NOT MATCHED AND s.DYNAMODB_EVENT = 'REMOVE' AND NOT ({before}) THEN INSERT" in sql
+    # The DELETE comes before the marking UPDATE: Snowflake takes the first WHEN that matches.
+    assert sql.index("THEN DELETE") < sql.index("s.DYNAMODB_EVENT = 'REMOVE' THEN UPDATE")
 
 
 def test_an_upsert_sets_every_attribute_column_null_where_the_batch_has_none() -> None:
