@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # suite from 13.5 to 11.7 minutes, a fourth gained nothing more.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); echo $$((n + 1)))
 
-.PHONY: demo test lint typecheck unit install clean check-java check-chromium lowest
+.PHONY: demo test lint typecheck unit docs install clean check-java check-chromium lowest
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -56,20 +56,30 @@ typecheck: install
 unit: install
 	$(VENV)/bin/pytest tests/unit -q
 
-# Lint and type checks run beside the tests (at a lower priority, in the idle moments of the tests'
-# start-up), their output kept in .test-work/checks/ and printed after the tests' summary; the target
-# fails when any of the three fails.
+# The documentation site (mkdocs.yml: docs/, the README and CHANGELOG, API pages from the docstrings),
+# built with warnings as errors: a broken link, anchor or reference fails. NO_MKDOCS_2_WARNING quiets
+# the Material theme's banner about its successor.
+MKDOCS := env NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+SITE ?= site
+docs: install
+	$(MKDOCS) --site-dir $(SITE)
+
+# Lint, type checks and the docs build run beside the tests (at a lower priority, in the idle moments of
+# the tests' start-up), their output kept in .test-work/checks/ and printed after the tests' summary; the
+# target fails when any of the four fails.
 CHECKS := .test-work/checks
 test: install check-java check-chromium
 	@mkdir -p $(CHECKS)
 	@{ nice -n 10 $(VENV)/bin/ruff check . && nice -n 10 $(VENV)/bin/ruff format --check .; } >$(CHECKS)/lint.log 2>&1 & lint=$$!; \
 	nice -n 10 $(VENV)/bin/mypy >$(CHECKS)/typecheck.log 2>&1 & types=$$!; \
+	nice -n 10 $(MKDOCS) --site-dir $(CHECKS)/site >$(CHECKS)/docs.log 2>&1 & docs=$$!; \
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal; tests=$$?; \
-	wait $$lint; lint_status=$$?; wait $$types; types_status=$$?; \
+	wait $$lint; lint_status=$$?; wait $$types; types_status=$$?; wait $$docs; docs_status=$$?; \
 	echo "--- make lint (ruff check, ruff format --check): exit $$lint_status"; cat $(CHECKS)/lint.log; \
 	echo "--- make typecheck (mypy): exit $$types_status"; cat $(CHECKS)/typecheck.log; \
-	echo "--- make test: pytest exit $$tests, lint exit $$lint_status, typecheck exit $$types_status"; \
-	test $$tests -eq 0 && test $$lint_status -eq 0 && test $$types_status -eq 0
+	echo "--- make docs (mkdocs build --strict): exit $$docs_status"; cat $(CHECKS)/docs.log; \
+	echo "--- make test: pytest exit $$tests, lint exit $$lint_status, typecheck exit $$types_status, docs exit $$docs_status"; \
+	test $$tests -eq 0 && test $$lint_status -eq 0 && test $$types_status -eq 0 && test $$docs_status -eq 0
 
 # Airflow and the three providers at the lowest versions pyproject.toml allows, in a fresh venv: the unit
 # tests and one ingest DAG test (scripts/lowest-versions.sh; several minutes, so not part of make test).
@@ -77,4 +87,4 @@ lowest: install check-java
 	UV=$(CURDIR)/$(VENV)/bin/uv scripts/lowest-versions.sh
 
 clean:
-	rm -rf .demo .test-work .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .demo .test-work .pytest_cache .mypy_cache .ruff_cache site

@@ -176,15 +176,25 @@ class CheckDynamoDBIamPermissionsOperator(_CheckIamPermissions):
     :param tables: the tables the connector lists (``source.tables``); None when it finds them by tags.
     :param application_name: the connector's application name: its lease table.
     :param region_name: AWS region of the tables and the lease table; defaults to the connection's.
-    :param aws_conn_id: the Airflow AWS connection; ``check_mode`` as for :class:`CheckIamPermissionsOperator`.
+    :param aws_conn_id: the Airflow AWS connection.
+    :param check_mode: ``required`` (default), ``best_effort`` or ``off``, as for :class:`CheckIamPermissionsOperator`.
     :return: ``principal_arn``, ``check_mode``, the ``policy`` document and one ``decisions`` entry
         per action and resource (all ``allowed`` when the task succeeds).
     """
 
     template_fields: Sequence[str] = ("tables", "application_name", "region_name", "aws_conn_id")
 
-    def __init__(self, *, tables: Sequence[str] | None, application_name: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        tables: Sequence[str] | None,
+        application_name: str,
+        region_name: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        check_mode: IamCheckMode | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(region_name=region_name, aws_conn_id=aws_conn_id, check_mode=check_mode, **kwargs)
         self.tables = list(tables) if tables is not None else None
         self.application_name = application_name
 
