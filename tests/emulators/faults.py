@@ -82,6 +82,14 @@ class FaultFile:
                     return fault
         return None
 
+    def record(self, entry: dict[str, Any]) -> None:
+        """Add ``entry`` to what this emulator served: a fault it raised of its own accord (throttling)."""
+        self.faults()  # a changed file first clears the record of the faults before it
+        with self._lock:
+            self._served.append(entry)
+            assert self.path is not None
+            Path(f"{self.path}.served.json").write_text(json.dumps(self._served))
+
 
 def _calls_already_served(faults: list[dict[str, Any]], record: list[dict[str, Any]]) -> dict[int, int]:
     """Per fault index, a call count that resumes after the firings in ``record``."""

@@ -16,12 +16,22 @@ Kinesis operation on that stream with that AWS error code; a DynamoDB UpdateItem
 the calling process, as a worker dying in the middle of a checkpoint. ``{"operation": "GetRecords",
 "stream": "s", "hold_while": PATH}`` holds each GetRecords call on that stream while the file PATH
 exists (ten minutes at most): a reader kept at work until the test lets it go.
+
+Read limits, as AWS enforces them and moto does not: with ``{"operation": "GetRecords", "stream":
+"s", "read_limits": true}`` each shard of that stream serves at most 5 GetRecords calls per second
+(a bucket of one second's calls) and 2 MiB of records (data and partition keys) per second: a call
+that arrives while the bytes served so far are not yet paid back at that rate (10 MiB: for the
+next 5 seconds) fails with ProvisionedThroughputExceededException, which is recorded with the
+served faults as ``{"operation": "GetRecords", "stream": "s", "shard": id, "throttled": "calls"}``
+(or ``"bytes"``).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +174,63 @@ def _dynamodb_kill(operation: str, original: Any) -> Any:
     return call
 
 
+# -- a shard's read limits --------------------------------------------------------------------
+
+SHARD_READ_CALLS_PER_SECOND = 5.0
+SHARD_READ_BYTES_PER_SECOND = float(2 * 1024 * 1024)
+
+
+@dataclass
+class _ShardReads:
+    """One shard's read budget: calls left in a bucket of one second's calls, bytes served but not paid back."""
+
+    calls: float
+    unpaid_bytes: float
+    at: float
+
+    def catch_up(self, now: float) -> None:
+        elapsed = max(0.0, now - self.at)
+        self.calls = min(SHARD_READ_CALLS_PER_SECOND, self.calls + elapsed * SHARD_READ_CALLS_PER_SECOND)
+        self.unpaid_bytes = max(0.0, self.unpaid_bytes - elapsed * SHARD_READ_BYTES_PER_SECOND)
+        self.at = max(self.at, now)
+
+
+_SHARD_READS: dict[tuple[str, str], _ShardReads] = {}
+_SHARD_READS_LOCK = threading.Lock()
+
+
+def _read_limits(stream_name: str) -> bool:
+    return any(
+        f["operation"] == "GetRecords" and f.get("stream") == stream_name and f.get("read_limits") is True
+        for f in _faults()
+    )
+
+
+def _admit_read(stream_name: str, shard_id: str) -> None:
+    """Take a call from the shard's budget, or fail it as AWS does when the shard is over its limits."""
+    with _SHARD_READS_LOCK:
+        now = time.monotonic()
+        reads = _SHARD_READS.setdefault((stream_name, shard_id), _ShardReads(SHARD_READ_CALLS_PER_SECOND, 0.0, now))
+        reads.catch_up(now)
+        over = "bytes" if reads.unpaid_bytes > 0 else "calls" if reads.calls < 1 else None
+        if over is None:
+            reads.calls -= 1
+            return
+    FAULTS.record({"operation": "GetRecords", "stream": stream_name, "shard": shard_id, "throttled": over})
+    raise JsonRESTError(
+        "ProvisionedThroughputExceededException",
+        f"Rate exceeded for shard {shard_id} in stream {stream_name} ({over} per second).",
+    )
+
+
+def _charge_read(stream_name: str, shard_id: str, records: list[dict[str, Any]]) -> None:
+    size = sum(len(r["Data"]) + len(r["PartitionKey"].encode()) for r in records)
+    with _SHARD_READS_LOCK:
+        reads = _SHARD_READS[(stream_name, shard_id)]
+        reads.catch_up(time.monotonic())
+        reads.unpaid_bytes += size
+
+
 def _stream_of_iterator(response: KinesisResponse) -> tuple[str, str, str]:
     stream_name, shard_id, last_sequence_id = decompose_shard_iterator(response._get_param("ShardIterator"))
     return stream_name, shard_id, last_sequence_id
@@ -173,6 +240,9 @@ def _get_records(self: KinesisResponse) -> ActionResult:
     stream_name, shard_id, _ = _stream_of_iterator(self)
     _hold("GetRecords", stream_name)
     _maybe_fail("GetRecords", stream_name)
+    limited = _read_limits(stream_name)
+    if limited:
+        _admit_read(stream_name, shard_id)
     limit = self._get_param("Limit")
     backend: KinesisBackend = self.kinesis_backend
     next_iterator, records, millis_behind = backend.get_records(
@@ -183,6 +253,8 @@ def _get_records(self: KinesisResponse) -> ActionResult:
         "Records": [record.to_json() for record in records],
         "MillisBehindLatest": millis_behind,
     }
+    if limited:
+        _charge_read(stream_name, shard_id, body["Records"])
     stream = backend.describe_stream(stream_arn=None, stream_name=stream_name)
     shard = stream.get_shard(shard_id)
     _, _, position = decompose_shard_iterator(next_iterator)
