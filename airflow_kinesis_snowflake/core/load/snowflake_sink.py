@@ -41,6 +41,7 @@ from airflow_kinesis_snowflake.core.model import (
     GenerationRecord,
     StartPosition,
 )
+from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
 
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
 GENERATIONS_TABLE = "KINESIS_INGEST_GENERATIONS"
@@ -52,6 +53,11 @@ STAGE_NAME = "KINESIS_INGEST_STAGE"
 PARSE_FAILURES_SUFFIX = "_PARSE_FAILURES"
 ROWS_DIR = "rows"
 FAILURES_DIR = "failures"
+
+# A schema change that failed and is not on the table is tried again after about 1 s, then 2 s,
+# doubling (jittered) up to this cap.
+EVOLUTION_FIRST_WAIT_SECONDS = 1.0
+EVOLUTION_MAX_WAIT_SECONDS = 30.0
 
 _STAGE_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 # Column types schema evolution writes: a name and optional (precision[, scale]), nothing else.
@@ -167,6 +173,14 @@ def table_properties_from_show(names: Sequence[str], rows: Sequence[Sequence[Any
 
 class EvolutionError(RuntimeError):
     """A schema change could not be made, and the table does not have it either."""
+
+
+class _NotApplied(Exception):
+    """One try of a schema change failed, and the table does not have the change."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause) or type(cause).__name__)
+        self.cause = cause
 
 
 def _has_column(columns: Sequence[TableColumn], name: str) -> bool:
@@ -386,7 +400,8 @@ class SnowflakeSink:
 
         Run outside any transaction. Every statement is idempotent, and one that fails (say, racing
         another batch's identical change) is taken as done when the table has the change anyway;
-        otherwise it is tried again, up to ``attempts`` times.
+        otherwise it is tried again, up to ``attempts`` times, after waits of about 1 s, 2 s and so on
+        (:mod:`~airflow_kinesis_snowflake.core.retry`).
         """
         for name, column_type in add:
             self._change(add_column_sql(self.table, name, column_type), _has_column, name, attempts, sleep)
@@ -406,17 +421,21 @@ class SnowflakeSink:
         attempts: int,
         sleep: Callable[[float], None],
     ) -> None:
-        for attempt in range(1, attempts + 1):
+        def change() -> None:
             try:
                 self._execute(sql)
-                return
             except Exception as err:
                 # Whatever failed, the table says whether it matters.
-                if done(self.describe_columns(), column):
-                    return
-                if attempt == attempts:
-                    raise EvolutionError(f"{sql} failed {attempts} times: {err}") from err
-                sleep(0.5 * 2**attempt)
+                if not done(self.describe_columns(), column):
+                    raise _NotApplied(err) from err
+
+        policy = Backoff(attempts, EVOLUTION_FIRST_WAIT_SECONDS, EVOLUTION_MAX_WAIT_SECONDS)
+        try:
+            call_with_retries(
+                change, policy=policy, retry_on=lambda err: isinstance(err, _NotApplied), what=sql, sleep=sleep
+            )
+        except _NotApplied as failed:
+            raise EvolutionError(f"{sql} failed {attempts} times: {failed.cause}") from failed.cause
 
     def ensure_support_objects(self) -> None:
         """Ledger, parse-failure table, stage, generations and outcomes tables; idempotent DDL, run

@@ -19,6 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.aws import error_code
+from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
 
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
 RESOURCE_NOT_FOUND = "ResourceNotFoundException"
@@ -32,6 +33,9 @@ _BATCH_WRITE_LIMIT = 25
 _BATCH_WRITE_ATTEMPTS = 10
 _BATCH_GET_LIMIT = 100
 _BATCH_GET_ATTEMPTS = 10
+# What a batch call left unprocessed is asked for again after about 0.05 s, doubling up to 2 s (jittered).
+_BATCH_GET_BACKOFF = Backoff(_BATCH_GET_ATTEMPTS, 0.05, 2.0)
+_BATCH_WRITE_BACKOFF = Backoff(_BATCH_WRITE_ATTEMPTS, 0.05, 2.0)
 
 
 class ConditionFailed(ClientError):
@@ -48,6 +52,14 @@ class TableInUse(ClientError):
 
 class ReadIncomplete(RuntimeError):
     """DynamoDB left some keys of a batch read unprocessed however often they were asked for again."""
+
+
+class _Unprocessed(Exception):
+    """A batch call left some keys or writes unprocessed (an answer, not an error of DynamoDB's)."""
+
+
+def _unprocessed(err: BaseException) -> bool:
+    return isinstance(err, _Unprocessed)
 
 
 def is_conditional_failure(err: ClientError) -> bool:
@@ -124,20 +136,30 @@ class DynamoTable:
                     "ConsistentRead": True,
                 }
             }
-            for attempt in range(_BATCH_GET_ATTEMPTS):
+
+            def get() -> None:
+                nonlocal pending
                 with _errors():
                     response = self.client.batch_get_item(RequestItems=pending)
                 items.extend(response.get("Responses", {}).get(self.table_name, []))
                 pending = response.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                sleep(min(2.0, 0.05 * 2**attempt))
-            if pending:
+                if pending:
+                    raise _Unprocessed(f"{len(pending[self.table_name]['Keys'])} keys left unprocessed")
+
+            try:
+                call_with_retries(
+                    get,
+                    policy=_BATCH_GET_BACKOFF,
+                    retry_on=_unprocessed,
+                    what=f"BatchGetItem on {self.table_name}",
+                    sleep=sleep,
+                )
+            except _Unprocessed:
                 left = len(pending[self.table_name]["Keys"])
                 raise ReadIncomplete(
                     f"DynamoDB left {left} keys of {self.table_name!r} unprocessed after {_BATCH_GET_ATTEMPTS} "
                     "attempts (throttled); the next run reads them again"
-                )
+                ) from None
         return items
 
     def put(
@@ -225,21 +247,33 @@ class DynamoTable:
         with _errors():
             return bool(self.client.scan(TableName=self.table_name, Limit=1).get("Items"))
 
-    def batch_write(self, requests: list[dict[str, Any]]) -> int:
+    def batch_write(self, requests: list[dict[str, Any]], *, sleep: Callable[[float], None] = time.sleep) -> int:
         """BatchWriteItem ``requests`` (put or delete requests) in batches of 25, retrying unprocessed ones.
+
+        Writes DynamoDB leaves unprocessed (throttling) are sent again with exponential backoff.
 
         :returns: how many writes of the last batch attempted DynamoDB still left unprocessed
             after 10 attempts (0: all written); the batches after it are not attempted.
         """
         for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
             pending: dict[str, Any] = {self.table_name: requests[start : start + _BATCH_WRITE_LIMIT]}
-            for attempt in range(_BATCH_WRITE_ATTEMPTS):
+
+            def write() -> None:
+                nonlocal pending
                 with _errors():
                     pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-            if pending:
+                if pending:
+                    raise _Unprocessed(f"{len(pending[self.table_name])} writes left unprocessed")
+
+            try:
+                call_with_retries(
+                    write,
+                    policy=_BATCH_WRITE_BACKOFF,
+                    retry_on=_unprocessed,
+                    what=f"BatchWriteItem on {self.table_name}",
+                    sleep=sleep,
+                )
+            except _Unprocessed:
                 return len(pending[self.table_name])
         return 0
 

@@ -34,12 +34,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.aws import error_code
+from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Item, ItemChange, Version
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter, TableCapacity
 
 #: DynamoDB's limit on ``TotalSegments``.
 MAX_TOTAL_SEGMENTS = 1_000_000
-#: The error codes of a read the table or the account refused for its rate; retried with backoff.
+#: The error codes of a read the table or the account refused for its rate; retried with backoff
+#: (doubling from the first pause up to the largest, jittered: :mod:`~airflow_kinesis_snowflake.core.retry`).
 THROTTLING_ERRORS = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
 THROTTLE_BACKOFF_SECONDS = 0.05
 THROTTLE_MAX_BACKOFF_SECONDS = 5.0
@@ -214,26 +216,33 @@ def _consumed_units(response: Mapping[str, Any]) -> float:
     return float(consumed.get("CapacityUnits", 0.0))
 
 
+def _throttled(err: BaseException) -> bool:
+    return isinstance(err, ClientError) and error_code(err) in THROTTLING_ERRORS
+
+
 def _scan_page(
     client: Any, request: dict[str, Any], read: SegmentRead, sleep: Callable[[float], None], max_attempts: int
 ) -> dict[str, Any]:
-    for attempt in range(max_attempts):
+    def scan() -> dict[str, Any]:
         try:
             response: dict[str, Any] = client.scan(**request)
-            return response
         except ClientError as err:
-            code = error_code(err)
-            if code not in THROTTLING_ERRORS:
-                raise
-            read.throttled += 1
-            if attempt + 1 == max_attempts:
-                raise SnapshotThrottled(
-                    f"the Scan of table {request['TableName']}, {read.segment.id}, was throttled {max_attempts} "
-                    f"times in a row ({code}); lower snapshot_read_fraction or snapshot_read_units_per_second, "
-                    "or read fewer segments at once"
-                ) from err
-            sleep(min(THROTTLE_BACKOFF_SECONDS * 2**attempt, THROTTLE_MAX_BACKOFF_SECONDS))
-    raise AssertionError("unreachable")  # pragma: no cover
+            if _throttled(err):
+                read.throttled += 1
+            raise
+        return response
+
+    policy = Backoff(max_attempts, THROTTLE_BACKOFF_SECONDS, THROTTLE_MAX_BACKOFF_SECONDS)
+    what = f"the Scan of table {request['TableName']}, {read.segment.id},"
+    try:
+        return call_with_retries(scan, policy=policy, retry_on=_throttled, what=what, sleep=sleep)
+    except ClientError as err:
+        if not _throttled(err):
+            raise
+        raise SnapshotThrottled(
+            f"{what} was throttled {max_attempts} times in a row ({error_code(err)}); lower "
+            "snapshot_read_fraction or snapshot_read_units_per_second, or read fewer segments at once"
+        ) from err
 
 
 def scan_segment(

@@ -34,6 +34,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.aws import error_code
+from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, ItemChange, Version
 from airflow_kinesis_snowflake.core.sources.shards import Shard, order_by_lineage
 
@@ -43,10 +44,11 @@ MAX_RECORDS_PER_CALL = 1000
 #: an empty page before a later part of the shard that holds records, and tells nothing like
 #: Kinesis's MillisBehindLatest.
 MAX_EMPTY_READS = 3
-#: LimitExceededException: retries, and the pause before the first (doubling, capped).
+#: LimitExceededException: retries, and the pause before the first (doubling, capped, jittered).
 THROTTLE_RETRIES = 8
 THROTTLE_BACKOFF_SECONDS = 0.5
 THROTTLE_MAX_BACKOFF_SECONDS = 10.0
+THROTTLE_BACKOFF = Backoff(THROTTLE_RETRIES + 1, THROTTLE_BACKOFF_SECONDS, THROTTLE_MAX_BACKOFF_SECONDS)
 #: ExpiredIteratorException in a row without a page in between before the read gives up.
 MAX_ITERATOR_RENEWALS = 5
 #: The safe age of a checkpoint: DynamoDB Streams keeps records 24 hours.
@@ -219,7 +221,7 @@ class _Reader:
             args["ShardIteratorType"] = "TRIM_HORIZON"
         else:
             args.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=last)
-        response = self._call(partial(self.client.get_shard_iterator, **args))
+        response = self._call("GetShardIterator", partial(self.client.get_shard_iterator, **args))
         iterator: str = response["ShardIterator"]
         return iterator
 
@@ -228,7 +230,7 @@ class _Reader:
         renewals = 0
         while True:
             try:
-                page = self._call(partial(self.client.get_records, ShardIterator=iterator, Limit=limit))
+                page = self._call("GetRecords", partial(self.client.get_records, ShardIterator=iterator, Limit=limit))
             except ClientError as err:
                 if error_code(err) != "ExpiredIteratorException" or renewals >= MAX_ITERATOR_RENEWALS:
                     raise
@@ -239,9 +241,10 @@ class _Reader:
             self.result.get_records_calls += 1
             return page
 
-    def _call(self, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        attempt = 0
-        while True:
+    def _call(self, operation: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``call``, retried while throttled (``LimitExceededException``); trimmed records are a :class:`StreamGap`."""
+
+        def once() -> dict[str, Any]:
             try:
                 return call()
             except ClientError as err:
@@ -254,11 +257,21 @@ class _Reader:
                         "its records there were trimmed (TrimmedDataAccessException: older than the "
                         "stream's 24 hours of retention); the changes in them are lost",
                     ) from err
-                if code != "LimitExceededException" or attempt >= THROTTLE_RETRIES:
-                    raise
-                self.result.throttled += 1
-                self.sleep(min(THROTTLE_BACKOFF_SECONDS * 2**attempt, THROTTLE_MAX_BACKOFF_SECONDS))
-                attempt += 1
+                if code == "LimitExceededException":
+                    self.result.throttled += 1
+                raise
+
+        return call_with_retries(
+            once,
+            policy=THROTTLE_BACKOFF,
+            retry_on=_throttled,
+            what=f"{operation} on shard {self.shard_id} of the stream of table {self.table}",
+            sleep=self.sleep,
+        )
+
+
+def _throttled(err: BaseException) -> bool:
+    return isinstance(err, ClientError) and error_code(err) == "LimitExceededException"
 
 
 def read_stream_shard(

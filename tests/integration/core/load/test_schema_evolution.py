@@ -8,6 +8,7 @@ so reading a 'Y' is tested on SHOW TABLES output as text (tests/unit/core/test_e
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -159,7 +160,9 @@ def test_a_change_that_failed_but_was_made_counts_as_done(emulators: Emulators, 
     assert ("LATE", "FLOAT") in [(c.name, c.data_type) for c in columns]
 
 
-def test_a_change_that_keeps_failing_fails_the_batch(emulators: Emulators, connect: Any) -> None:
+def test_a_change_that_keeps_failing_fails_the_batch(
+    emulators: Emulators, connect: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     table = new_table(emulators, "ID NUMBER(38,0)")
     sink = connect(table)
     emulators.inject_snowflake_faults(
@@ -167,14 +170,24 @@ def test_a_change_that_keeps_failing_fails_the_batch(emulators: Emulators, conne
     )
     waits: list[float] = []
     try:
-        with pytest.raises(EvolutionError, match="failed 3 times"):
-            sink.evolve([("NEVER", "VARCHAR")], [], sleep=waits.append)
+        with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+            with pytest.raises(EvolutionError, match="failed 3 times"):
+                sink.evolve([("NEVER", "VARCHAR")], [], sleep=waits.append)
         served = emulators.served_snowflake_faults()
     finally:
         emulators.inject_snowflake_faults([])
 
     assert len(served) == 3
     assert len(waits) == 2
+    # Exponential backoff from 1 s with jitter: each wait in [b/2, b] of b = 1, 2.
+    assert 0.5 <= waits[0] <= 1.0 <= waits[1] <= 2.0
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3
+    assert all(line.startswith(f"ALTER TABLE {sink.table} ADD COLUMN") for line in lines)
+    assert [line.endswith(f"; retrying in {wait:.2f} s") for line, wait in zip(lines, waits, strict=False)] == [
+        True
+    ] * 2
+    assert "(attempt 3 of 3)" in lines[-1] and lines[-1].endswith("; giving up")
     assert "NEVER" not in described(sink)
     # Failing twice and then succeeding is fine.
     emulators.inject_snowflake_faults(

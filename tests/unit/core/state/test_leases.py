@@ -3,6 +3,7 @@ owns a lease and when a retry takes it over, which leases a batch reads, and its
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -142,16 +143,59 @@ class ThrottledClient:
         return response
 
 
-def test_batch_gets_ask_again_for_unprocessed_keys_and_give_up_loudly() -> None:
+def test_batch_gets_ask_again_for_unprocessed_keys_and_give_up_loudly(caplog: pytest.LogCaptureFixture) -> None:
     items = {f"k{i}": {"lease_key": {"S": f"k{i}"}} for i in range(250)}
     client = ThrottledClient(items, throttle=2)
     pauses: list[float] = []
-    got = DynamoTable(client, "t", "lease_key").batch_get([*items, "missing", "k0"], sleep=pauses.append)
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        got = DynamoTable(client, "t", "lease_key").batch_get([*items, "missing", "k0"], sleep=pauses.append)
     assert sorted(i["lease_key"]["S"] for i in got) == sorted(items)
     assert [len(r) for r in client.requests] == [100, 99, 98, 100, 51]  # 100 a request, the rest asked again
-    assert pauses == [0.05, 0.1]
+    # Exponential backoff from 0.05 s with jitter: each pause in [b/2, b] of b = 0.05, 0.1.
+    assert len(pauses) == 2 and 0.025 <= pauses[0] <= 0.05 <= pauses[1] <= 0.1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"BatchGetItem on t failed (attempt 1 of 10): 99 keys left unprocessed; retrying in {pauses[0]:.2f} s",
+        f"BatchGetItem on t failed (attempt 2 of 10): 98 keys left unprocessed; retrying in {pauses[1]:.2f} s",
+    ]
+    pauses.clear()
+    throttled = ThrottledClient(items, throttle=99)
     with pytest.raises(ReadIncomplete, match="unprocessed after 10 attempts"):
-        DynamoTable(ThrottledClient(items, throttle=99), "t", "lease_key").batch_get(items, sleep=pauses.append)
+        DynamoTable(throttled, "t", "lease_key").batch_get(items, sleep=pauses.append)
+    assert len(throttled.requests) == 10 and len(pauses) == 9 and max(pauses) <= 2.0
+
+
+class UnprocessedWrites:
+    """A DynamoDB client that leaves the last write of each BatchWriteItem unprocessed the first times."""
+
+    def __init__(self, throttle: int) -> None:
+        self.throttle = throttle
+        self.requests: list[int] = []
+
+    def batch_write_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+        ((table, requests),) = RequestItems.items()
+        self.requests.append(len(requests))
+        self.throttle -= 1
+        if self.throttle >= 0 and len(requests) > 1:
+            return {"UnprocessedItems": {table: requests[1:]}}
+        return {"UnprocessedItems": {}}
+
+
+def test_batch_writes_send_unprocessed_writes_again_after_jittered_pauses(caplog: pytest.LogCaptureFixture) -> None:
+    writes = [{"PutRequest": {"Item": {"lease_key": {"S": f"k{i}"}}}} for i in range(30)]
+    client = UnprocessedWrites(throttle=2)
+    pauses: list[float] = []
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        assert DynamoTable(client, "t", "lease_key").batch_write(writes, sleep=pauses.append) == 0
+    assert client.requests == [25, 24, 23, 5]
+    assert len(pauses) == 2 and 0.025 <= pauses[0] <= 0.05 <= pauses[1] <= 0.1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"BatchWriteItem on t failed (attempt 1 of 10): 24 writes left unprocessed; retrying in {pauses[0]:.2f} s",
+        f"BatchWriteItem on t failed (attempt 2 of 10): 23 writes left unprocessed; retrying in {pauses[1]:.2f} s",
+    ]
+    pauses.clear()
+    stuck = UnprocessedWrites(throttle=99)
+    assert DynamoTable(stuck, "t", "lease_key").batch_write(writes, sleep=pauses.append) == 15
+    assert stuck.requests == [25, 24, 23, 22, 21, 20, 19, 18, 17, 16] and len(pauses) == 9
 
 
 def test_a_try_of_a_task_instance_is_owned_by_its_task_key_and_try_number() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -161,7 +162,7 @@ def test_a_segment_read_stops_at_its_bound_on_a_page_boundary_and_ends_with_no_c
     assert [c.keys for c in first.changes + rest.changes] == [c.keys for c in whole.changes]
 
 
-def test_throttled_pages_are_retried_with_backoff_and_counted(faults, scanned_table):
+def test_throttled_pages_are_retried_with_backoff_and_counted(faults, scanned_table, caplog):
     dynamodb = client(faults)
     table = describe_table(dynamodb, scanned_table.name)
     # Each fault counts the calls it is asked about: the three fire on the first three calls.
@@ -171,27 +172,42 @@ def test_throttled_pages_are_retried_with_backoff_and_counted(faults, scanned_ta
     )
     sleeps: list[float] = []
     segment = Segment(0, 1, SEGMENTS)
-    read = scan_segment(dynamodb, table, segment, None, ITEMS, None, sleep=sleeps.append)
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        read = scan_segment(dynamodb, table, segment, None, ITEMS, None, sleep=sleeps.append)
     assert read.throttled == 3
     assert len(sleeps) == 3 and sleeps[0] < sleeps[1]
+    # Exponential backoff from 0.05 s with jitter: each pause in [b/2, b] of b = 0.05, 0.1, 0.2.
+    assert 0.025 <= sleeps[0] <= 0.05 <= sleeps[1] <= 0.1 <= sleeps[2] <= 0.2
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3
+    for n, (line, code, pause) in enumerate(zip(lines, codes, sleeps, strict=True), start=1):
+        assert line.startswith(f"the Scan of table {scanned_table.name}, segment-1-of-{SEGMENTS}, failed ")
+        assert f"(attempt {n} of 10)" in line and code in line and line.endswith(f"; retrying in {pause:.2f} s")
     assert len(faults.served_kinesis_faults()) == 3
     faults.inject_kinesis_faults([])
     unthrottled = scan_segment(dynamodb, table, segment, None, ITEMS, None)
     assert [c.image for c in read.changes] == [c.image for c in unthrottled.changes]
 
 
-def test_a_segment_throttled_on_every_attempt_fails_naming_the_table_segment_and_settings(faults, scanned_table):
+def test_a_segment_throttled_on_every_attempt_fails_naming_the_table_segment_and_settings(
+    faults, scanned_table, caplog
+):
     dynamodb = client(faults)
     table = SnapshotTable.from_description(dynamodb.describe_table(TableName=scanned_table.name)["Table"])
     faults.inject_kinesis_faults(
         [{"operation": "DynamoDB.Scan", "error": "ProvisionedThroughputExceededException", "times": 3}]
     )
-    with pytest.raises(SnapshotThrottled, match=rf"{scanned_table.name}, segment-0-of-4, was throttled 3 times") as err:
-        scan_segment(
-            dynamodb, table, Segment(0, 0, SEGMENTS), None, 10, None, sleep=lambda _: None, max_throttle_attempts=3
-        )
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        with pytest.raises(
+            SnapshotThrottled, match=rf"{scanned_table.name}, segment-0-of-4, was throttled 3 times"
+        ) as err:
+            scan_segment(
+                dynamodb, table, Segment(0, 0, SEGMENTS), None, 10, None, sleep=lambda _: None, max_throttle_attempts=3
+            )
     assert "snapshot_read_units_per_second" in str(err.value)
     assert err.value.__cause__ is not None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and "(attempt 3 of 3)" in lines[-1] and lines[-1].endswith("; giving up")
 
 
 def test_the_limiter_is_paid_each_pages_consumed_capacity_and_asks_for_waits_accordingly(emulators, scanned_table):

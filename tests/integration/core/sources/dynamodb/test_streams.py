@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -203,7 +204,7 @@ def test_an_expired_iterator_is_renewed_after_the_last_record_read(faults: Emula
     assert len(faults.served_kinesis_faults()) == 1
 
 
-def test_throttling_is_retried_after_growing_pauses(faults: Emulators) -> None:
+def test_throttling_is_retried_after_growing_pauses(faults: Emulators, caplog: pytest.LogCaptureFixture) -> None:
     table = new_table(faults)
     for pk in "abc":
         table.put(pk)
@@ -219,11 +220,20 @@ def test_throttling_is_retried_after_growing_pauses(faults: Emulators) -> None:
     )
     pauses: list[float] = []
 
-    read = table.read(table.only_shard(), sleep=pauses.append)
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        read = table.read(table.only_shard(), sleep=pauses.append)
 
     assert [c.keys["pk"]["S"] for c in read.changes] == list("abc")
     assert read.throttled == 3
     assert len(pauses) == 3 and pauses == sorted(pauses) and pauses[0] < pauses[-1]
+    # Exponential backoff from 0.5 s with jitter: each pause in [b/2, b] of b = 0.5, 1, 2.
+    assert 0.25 <= pauses[0] <= 0.5 <= pauses[1] <= 1.0 <= pauses[2] <= 2.0
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3
+    for n, (line, pause) in enumerate(zip(lines, pauses, strict=True), start=1):
+        assert line.startswith(f"GetRecords on shard {table.only_shard()} of the stream of table {table.name} failed ")
+        assert f"(attempt {n} of 9)" in line and "LimitExceededException" in line
+        assert line.endswith(f"; retrying in {pause:.2f} s")
 
 
 def test_a_checkpoint_behind_the_trim_horizon_is_a_stream_gap(emulators: Emulators) -> None:
