@@ -5,12 +5,13 @@ repository's ``dags/kinesis_snowflake_connectors.py``) and, when it has no conne
 ``connectors/`` directory with a commented example and the example's DAG file. ``validate`` checks
 every connector file of a directory, and across files, printing each problem with its file and
 field. ``policy`` prints the least-privilege IAM policy for one connector file (a Kinesis stream's
-or DynamoDB tables'), for an AWS administrator to attach to the connector's user or role.
+or DynamoDB tables', and leave for the provision DAG's IAM check to simulate the connector's
+principal), for an AWS administrator to attach to the connector's user or role.
 ``dag-file`` writes the small DAG file that builds one connector file's DAGs, so that each
 connector is a DAG file of its own in Airflow.
 ``status`` prints, per connector and shard, the checkpoint, the lag and the last batch's rows and
 dead letters, read from the lease table and Snowflake's batch outcomes table through Airflow's
-connections (``docs/lag.md``).
+connections (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/lag/).
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ import contextlib
 import json
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
 
 import yaml
 
+from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.config import (
-    DYNAMODB_SOURCE,
     AnyConnectorConfig,
     ConnectorConfigError,
     connector_files,
@@ -40,11 +41,16 @@ from airflow_kinesis_snowflake.config import (
 )
 from airflow_kinesis_snowflake.core.admin.iam import (
     ACCOUNT_ID_PLACEHOLDER,
+    PRINCIPAL_ARN_PLACEHOLDER,
+    IamCheckMode,
     IamPolicyError,
+    Requirement,
     dynamodb_source_permissions,
+    permission_check_permissions,
     policy_document,
     required_permissions,
 )
+from airflow_kinesis_snowflake.registry import DEFAULT_SOURCE, SOURCE_TYPES, registered
 
 # The package's templates (package data): the clean-up DAG file, the same text as the repository's
 # dags/kinesis_snowflake_connectors.py, and the example connector file.
@@ -70,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the AWS account of the stream and lease table (default: the placeholder {ACCOUNT_ID_PLACEHOLDER})",
     )
     policy.add_argument("--partition", default=None, help="AWS partition (default: the region's, e.g. aws, aws-cn)")
+    policy.add_argument(
+        "--principal",
+        metavar="ARN",
+        default=None,
+        help="the IAM user or role the connector's AWS connection runs as, on which the IAM permission check "
+        f"(source.iam_check) needs iam:SimulatePrincipalPolicy (default: the placeholder {PRINCIPAL_ARN_PLACEHOLDER}; "
+        "not granted when source.iam_check is off)",
+    )
     policy.add_argument(
         "--include-migration-table",
         action="store_true",
@@ -252,7 +266,7 @@ def _init(args: argparse.Namespace) -> int:
     print(
         f"next: edit or copy {example}, write each connector file's DAG file with "
         f"`python -m airflow_kinesis_snowflake dag-file {connectors}/<name>.yaml`, check them with "
-        f"`python -m airflow_kinesis_snowflake validate {connectors}` (docs/install.md)"
+        f"`python -m airflow_kinesis_snowflake validate {connectors}` ({docs_url('install', '2-the-dags-folder')})"
     )
     return 0
 
@@ -341,13 +355,15 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_dynamodb(path: str) -> bool:
-    """Whether a connector file names ``source.type: dynamodb`` (an unreadable file is left to the loader)."""
+def _source_type(path: str) -> str:
+    """The ``source.type`` a connector file names (an unreadable file, or an unknown type, is left to the
+    loader of a Kinesis connector, which reports it)."""
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return False
-    return source_type(data) == DYNAMODB_SOURCE
+        return DEFAULT_SOURCE
+    kind = source_type(data)
+    return kind if kind in SOURCE_TYPES else DEFAULT_SOURCE
 
 
 # Options of the Kinesis policy that have no counterpart for a DynamoDB source, and why.
@@ -367,7 +383,40 @@ _KINESIS_ONLY_OPTIONS = {
 }
 
 
-def _dynamodb_policy(args: argparse.Namespace) -> int:
+def _permission_check(args: argparse.Namespace, config: AnyConnectorConfig) -> list[Requirement]:
+    """What the connector's IAM permission check needs: nothing when ``source.iam_check`` is off.
+
+    :raises IamPolicyError: ``--principal`` is given with the check off, or is not a principal IAM can simulate.
+    """
+    if config.source.iam_check is IamCheckMode.OFF:
+        if args.principal is not None:
+            raise IamPolicyError(
+                f"{args.config}: --principal is the principal the IAM permission check simulates, and "
+                "source.iam_check is off; leave --principal out, or set source.iam_check to required or best_effort"
+            )
+        return []
+    try:
+        return permission_check_permissions(args.principal or PRINCIPAL_ARN_PLACEHOLDER)
+    except IamPolicyError as err:
+        raise IamPolicyError(
+            f"--principal: {err}; give the ARN of the IAM user or role the connector's AWS connection runs as, "
+            f"or set source.iam_check: off in {args.config}"
+        ) from err
+
+
+def _print_policy(args: argparse.Namespace, requirements: list[Requirement]) -> int:
+    print(json.dumps(policy_document(requirements), indent=2))
+    if any(PRINCIPAL_ARN_PLACEHOLDER in r.resources for r in requirements):
+        print(
+            f"note: replace {PRINCIPAL_ARN_PLACEHOLDER} with the ARN of the IAM user or role the connector's AWS "
+            "connection runs as (or pass --principal): the provision DAG's IAM permission check simulates it",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def dynamodb_policy(args: argparse.Namespace) -> int:
+    """Print the IAM policy of a DynamoDB connector file (its registry part ``policy``)."""
     for option, (flag, why) in _KINESIS_ONLY_OPTIONS.items():
         if getattr(args, option):
             print(f"error: {args.config}: {flag} does not apply: {why}; leave it out", file=sys.stderr)
@@ -380,17 +429,22 @@ def _dynamodb_policy(args: argparse.Namespace) -> int:
             application_name=config.source.application_name,
             tables=config.source.tables,
             partition=args.partition,
+            cloudwatch_namespace=config.metrics.cloudwatch_namespace,
         )
+        requirements += _permission_check(args, config)
     except (ConnectorConfigError, IamPolicyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(json.dumps(policy_document(requirements), indent=2))
-    return 0
+    return _print_policy(args, requirements)
 
 
 def _policy(args: argparse.Namespace) -> int:
-    if _is_dynamodb(args.config):
-        return _dynamodb_policy(args)
+    policy: Callable[[argparse.Namespace], int] = registered(_source_type(args.config)).part("policy")
+    return policy(args)
+
+
+def kinesis_policy(args: argparse.Namespace) -> int:
+    """Print the IAM policy of a Kinesis connector file (its registry part ``policy``)."""
     try:
         config = load_connector_config(args.config)
         common = {
@@ -404,16 +458,17 @@ def _policy(args: argparse.Namespace) -> int:
             application_name=config.source.application_name,
             include_migration_table=args.include_migration_table,
             include_maintenance=args.include_maintenance,
+            cloudwatch_namespace=config.metrics.cloudwatch_namespace,
             **common,
         )
         if args.active_application_name and args.active_application_name != config.source.application_name:
             # Same statements, one more table each: the policy document merges them.
             requirements += required_permissions(application_name=args.active_application_name, **common)
+        requirements += _permission_check(args, config)
     except (ConnectorConfigError, IamPolicyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(json.dumps(policy_document(requirements), indent=2))
-    return 0
+    return _print_policy(args, requirements)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

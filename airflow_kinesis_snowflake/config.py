@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import yaml
 from pydantic import (
@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode, check_mode_from_skip_if_denied
 from airflow_kinesis_snowflake.core.admin.provisioning import (
     IDENTIFIER,
@@ -36,11 +37,14 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
 )
 from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync
+from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, spark_log_level
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBTarget, KeyColumn
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
 from airflow_kinesis_snowflake.core.load.schema import METADATA_COLUMN
+from airflow_kinesis_snowflake.core.metrics import DEFAULT_NAMESPACE, check_dimensions, check_namespace
+from airflow_kinesis_snowflake.core.metrics import TAGS as METRIC_TAGS
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
@@ -57,6 +61,14 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import (
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import OnGap, SnapshotMode, StreamStart, SyncSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
+from airflow_kinesis_snowflake.registry import (
+    DEFAULT_SOURCE,
+    DYNAMODB_SOURCE,
+    KINESIS_SOURCE,
+    SOURCE_TYPES,
+    of_source,
+    registered,
+)
 
 # DynamoDB table names: 3-255 characters of [a-zA-Z0-9_.-]. The application name is also the lease
 # table name and the name of `<application>_migration`, so it must leave room for that suffix.
@@ -175,7 +187,29 @@ class _Strict(BaseModel):
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
 
 
-class SourceConfig(_Strict):
+class _SourceSection(_Strict):
+    """The fields every source section has, validated once: ``region``, ``application_name``, ``iam_check``.
+
+    Each source's section declares them (in its own field order); the validators here apply to both.
+    """
+
+    @field_validator("region", check_fields=False)
+    @classmethod
+    def _region(cls, value: str) -> str:
+        return validate_region(value)
+
+    @field_validator("application_name", check_fields=False)
+    @classmethod
+    def _application_name(cls, value: str) -> str:
+        return validate_application_name(value)
+
+    @field_validator("iam_check", mode="before", check_fields=False)
+    @classmethod
+    def _iam_check_off(cls, value: Any) -> Any:
+        return iam_check_value(value)
+
+
+class SourceConfig(_SourceSection):
     """Where records come from and how progress is tracked.
 
     :param application_name: names the DynamoDB lease table (and the fan-out consumer). Two
@@ -217,11 +251,6 @@ class SourceConfig(_Strict):
         data["iam_check"] = check_mode_from_skip_if_denied(skip)
         return data
 
-    @field_validator("iam_check", mode="before")
-    @classmethod
-    def _iam_check_off(cls, value: Any) -> Any:
-        return iam_check_value(value)
-
     @property
     def skip_iam_check_if_denied(self) -> bool:
         """Deprecated: ``iam_check`` is not ``required``."""
@@ -233,16 +262,6 @@ class SourceConfig(_Strict):
         if not _KINESIS_STREAM_NAME.match(value):
             raise ValueError("must be 1-128 characters of letters, digits, '_', '.' or '-'")
         return value
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, value: str) -> str:
-        return validate_region(value)
-
-    @field_validator("application_name")
-    @classmethod
-    def _application_name(cls, value: str) -> str:
-        return validate_application_name(value)
 
     @field_validator("initial_timestamp")
     @classmethod
@@ -482,7 +501,8 @@ class BatchConfig(_Strict):
         checks the shards for new records.
     :param mode: ``scheduled`` (each DAG run loads one batch, in a Spark application of its own) or
         ``continuous`` (each DAG run's Spark application loads micro-batches back to back for
-        ``max_runtime_minutes``, then ends; ``docs/modes.md``).
+        ``max_runtime_minutes``, then ends;
+        https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/modes/).
     :param max_runtime_minutes: continuous mode only (and required there): how long one Spark
         application starts micro-batches.
     :param idle_seconds: continuous mode only: the pause after a micro-batch (a DynamoDB table's run)
@@ -490,7 +510,8 @@ class BatchConfig(_Strict):
         Snowflake: a longer pause lets a quiet connector cost fewer of them, at the
         price of that much more latency for the first record after a quiet spell.
     :param max_bytes_per_shard: user-record payload bytes one batch reads of one shard at most; the
-        read stops after the record that reaches it (docs/performance.md, "Memory").
+        read stops after the record that reaches it
+        (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/install/#6-sizing).
     :param execution_timeout_minutes: each task of the connector's DAGs is failed after this long
         (Airflow's ``execution_timeout``; its Spark job is killed, its leases expire after
         ``lease_duration_seconds`` and a retry takes over from the ledger). Default 180, or in
@@ -589,6 +610,51 @@ class ConnectionsConfig(_Strict):
         return value
 
 
+class MetricsConfig(_Strict):
+    """Where a connector's metrics go besides Airflow's ``[metrics]`` backend (docs/operations.md, "Metrics").
+
+    ``cloudwatch: true`` also publishes every batch's metrics to Amazon CloudWatch with
+    ``PutMetricData``, through the connector's AWS connection, into ``namespace``, with the tags
+    named in ``dimensions`` as dimensions (all of them by default); ``policy`` then grants
+    ``cloudwatch:PutMetricData`` for that namespace.
+    """
+
+    cloudwatch: bool = False
+    namespace: str = DEFAULT_NAMESPACE
+    dimensions: tuple[str, ...] = METRIC_TAGS
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return check_namespace(value)
+
+    @field_validator("dimensions")
+    @classmethod
+    def _dimensions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return check_dimensions(value)
+
+    @model_validator(mode="after")
+    def _only_with_cloudwatch(self) -> MetricsConfig:
+        unused = [name for name in ("namespace", "dimensions") if name in self.model_fields_set]
+        if unused and not self.cloudwatch:
+            given = " and ".join(
+                f"{name} {list(value) if name == 'dimensions' else value!r}"
+                for name in unused
+                for value in [getattr(self, name)]
+            )
+            raise ValueError(
+                f"{given} {'have' if len(unused) > 1 else 'has'} no effect while cloudwatch is false (only CloudWatch "
+                f"uses {'them' if len(unused) > 1 else 'it'}); set metrics.cloudwatch: true, or remove "
+                + " and ".join(f"metrics.{name}" for name in unused)
+            )
+        return self
+
+    @property
+    def cloudwatch_namespace(self) -> str | None:
+        """The namespace the operators publish to; None when CloudWatch is off."""
+        return self.namespace if self.cloudwatch else None
+
+
 # Spark settings (the ``spark:`` section). Sizes as Spark reads them (JavaUtils.byteStringAs), with
 # a unit: a bare number is MiB for memory settings, which a reader would take for bytes.
 _SPARK_SIZE = re.compile(r"^([1-9][0-9]{0,8})(k|kb|m|mb|g|gb|t|tb)$", re.IGNORECASE)
@@ -676,6 +742,10 @@ def _spark_queue(value: Any) -> str:
     return value.strip()
 
 
+def _spark_log_level(value: Any) -> str:
+    return spark_log_level(value)
+
+
 def _spark_conf_value(value: Any) -> str:
     """A ``--conf`` value as Spark reads it: YAML's true/false as Spark writes booleans."""
     if isinstance(value, bool):
@@ -694,6 +764,7 @@ _SPARK_TYPED: dict[str, tuple[str, Any]] = {
     "pyspark_python": ("spark.pyspark.python", _spark_python),
     "pyspark_driver_python": ("spark.pyspark.driver.python", _spark_python),
     "queue": ("spark.yarn.queue", _spark_queue),
+    "log_level": (SPARK_LOG_LEVEL_SETTING, _spark_log_level),
 }
 
 
@@ -720,7 +791,7 @@ def _spark_conf_problem(key: Any, value: Any) -> str | None:
             return (
                 f"key {key!r} would put a credential into an environment variable through a Spark setting, which "
                 "shows on the spark-submit command line, in the Spark UI and in event logs (value not shown); "
-                "remove it: the job gets its credentials from the Airflow connections (docs/connections.md)"
+                f"remove it: the job gets its credentials from the Airflow connections ({docs_url('connections')})"
             )
     if _CREDENTIAL_SETTING.search(key) and not key.lower().endswith("file") and not _SECRET_REFERENCE.match(key):
         return (
@@ -762,6 +833,9 @@ class SparkConfig(_Strict):
         the driver's, unless ``pyspark_driver_python`` is set.
     :param pyspark_driver_python: the driver's Python (``spark.pyspark.driver.python``).
     :param queue: the YARN queue (``--queue``, ``spark.yarn.queue``).
+    :param log_level: Spark's own logging (``spark.log.level``): ``WARN`` when left out, so that the
+        task log holds the job's lines and Spark's warnings and errors, not its INFO lines; one of
+        ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF.
     """
 
     deploy_mode: str | None = None
@@ -774,6 +848,7 @@ class SparkConfig(_Strict):
     pyspark_python: str | None = None
     pyspark_driver_python: str | None = None
     queue: str | None = None
+    log_level: str | None = None
 
     @field_validator(*_SPARK_TYPED, mode="before")
     @classmethod
@@ -806,10 +881,10 @@ class SparkConfig(_Strict):
         return self
 
     def spark_conf(self) -> dict[str, str]:
-        """``conf`` with the Pythons as the Spark settings they stand for: the hook's ``conf``."""
+        """``conf`` with the Pythons and the log level as the Spark settings they stand for: the hook's ``conf``."""
         pythons = {
             _SPARK_TYPED[name][0]: value
-            for name in ("pyspark_python", "pyspark_driver_python")
+            for name in ("pyspark_python", "pyspark_driver_python", "log_level")
             if (value := getattr(self, name)) is not None
         }
         return {**self.conf, **pythons}
@@ -822,13 +897,14 @@ class SparkConfig(_Strict):
 
 class _ConnectorBase(_Strict):
     """What every connector file has beside its source and destination: its id, batching,
-    connections, and the Snowflake and Spark sections."""
+    connections, and the Snowflake, Spark and metrics sections."""
 
     connector_id: str
     batch: BatchConfig = BatchConfig()
     connections: ConnectionsConfig = ConnectionsConfig()
     snowflake: SnowflakeConfig | None = None
     spark: SparkConfig = SparkConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @field_validator("connector_id")
     @classmethod
@@ -852,6 +928,11 @@ class ConnectorConfig(_ConnectorBase):
                     f"({', '.join(columns) or 'none declared'})"
                 )
         return self
+
+    @property
+    def source_type(self) -> str:
+        """This connector's ``source.type`` (:mod:`airflow_kinesis_snowflake.registry`)."""
+        return KINESIS_SOURCE
 
     @property
     def table_fqn(self) -> str:
@@ -889,10 +970,8 @@ class ConnectorConfig(_ConnectorBase):
 
 # -- The DynamoDB source (issue 15: its sync and provision DAGs; no Spark job yet) ----------------
 
-DYNAMODB_SOURCE = "dynamodb"
-KINESIS_SOURCE = "kinesis"
-# Every value source.type may take (no source.type: kinesis).
-SOURCE_TYPES = (KINESIS_SOURCE, DYNAMODB_SOURCE)
+# source.type's values (DYNAMODB_SOURCE, KINESIS_SOURCE, SOURCE_TYPES) are the registry's:
+# airflow_kinesis_snowflake.registry.
 # DynamoDB Streams keep records for 24 hours: a checkpoint must be renewed well within that.
 STREAM_RETENTION_HOURS = 24
 DEFAULT_MAX_CHECKPOINT_AGE_HOURS = 20
@@ -911,8 +990,9 @@ _DYNAMODB_BATCH_UNUSED = (
 )
 
 
-class DynamoDBSourceConfig(_Strict):
-    """DynamoDB tables as the source (docs/dynamodb.md, "Configuration").
+class DynamoDBSourceConfig(_SourceSection):
+    """DynamoDB tables as the source (the fields:
+    https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/dynamodb/#configuration).
 
     Tables are named in ``tables``, or discovered by tags: ``ingestion_tag_key`` present (any
     value) and, when set, ``environment_tag_key`` equal to ``environment_tag_value``.
@@ -962,21 +1042,6 @@ class DynamoDBSourceConfig(_Strict):
     snapshot_max_batches_per_run: int = Field(default=10, ge=1, le=1000)
     engine: Literal["spark", "worker"] = "spark"
     iam_check: IamCheckMode = IamCheckMode.REQUIRED
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, value: str) -> str:
-        return validate_region(value)
-
-    @field_validator("application_name")
-    @classmethod
-    def _application_name(cls, value: str) -> str:
-        return validate_application_name(value)
-
-    @field_validator("iam_check", mode="before")
-    @classmethod
-    def _iam_check_off(cls, value: Any) -> Any:
-        return iam_check_value(value)
 
     @field_validator("tables")
     @classmethod
@@ -1091,6 +1156,11 @@ class DynamoDBConnectorConfig(_ConnectorBase):
 
     source: DynamoDBSourceConfig
     destination: DynamoDBDestinationConfig
+
+    @property
+    def source_type(self) -> str:
+        """This connector's ``source.type`` (:mod:`airflow_kinesis_snowflake.registry`)."""
+        return DYNAMODB_SOURCE
 
     @model_validator(mode="after")
     def _in_this_version(self) -> DynamoDBConnectorConfig:
@@ -1289,8 +1359,22 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{field}: {message}{shown}"
 
 
+def _warn_deprecated(data: dict[str, Any], config: AnyConnectorConfig, source: str) -> None:
+    """Report a deprecated field that still works with Airflow's ``AirflowProviderDeprecationWarning``."""
+    section = data.get("source")
+    if isinstance(section, dict) and DEPRECATED_IAM_ALIAS in section:
+        from airflow.exceptions import AirflowProviderDeprecationWarning
+
+        warnings.warn(
+            f"{source}: source.{DEPRECATED_IAM_ALIAS} is deprecated; write "
+            f"source.iam_check: {config.source.iam_check.value} instead",
+            AirflowProviderDeprecationWarning,
+            stacklevel=3,
+        )
+
+
 def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorConfig:
-    """Validate a mapping as a connector config; raise :class:`ConnectorConfigError` naming fields.
+    """Validate a mapping as a Kinesis connector config; raise :class:`ConnectorConfigError` naming fields.
 
     A deprecated field that still works is reported with Airflow's
     ``AirflowProviderDeprecationWarning``, naming ``source`` and what to write instead.
@@ -1306,16 +1390,7 @@ def parse_connector_config(data: Any, *, source: str = "<config>") -> ConnectorC
             ) from None
         raise ConnectorConfigError(f"{source}: {DYNAMODB_NOT_FOR_KINESIS}")
     config = _validate(ConnectorConfig, data, source)
-    section = data.get("source")
-    if isinstance(section, dict) and DEPRECATED_IAM_ALIAS in section:
-        from airflow.exceptions import AirflowProviderDeprecationWarning
-
-        warnings.warn(
-            f"{source}: source.{DEPRECATED_IAM_ALIAS} is deprecated; write "
-            f"source.iam_check: {config.source.iam_check.value} instead",
-            AirflowProviderDeprecationWarning,
-            stacklevel=2,
-        )
+    _warn_deprecated(data, config, source)
     return config
 
 
@@ -1326,14 +1401,18 @@ def load_connector_config(path: str | Path) -> ConnectorConfig:
 
 
 def parse_any_connector_config(data: Any, *, source: str = "<config>") -> AnyConnectorConfig:
-    """Validate a mapping as the connector its ``source.type`` names: DynamoDB tables, or a Kinesis stream."""
-    if source_type(data) == DYNAMODB_SOURCE:
-        return parse_dynamodb_connector_config(data, source=source)
-    return parse_connector_config(data, source=source)
+    """Validate a mapping as the connector of the source its ``source.type`` names
+    (:mod:`airflow_kinesis_snowflake.registry`; none: a Kinesis stream)."""
+    if isinstance(data, dict):
+        _check_source_type(data, source)
+    model: type[AnyConnectorConfig] = registered(source_type(data) or DEFAULT_SOURCE).part("connector_model")
+    config = _validate(model, data, source)
+    _warn_deprecated(data, config, source)
+    return config
 
 
 def load_any_connector_config(path: str | Path) -> AnyConnectorConfig:
-    """Read and validate one connector YAML file of either source (:func:`parse_any_connector_config`)."""
+    """Read and validate one connector YAML file of any source (:func:`parse_any_connector_config`)."""
     path = Path(path)
     return parse_any_connector_config(_read_yaml(path), source=str(path))
 
@@ -1400,8 +1479,17 @@ def load_connector_configs(directory: str | Path) -> list[ConnectorConfig]:
     A DynamoDB connector file is refused (:data:`DYNAMODB_NOT_FOR_KINESIS`); see
     :func:`load_any_connector_configs`.
     """
-    configs = load_any_connector_configs(directory, load=load_connector_config)
-    return [c for c in configs if isinstance(c, ConnectorConfig)]
+    return kinesis_connectors(load_any_connector_configs(directory, load=load_connector_config))
+
+
+def kinesis_connectors(configs: Sequence[AnyConnectorConfig]) -> list[ConnectorConfig]:
+    """The connectors of ``configs`` that read a Kinesis stream, in their order."""
+    return cast(list[ConnectorConfig], of_source(configs, KINESIS_SOURCE))
+
+
+def dynamodb_connectors(configs: Sequence[AnyConnectorConfig]) -> list[DynamoDBConnectorConfig]:
+    """The connectors of ``configs`` that read DynamoDB tables, in their order."""
+    return cast(list[DynamoDBConnectorConfig], of_source(configs, DYNAMODB_SOURCE))
 
 
 def load_any_connector_configs(

@@ -44,6 +44,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, AssetAlias, AssetWatcher, Param
 from airflow.task.trigger_rule import TriggerRule
 
+from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_PATTERN,
     ON_NEW_RECORDS,
@@ -55,6 +56,8 @@ from airflow_kinesis_snowflake.config import (
     connector_files,
     duplicate_connector_id_error,
     duplicate_connector_ids,
+    dynamodb_connectors,
+    kinesis_connectors,
     load_any_connector_config,
     load_any_connector_configs,
 )
@@ -81,6 +84,7 @@ from airflow_kinesis_snowflake.operators.reset import ResetConnectorStateOperato
 from airflow_kinesis_snowflake.operators.restore import RestoreCheckpointsOperator
 from airflow_kinesis_snowflake.operators.snowflake import ProvisionSnowflakeObjectsOperator
 from airflow_kinesis_snowflake.operators.snowflake_verify import VerifySnowflakeObjectsOperator
+from airflow_kinesis_snowflake.registry import source_of
 from airflow_kinesis_snowflake.sensors.kinesis import KinesisNewRecordsSensor
 from airflow_kinesis_snowflake.triggers.kinesis import KinesisNewRecordsTrigger
 
@@ -182,6 +186,7 @@ def build_provision_dag(config: ConnectorConfig) -> DAG:
         dag_id=provision_dag_id(config),
         description=f"Provision Kinesis stream {src.stream_name} -> Snowflake {config.table_fqn}",
         schedule=None,
+        doc_md=_PROVISION_DOC,
         max_active_runs=1,
         **_dag_args(config),
     ) as dag:
@@ -239,6 +244,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
         dag_id=ingest_dag_id(config),
         description=f"Kinesis stream {src.stream_name} -> Snowflake {config.table_fqn}",
         schedule=_ingest_schedule(config),
+        doc_md=_INGEST_DOC,
         max_active_runs=1,
         **_dag_args(config),
     ) as dag:
@@ -271,6 +277,8 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             spark_conn_id=conns.spark,
             spark_conf=spark.spark_conf() or None,
             spark_submit=spark.submit_arguments(),
+            cloudwatch_namespace=config.metrics.cloudwatch_namespace,
+            cloudwatch_dimensions=list(config.metrics.dimensions),
             # The table's Asset (snowflake://<account>/<db>/<schema>/<table>) gets an event per batch
             # that loaded rows; the account is known once the Snowflake connection is read.
             outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],
@@ -493,7 +501,7 @@ def build_cleanup_dag(
     with ``dry_run`` off and ``confirm`` ``DELETE`` to delete them.
     """
     groups: dict[tuple[str, str], list[ConnectorConfig]] = {}
-    for config in _kinesis(configs):
+    for config in kinesis_connectors(configs):
         groups.setdefault((config.connections.aws, config.source.region), []).append(config)
     params = {
         "dry_run": _dry_run_param(),
@@ -552,7 +560,7 @@ def build_cleanup_dag(
                 # The ledgers clean-up reads to tell a table in use are reached through this connection.
                 snowflake_conn_id=min(c.connections.snowflake for c in members),
             )
-        for ddb in sorted(_dynamodb(configs), key=lambda c: c.connector_id):
+        for ddb in sorted(dynamodb_connectors(configs), key=lambda c: c.connector_id):
             CleanupDynamoDBGenerationsOperator(
                 task_id=f"cleanup_{_slug(ddb.connector_id)}_generations",
                 connector_id=ddb.connector_id,
@@ -627,6 +635,8 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             spark_submit=config.spark.submit_arguments(),
             max_runtime_minutes=config.batch.max_runtime_minutes,
             idle_seconds=config.batch.idle_seconds,
+            cloudwatch_namespace=config.metrics.cloudwatch_namespace,
+            cloudwatch_dimensions=list(config.metrics.dimensions),
             map_index_template=TABLE_MAP_INDEX,
             # Each table's Asset gets an event per batch that applied changes, as the ingest task's does.
             outlets=[AssetAlias(name=table_asset_alias(config.connector_id))],
@@ -728,35 +738,28 @@ def build_dynamodb_reset_dag(config: DynamoDBConnectorConfig) -> DAG:
     return dag
 
 
+def kinesis_connector_dags(config: ConnectorConfig, *, backup_dir: str | None) -> tuple[DAG, ...]:
+    """A Kinesis connector's provision, ingest, reset and restore DAGs (its registry part ``dags``)."""
+    return (
+        build_provision_dag(config),
+        build_ingest_dag(config),
+        build_reset_dag(config, backup_dir=backup_dir),
+        build_restore_dag(config, backup_dir=backup_dir),
+    )
+
+
+def dynamodb_connector_dags(config: DynamoDBConnectorConfig, *, backup_dir: str | None) -> tuple[DAG, ...]:
+    """A DynamoDB connector's provision, sync and reset DAGs (its registry part ``dags``)."""
+    return (
+        build_dynamodb_provision_dag(config),
+        build_dynamodb_sync_dag(config),
+        build_dynamodb_reset_dag(config),
+    )
+
+
 def _connector_dags(config: AnyConnectorConfig, *, backup_dir: str | None) -> dict[str, DAG]:
-    if isinstance(config, DynamoDBConnectorConfig):
-        return {
-            dag.dag_id: dag
-            for dag in (
-                build_dynamodb_provision_dag(config),
-                build_dynamodb_sync_dag(config),
-                build_dynamodb_reset_dag(config),
-            )
-        }
-    return {
-        dag.dag_id: dag
-        for dag in (
-            build_provision_dag(config),
-            build_ingest_dag(config),
-            build_reset_dag(config, backup_dir=backup_dir),
-            build_restore_dag(config, backup_dir=backup_dir),
-        )
-    }
-
-
-def _kinesis(configs: Sequence[AnyConnectorConfig]) -> list[ConnectorConfig]:
-    """The Kinesis connectors: clean-up decides on their lease tables, consumers and streams."""
-    return [c for c in configs if isinstance(c, ConnectorConfig)]
-
-
-def _dynamodb(configs: Sequence[AnyConnectorConfig]) -> list[DynamoDBConnectorConfig]:
-    """The DynamoDB connectors: clean-up removes their superseded generations' leases."""
-    return [c for c in configs if isinstance(c, DynamoDBConnectorConfig)]
+    build = source_of(config).part("dags")
+    return {dag.dag_id: dag for dag in build(config, backup_dir=backup_dir)}
 
 
 def build_connector_file_dags(path: str | Path, *, backup_dir: str | None = None) -> dict[str, DAG]:
@@ -987,7 +990,37 @@ def render_dag_file(connector_file: str | Path, dag_folder: str | Path) -> str:
     return DAG_FILE_TEMPLATE.format(relative=relative.as_posix(), name=relative.name, parts=parts)
 
 
-_RESET_DOC = """
+_PROVISION_DOC = f"""
+Creates what the connector needs before its first batch; every step is idempotent, so running it again
+changes nothing that is in place. `check_iam_permissions` (unless `source.iam_check` is `off`) asks IAM's
+SimulatePrincipalPolicy whether the connection's principal has every permission the connector needs, and
+fails naming each missing one and the policy to attach. `migrate_legacy_checkpoints` (with
+`source.migrate_legacy_checkpoints`) turns a KCL lease table under the application name into this
+provider's. `create_lease_table` creates the DynamoDB lease table named after the application name,
+`register_fan_out_consumer` (with `ENHANCED_FAN_OUT`) the stream consumer of the same name.
+`provision_snowflake` creates the Snowflake table, the ledger, the parse-failure table and the stage, and
+the role, SERVICE user and grants the connector file's `snowflake` section names; `verify_snowflake`
+checks them. Trigger it once before unpausing the `_ingest` DAG.
+See [Install]({docs_url("install", "4-unpause-provision-ingest")}) and
+[the IAM permission check]({docs_url("operations", "the-iam-permission-check")}).
+"""
+
+_INGEST_DOC = f"""
+Loads the connector's Kinesis stream into its Snowflake table in micro-batches, exactly once, on
+`batch.schedule` (`on_new_records`: a run starts when records arrive), one run at a time.
+`wait_for_records` (when `batch.wait_for_records` is on, by default for shared-throughput connectors in
+scheduled mode) ends a run skipped, without starting Spark, when no shard holds records beyond its
+checkpoint that arrived before the run started. `create_lease_table` finds the lease table in place.
+`ingest` takes the shard leases, plans one range per shard from its checkpoint up to the run's start, and
+runs the Spark job with spark-submit through the Spark connection: the rows, the parse failures and the
+ledger commit in one Snowflake transaction, then the checkpoints move, so a retry loads nothing twice.
+In continuous mode (`batch.mode: continuous`) one Spark application loads micro-batches back to back for
+`batch.max_runtime_minutes`. Run the `_provision` DAG first.
+See [the ingest operator]({docs_url("operators", "sparkkinesisingestoperator")}) and
+[scheduled and continuous mode]({docs_url("modes")}).
+"""
+
+_RESET_DOC = f"""
 Resets where this connector reads its Kinesis stream, as Snowflake's Openflow connector does by changing
 its application name or deleting its lease table. **A reset can load records twice or skip them**, and
 the exactly-once ledger does not prevent it: its marks belong to the old application name and generation.
@@ -998,17 +1031,18 @@ the exactly-once ledger does not prevent it: its marks belong to the old applica
    every checkpoint is backed up first (the task's result has the backup location).
 3. To undo, give that backup location to the connector's `_restore` DAG.
 
-See docs/operations.md.
+See [Reset]({docs_url("operations", "reset")}).
 """
 
-_RESTORE_DOC = """
+_RESTORE_DOC = f"""
 Puts back every checkpoint of a backup written by a reset, a restore or clean-up, and makes its lease
 table the connector's active one again (undo of a reset). Dry run first; then *Confirm* with the current
 application name. The current state is backed up before it is replaced. A backup of another connector,
-stream or destination is refused before anything is written. See docs/operations.md.
+stream or destination is refused before anything is written.
+See [Undo: restore a backup]({docs_url("operations", "undo-restore-a-backup")}).
 """
 
-_SYNC_DOC = """
+_SYNC_DOC = f"""
 Syncs DynamoDB tables into Snowflake, one Snowflake table per DynamoDB table, converging to each table's
 current items. Each run first discovers the tables (`discover_tables`: the tables named, or those carrying
 the tags; each table that cannot be synced is logged with the reason and the fix), then runs one
@@ -1016,28 +1050,28 @@ the tags; each table that cannot be synced is logged with the reason and the fix
 after a gap in the stream), and the table's stream up to the run's start. Each batch runs on Spark through
 the Spark connection (one Spark task per snapshot segment and per stream shard, with the connector file's
 `spark` settings), or in the Airflow worker with `source.engine: worker`. Run the `_provision` DAG first.
-See docs/dynamodb.md.
+See [DynamoDB tables: DAGs]({docs_url("dynamodb", "dags")}).
 """
 
-_PROVISION_DYNAMODB_DOC = """
+_PROVISION_DYNAMODB_DOC = f"""
 Checks first (unless `source.iam_check` is `off`) that the connection's principal has every permission the
 connector needs (IAM's SimulatePrincipalPolicy; a missing one fails, naming it and the policy to attach).
 Then creates the connector's lease table, then, for each table discovery finds now, its Snowflake table and the
 support objects (ledgers, stage, tombstones) in the connector's database and schema, which must exist.
-Idempotent: run it again after tagging new tables. See docs/dynamodb.md.
+Idempotent: run it again after tagging new tables. See [DynamoDB tables: DAGs]({docs_url("dynamodb", "dags")}).
 """
 
-_RESET_DYNAMODB_DOC = """
+_RESET_DYNAMODB_DOC = f"""
 Resets DynamoDB tables' syncs: each table chosen (*Tables*, empty for every table the connector syncs now)
 gets a new sync generation, and its next sync run takes a new snapshot, resumable per segment like the
 first. Nothing is truncated or deleted: the rows stay queryable until the new snapshot overwrites them,
 and rows not seen by the new snapshot are removed (or marked, with `deletes: soft`) when it completes.
 A table not synced yet has nothing to reset. A sync batch in flight during the reset is refused and
 decides again in the new generation. Dry run first (it records nothing); then untick *Dry run* and
-*Confirm* with the connector's application name. See docs/dynamodb.md.
+*Confirm* with the connector's application name. See [DynamoDB tables: Reset]({docs_url("dynamodb", "reset")}).
 """
 
-_CLEANUP_DOC = """
+_CLEANUP_DOC = f"""
 Lists lease tables, `<application>_migration` copies and enhanced fan-out consumers that no connector
 uses any more, each with the rule that matched. Scheduled runs only report. To delete, trigger with
 *Dry run* off and *Confirm* `DELETE`; lease tables are backed up first. Never touched: untagged tables,
@@ -1045,5 +1079,6 @@ tables with a live lease, the active and configured application of any connector
 and tables a connector of any DAG folder used within the retention (never shorter than the stream's):
 their checkpoints, ingest runs and ledger commits say so. A table whose stream or ledger cannot be read is
 kept. For each DynamoDB connector, the leases of generations older than the newest one its generations table
-records (after a gap or a reset) are removed, never a lease held now. See docs/operations.md.
+records (after a gap or a reset) are removed, never a lease held now.
+See [Clean-up]({docs_url("operations", "clean-up")}).
 """

@@ -26,8 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.config import (
     AnyConnectorConfig,
     ConnectorConfig,
@@ -51,21 +52,32 @@ from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destin
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, lease_key
 from airflow_kinesis_snowflake.core.state.leases import Lease, lease_keys
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
-from airflow_kinesis_snowflake.metrics import emit_lag_metrics
+from airflow_kinesis_snowflake.metrics import Publish, emit_lag_metrics
+from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE, KINESIS_SOURCE, source_of
 
 RECENT_BATCHES = 20
+#: The pages a warning of ``status`` points at.
+LAG_DOC = docs_url("lag", "near-the-retention-warning-and-error")
+GAPS_DOC = docs_url("dynamodb", "streams-and-gaps")
+LAYOUTS_DOC = docs_url("dynamodb", "layouts")
 
 
 def report_lag(
-    outcome: BatchOutcome, kinesis: KinesisStreamHook, stream_name: str, table: str, log: logging.Logger | Any
+    outcome: BatchOutcome,
+    kinesis: KinesisStreamHook,
+    stream_name: str,
+    table: str,
+    log: logging.Logger | Any,
+    publish: Publish | None = None,
 ) -> dict[str, Any] | None:
     """Log, measure and return the lag of every shard after the batch ``outcome`` committed.
 
     A shard past 90 % of the retention is logged at ERROR with the fixes, and counted in the
-    ``lag_retention_error`` metric; the task does not fail, since its batch is loaded (``docs/lag.md``).
+    ``lag_retention_error`` metric; the task does not fail, since its batch is loaded
+    (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/lag/).
     The leases are read by key, for the shards the stream lists, so the cost does not grow with the
     lease table's history. Never raises: the batch is committed, so a failure here is logged and
-    None returned.
+    None returned. ``publish`` also gets the metrics (CloudWatch, ``metrics.cloudwatch``).
     """
     assert outcome.result is not None
     try:
@@ -77,7 +89,8 @@ def report_lag(
         log.info("Lag after batch %s (stream retention %s h):\n%s", batch_id, retention, report.table())
         for alert in report.alerts:
             (log.error if alert.level is LagLevel.ERROR else log.warning)("%s", alert.message)
-        emit_lag_metrics(report, application_name=outcome.application_name, stream_name=stream_name, table=table)
+        app = outcome.application_name
+        emit_lag_metrics(report, application_name=app, source_name=stream_name, table=table, publish=publish)
     except Exception:
         log.warning("Could not report the lag after batch %s", outcome.result.batch_id, exc_info=True)
         return None
@@ -124,6 +137,7 @@ class ShardStatus:
 class ConnectorStatus:
     """One connector's shards, or why they could not be read."""
 
+    source_type: ClassVar[str] = KINESIS_SOURCE
     connector_id: str
     application_name: str
     stream_name: str
@@ -176,7 +190,7 @@ class ConnectorStatus:
         lines = [heading, *("  " + line for line in format_table(header, rows).splitlines())]
         for s in self.shards:
             if (level := self.level(s)) is not LagLevel.OK:
-                lines.append(f"  {level.value}: shard {s.shard_id} is near the stream's retention (docs/lag.md)")
+                lines.append(f"  {level.value}: shard {s.shard_id} is near the stream's retention ({LAG_DOC})")
         return "\n".join(lines)
 
 
@@ -313,6 +327,7 @@ class DynamoDBConnectorStatus:
         is a gap at the next run.
     """
 
+    source_type: ClassVar[str] = DYNAMODB_SOURCE
     connector_id: str
     application_name: str
     safe_age_hours: float
@@ -387,11 +402,11 @@ class DynamoDBConnectorStatus:
                     lines.append(
                         f"  {level.value}: {t.table} shard {s.shard_id} was last read "
                         f"{format_millis(int((s.checkpoint_age_seconds or 0) * 1000))} ago; at the safe age of "
-                        f"{self.safe_age_hours:g} h the next run finds a gap (docs/dynamodb.md, Gaps)"
+                        f"{self.safe_age_hours:g} h the next run finds a gap ({GAPS_DOC})"
                     )
         lines += [
             f"  warning: {t.table}: {t.items_set_aside} item(s) set aside in {t.set_aside_table}: an attribute "
-            "cannot be a column of the unpacked layout (docs/dynamodb.md, Layouts)"
+            f"cannot be a column of the unpacked layout ({LAYOUTS_DOC})"
             for t in self.tables
             if t.items_set_aside
         ]
@@ -530,10 +545,9 @@ AnyConnectorStatus = ConnectorStatus | DynamoDBConnectorStatus
 
 
 def any_connector_status(config: AnyConnectorConfig, *, batches: int = RECENT_BATCHES) -> AnyConnectorStatus:
-    """The status of a connector of either source."""
-    if isinstance(config, DynamoDBConnectorConfig):
-        return dynamodb_connector_status(config, batches=batches)
-    return connector_status(config, batches=batches)
+    """The status of a connector of any source (its registry part ``status``)."""
+    status: AnyConnectorStatus = source_of(config).part("status")(config, batches=batches)
+    return status
 
 
 def connector_configs(path: str | Path) -> list[AnyConnectorConfig]:

@@ -10,6 +10,7 @@ from datetime import datetime
 from html import escape
 
 from airflow_kinesis_snowflake.core.lag import LagLevel, format_millis, severity
+from airflow_kinesis_snowflake.registry import source_of
 from airflow_kinesis_snowflake.status import AnyConnectorStatus, ConnectorStatus, DynamoDBConnectorStatus, ShardStatus
 
 # One colour per shard, in shard order (repeating): readable on white and told apart.
@@ -46,8 +47,12 @@ def render_page(statuses: Sequence[AnyConnectorStatus], now: datetime) -> str:
 
 
 def _connector(status: AnyConnectorStatus) -> str:
-    if isinstance(status, DynamoDBConnectorStatus):
-        return _dynamodb_connector(status)
+    section: str = source_of(status).part("lag_section")(status)
+    return section
+
+
+def kinesis_section(status: ConnectorStatus) -> str:
+    """A Kinesis connector's section of the page: its shards' lag (its registry part ``lag_section``)."""
     cid = escape(status.connector_id)
     retention = f"{status.retention_hours} h" if status.retention_hours is not None else "unknown"
     head = (
@@ -90,7 +95,9 @@ def _table(status: ConnectorStatus) -> str:
     return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _dynamodb_connector(status: DynamoDBConnectorStatus) -> str:
+def dynamodb_section(status: DynamoDBConnectorStatus) -> str:
+    """A DynamoDB connector's section of the page: each table's generation, snapshot and stream shards
+    (its registry part ``lag_section``)."""
     cid = escape(status.connector_id)
     head = (
         f"<section class='connector dynamodb' data-connector='{cid}'><h2>{cid}</h2>"
