@@ -69,6 +69,9 @@ def test_every_setting_is_read_as_spark_submit_takes_it(tmp_path: Path) -> None:
         ({"conf": {"spark.jars": ["a.jar"]}}, "spark.conf", "['a.jar']", "string, number or true/false"),
         ({"conf": {"spark.cores.max": 0}}, "spark.conf", "'spark.cores.max'", "spark.total_executor_cores"),
         ({"conf": {"spark.executor.memory": "4"}}, "spark.conf", "'spark.executor.memory'", "'512m' or '2g'"),
+        ({"log_level": "WARNING"}, "spark.log_level", "'WARNING'", "ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF"),
+        ({"log_level": 3}, "spark.log_level", "3", "must be a Spark log level"),
+        ({"conf": {"spark.log.level": "loud"}}, "spark.conf", "'spark.log.level'", "it is spark.log_level"),
     ],
 )
 def test_a_wrong_setting_names_file_field_value_and_fix(
@@ -143,6 +146,7 @@ def test_settings_that_name_but_do_not_hold_a_secret_are_kept(tmp_path: Path) ->
         ("deploy_mode", "client", "spark.submit.deployMode", "client"),
         ("pyspark_python", "/usr/bin/python3", "spark.pyspark.python", "/usr/bin/python3"),
         ("queue", "etl", "spark.yarn.queue", "etl"),
+        ("log_level", "ERROR", "spark.log.level", "INFO"),
     ],
 )
 def test_a_conf_entry_that_a_field_stands_for_is_refused_saying_which_to_keep(
@@ -151,6 +155,12 @@ def test_a_conf_entry_that_a_field_stands_for_is_refused_saying_which_to_keep(
     message = _load_error(tmp_path, _spark({field: value, "conf": {setting: same}}))
     assert f"spark.conf[{setting!r}] ({str(same)!r}) duplicates spark.{field} ({value!r})" in message
     assert f"keep spark.{field} and remove {setting} from spark.conf" in message
+
+
+def test_spark_logs_at_the_level_of_the_section_as_spark_writes_it(tmp_path: Path) -> None:
+    spark = load_connector_config(_write(tmp_path, _spark({"log_level": " info "}))).spark
+    assert spark.log_level == "INFO"
+    assert spark.spark_conf() == {"spark.log.level": "INFO"}
 
 
 def test_the_documented_example_is_valid_once_uncommented(tmp_path: Path) -> None:
@@ -169,3 +179,4 @@ def test_the_documented_example_is_valid_once_uncommented(tmp_path: Path) -> Non
     path.write_text(text, encoding="utf-8")
     spark = load_connector_config(path).spark
     assert spark.executor_memory and spark.total_executor_cores and spark.spark_conf()
+    assert spark.spark_conf()["spark.log.level"] == "WARN"
