@@ -5,7 +5,8 @@ The job shares no disk with the Airflow worker: the batch plan travels inside th
 application argument, :func:`~airflow_kinesis_snowflake.core.planning.encode_plan`), and the job
 records its outcome in Snowflake, next to the ledger, where :meth:`KinesisJobSubmitHook.run_batch`
 reads it once spark-submit returns. Where the driver runs per master and deploy mode, and what
-the cluster needs, is told in ``docs/spark.md``.
+the cluster needs, is told in
+https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/spark/.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 import airflow_kinesis_snowflake
+from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
 from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, ContinuousRun, encode_run
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, encode_table_run
@@ -66,8 +68,8 @@ DYNAMODB_APPLICATION = dynamodb_to_snowflake.__file__
 
 CLIENT = "client"
 CLUSTER = "cluster"
-CONNECTIONS_DOC = "docs/connections.md"
-SPARK_DOC = "docs/spark.md"
+CONNECTIONS_DOC = docs_url("connections")
+SPARK_DOC = docs_url("spark")
 # Spark's own refusal (org.apache.spark.deploy.SparkSubmit), quoted in ours.
 STANDALONE_PYTHON_CLUSTER = (
     "Cluster deploy mode is currently not supported for python applications on standalone clusters."

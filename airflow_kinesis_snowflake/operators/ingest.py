@@ -28,12 +28,14 @@ class SparkKinesisIngestOperator(BaseOperator):
 
     Runs :func:`~airflow_kinesis_snowflake.core.batch.run_batch` (its module tells why a crash at any
     step loses nothing and loads nothing twice) with the Spark job of :class:`~.KinesisJobSubmitHook`,
-    which keeps credentials off the command line, Spark settings and logs (``docs/spark.md``).
+    which keeps credentials off the command line, Spark settings and logs
+    (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/spark/).
 
     :param stream_name: the Kinesis data stream.
     :param application_name: names the lease table; ingestions sharing it share progress. After a
-        reset to a new name, the one it was superseded by is used (``docs/operations.md``). One
-        application name serves one destination: another destination is refused.
+        reset to a new name, the one it was superseded by is used
+        (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/operations/).
+        One application name serves one destination: another destination is refused.
     :param database: destination database.
     :param schema: destination schema.
     :param table: destination table; it must have a ``KINESISMETADATA`` OBJECT column.
@@ -48,13 +50,15 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param max_shards_per_batch: cap on shards one batch takes (None: all eligible).
     :param lease_duration_seconds: failover time: a lease not renewed for this long may be taken by
         another worker; held leases are renewed every third of it.
-    :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (``core/continuous.py``, docs/modes.md).
+    :param mode: ``scheduled`` (one run, one batch) or ``continuous`` (``core/continuous.py``,
+        https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/modes/).
     :param max_runtime_minutes: continuous only: how long the Spark driver runs micro-batches back to back.
     :param idle_seconds: continuous only: the pause after a micro-batch that read nothing.
     :param aws_conn_id: AWS connection for Kinesis and DynamoDB.
     :param region_name: AWS region; defaults to the connection's.
     :param snowflake_conn_id: Snowflake connection.
-    :param spark_conn_id: Spark connection: the master, and how the job gets credentials (``docs/spark.md``).
+    :param spark_conn_id: Spark connection: the master, and how the job gets credentials
+        (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/spark/).
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
     :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`.
     :param application: the PySpark job file; defaults to the packaged job.

@@ -131,3 +131,39 @@ def test_every_task_of_every_dag_has_an_execution_timeout_and_every_dag_a_run_ti
         expected = timedelta(minutes=180) if kind in scheduled else MAINTENANCE_TIMEOUT
         assert {t.task_id: t.execution_timeout for t in dag.tasks} == dict.fromkeys(dag.task_dict, expected), dag_id
         assert dag.dagrun_timeout is not None and dag.dagrun_timeout > expected, dag_id
+
+
+def test_every_dag_the_factory_builds_says_what_it_does_and_links_its_page(tmp_path: Path) -> None:
+    """A Kinesis and a DynamoDB connector file, built both ways (one DAG file per connector file, and one
+    for the folder): every DAG has a doc_md, and it links to a page and heading the published site has."""
+    from airflow_kinesis_snowflake import DOCS_URL
+    from airflow_kinesis_snowflake.dags import build_connector_dags, build_connector_file_dags
+    from tests.unit.test_docs_url import SITE_ADDRESS, unresolved_addresses
+
+    repo = Path(__file__).resolve().parents[2]
+    connectors = tmp_path / "connectors"
+    connectors.mkdir()
+    kinesis = yaml.safe_load((repo / "dags" / "connectors" / "orders.yaml").read_text())
+    # Every optional step of the provision DAG, and the ingest DAG's sensor.
+    kinesis["source"].update(consumer_type="ENHANCED_FAN_OUT", migrate_legacy_checkpoints=True)
+    kinesis.setdefault("batch", {})["wait_for_records"] = True
+    (connectors / "orders.yaml").write_text(yaml.safe_dump(kinesis))
+    (connectors / "customers.yaml").write_text((repo / "demo" / "connectors" / "customers.yaml").read_text())
+
+    dags = build_connector_dags(connectors)
+    per_file = {**build_connector_file_dags(connectors / "orders.yaml")}
+    per_file.update(build_connector_file_dags(connectors / "customers.yaml"))
+
+    kinds = {"provision", "ingest", "reset", "restore"}
+    assert set(dags) == {f"kinesis_snowflake_orders_{kind}" for kind in kinds} | {
+        f"kinesis_snowflake_customers_{kind}" for kind in ("provision", "sync", "reset")
+    } | {"kinesis_snowflake_cleanup"}
+    assert set(per_file) == set(dags) - {"kinesis_snowflake_cleanup"}
+    for dag_id, dag in [*dags.items(), *per_file.items()]:
+        assert dag.doc_md and dag.doc_md.strip(), f"{dag_id} has no doc_md"
+        assert len(dag.doc_md.split()) >= 30, f"{dag_id}: {dag.doc_md!r} does not say what the DAG does"
+        links = [m[0] for m in SITE_ADDRESS.finditer(dag.doc_md)]
+        assert links and all(f"]({link})" in dag.doc_md for link in links), f"{dag_id}: no link to {DOCS_URL}"
+        assert not unresolved_addresses(dag.doc_md), dag_id
+    assert "`wait_for_records`" in (dags["kinesis_snowflake_orders_ingest"].doc_md or "")
+    assert "`register_fan_out_consumer`" in (dags["kinesis_snowflake_orders_provision"].doc_md or "")

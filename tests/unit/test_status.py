@@ -76,7 +76,8 @@ def test_each_shard_shows_its_checkpoint_and_the_newest_batch_that_took_it_with_
 def test_a_shard_near_the_retention_is_named_under_the_table() -> None:
     (shard,) = shard_statuses({}, [_batch("b1", 0, ("s0", 1, 0, 22 * 3_600_000))], now=0.0)
     status = ConnectorStatus("orders", "app", "orders", "A.B.C", 24, (shard,))
-    assert status.text().splitlines()[-1] == "  error: shard s0 is near the stream's retention (docs/lag.md)"
+    page = "https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/lag/#near-the-retention-warning-and-error"
+    assert status.text().splitlines()[-1] == f"  error: shard s0 is near the stream's retention ({page})"
     assert status.to_dict()["shards"][0]["level"] == "error"
 
 

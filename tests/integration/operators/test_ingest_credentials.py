@@ -44,6 +44,8 @@ from tests.emulators.servers import AWS_KEY
 pytestmark = pytest.mark.integration
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/kinesis-to-snowflake"
+#: The published documentation (airflow_kinesis_snowflake.DOCS_URL), which messages point at.
+SITE = "https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/"
 # The names the job's AWS secrets reach the driver under (Spark copies the standard AWS_* into its Hadoop
 # configuration, which a YARN client uploads: core/job.py, JOB_AWS_CREDENTIAL_ENV).
 AWS_SECRET_ENV = ("KINESIS_SNOWFLAKE_AWS_SECRET_ACCESS_KEY", "KINESIS_SNOWFLAKE_AWS_SESSION_TOKEN")
@@ -229,7 +231,7 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
         # Refused before any lease is taken or spark-submit runs, saying why and what to use.
         assert started is None
         assert LeaseTable(aws_connections.boto3_client("dynamodb"), operator.application_name).leases() == {}
-        assert REFUSED[spark] in message and "client deploy mode" in message and "docs/spark.md" in message
+        assert REFUSED[spark] in message and "client deploy mode" in message and f"{SITE}spark/" in message
         return
 
     assert started is not None

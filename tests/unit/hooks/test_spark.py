@@ -37,6 +37,9 @@ from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALON
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.unit.core.test_dynamodb_job import plan as table_plan
 
+#: The published documentation (airflow_kinesis_snowflake.DOCS_URL), which messages point at.
+SITE = "https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/"
+
 
 def spark_connection(monkeypatch: pytest.MonkeyPatch, host: str, **extra: Any) -> str:
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_UNIT", json.dumps({"conn_type": "spark", "host": host, "extra": extra}))
@@ -127,7 +130,7 @@ def test_cluster_deploy_mode_without_driver_identity_is_refused_naming_the_extra
     assert '"driver_identity": true and "snowflake_connection_ref"' in message
     assert "its own AWS identity (EMR role, IRSA, instance profile)" in message
     assert 'or use client deploy mode (the extra "deploy-mode": "client"' in message
-    assert "(docs/spark.md, docs/connections.md)" in message
+    assert f"({SITE}spark/, {SITE}connections/)" in message
     assert hook._submit_sp is None  # refused before spark-submit ran
 
 
@@ -152,7 +155,7 @@ def test_standalone_cluster_mode_is_refused_with_sparks_own_reason(
     assert "uses cluster deploy mode on a Spark standalone cluster, which Spark refuses for a Python" in message
     assert f'"{STANDALONE_PYTHON_CLUSTER}"' in message
     assert 'use client deploy mode (the extra "deploy-mode": "client"' in message
-    assert "For a driver on the cluster, use a YARN (EMR) or Kubernetes master (docs/spark.md)" in message
+    assert f"For a driver on the cluster, use a YARN (EMR) or Kubernetes master ({SITE}spark/)" in message
     # The reason quoted is the one spark-submit of the installed Spark gives.
     with zipfile.ZipFile(spark_core_jar()) as jar:
         submit_class = jar.read("org/apache/spark/deploy/SparkSubmit.class")
@@ -199,7 +202,7 @@ def test_cluster_mode_settings_that_return_before_the_driver_finished_are_refuse
         hook.check_credential_delivery()
 
     assert f"{refused} makes spark-submit return before the application finished" in str(raised.value)
-    assert "so that spark-submit waits for the driver (docs/spark.md)" in str(raised.value)
+    assert f"so that spark-submit waits for the driver ({SITE}spark/)" in str(raised.value)
 
 
 def job_connections(monkeypatch: pytest.MonkeyPatch) -> tuple[KinesisStreamHook, KinesisSnowflakeHook]:
@@ -332,7 +335,7 @@ def test_a_yarn_client_driver_whose_identity_is_this_workers_aws_variables_is_re
     message = str(raised.value)
     assert "Spark connection 'spark_unit' (master yarn, client deploy mode) has \"driver_identity\": true" in message
     assert "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY" in message and "worker-secret" not in message
-    assert "uploads unredacted to the HDFS staging directory" in message and "docs/spark.md" in message
+    assert "uploads unredacted to the HDFS staging directory" in message and f"{SITE}spark/" in message
     # Elsewhere the driver's Hadoop configuration stays in its own process.
     local = spark_connection(monkeypatch, "local[2]", **IDENTITY)
     KinesisJobSubmitHook(conn_id=local).check_credential_delivery()
