@@ -2,8 +2,10 @@
 
 AWS runs in a moto server that enforces IAM, with resources scoped to the ARNs of each request
 (see tests/emulators/moto_extensions.py). The connector runs as an IAM user holding exactly the
-policy from ``core/admin/iam.py``. With it, both DAGs succeed end to end through spark-submit; with any
-one action removed, a named step fails and its error carries the AccessDenied of that action.
+policy ``python -m airflow_kinesis_snowflake policy --principal <the user>`` prints (from
+``core/admin/iam.py``). With it, both DAGs succeed end to end through spark-submit, the provision
+DAG's IAM check included (``iam_check: required``, the default); with any one action removed, a
+named step fails and its error carries the AccessDenied of that action.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions
+from airflow_kinesis_snowflake.core.admin.iam import (
+    permission_check_permissions,
+    policy_document,
+    required_permissions,
+)
 from tests.conftest import create_table, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.emulators.iam import ACCOUNT, IamMoto
-from tests.integration.test_ingest_dag import write_connector
+from tests.integration.test_ingest_dag import last_run_states, write_connector
+from tests.integration.test_least_privilege_dynamodb import env_with, user_holding_the_printed_policy
 
 pytestmark = pytest.mark.integration
 
@@ -49,9 +56,11 @@ ONLY_TO_ADOPT = "dynamodb:Scan"
 FAILED_TASK = re.compile(r"task_id=(\w+).*?(?:failed|FAILED)|Task failed.*?task_id=(\w+)", re.IGNORECASE)
 
 
-def policy(stream: str, app: str) -> dict[str, Any]:
+def policy(stream: str, app: str, principal: str | None = None) -> dict[str, Any]:
+    """What ingestion needs; with ``principal``, also what the provision DAG's IAM check needs."""
     return policy_document(
         required_permissions(stream_name=stream, region="us-east-1", account_id=ACCOUNT, application_name=app)
+        + (permission_check_permissions(principal) if principal else [])
     )
 
 
@@ -64,16 +73,16 @@ def without(document: dict[str, Any], action: str) -> dict[str, Any]:
     return {**document, "Statement": [s for s in statements if s["Action"]]}
 
 
-def connector(stream: str, app: str, table: str) -> dict[str, Any]:
+# The action the provision DAG's IAM check needs (on the connector's own principal).
+CHECK_ACTION = "iam:SimulatePrincipalPolicy"
+
+
+def connector(stream: str, app: str, table: str, iam_check: str | None = None) -> dict[str, Any]:
+    """A connector file; ``source.iam_check`` left out (``required``) unless given."""
+    source = {"stream_name": stream, "region": "us-east-1", "application_name": app}
     return {
         "connector_id": app.replace("-", "_"),
-        # The connector's user holds only the generated policy, so it may not simulate its own.
-        "source": {
-            "stream_name": stream,
-            "region": "us-east-1",
-            "application_name": app,
-            "iam_check": "best_effort",
-        },
+        "source": source | ({"iam_check": iam_check} if iam_check else {}),
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
         "snowflake": {"columns": {"ID": "NUMBER(38,0)"}},
         "batch": {"schedule": None, "retries": 0},
@@ -82,13 +91,7 @@ def connector(stream: str, app: str, table: str) -> dict[str, Any]:
 
 def env_for(iam_moto: IamMoto, dag_env: dict[str, str], document: dict[str, Any]) -> dict[str, str]:
     _, key = iam_moto.user(inline={"connector": document})
-    extra = {
-        "region_name": "us-east-1",
-        "endpoint_url": iam_moto.endpoint,
-        "service_config": {"sts": {"endpoint_url": iam_moto.endpoint}},
-    }
-    aws = {"conn_type": "aws", "login": key.access_key_id, "password": key.secret_access_key, "extra": extra}
-    return {**dag_env, "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws)}
+    return env_with(iam_moto, dag_env, key)
 
 
 def test_generated_policy_runs_both_dags_and_each_action_is_needed(
@@ -103,16 +106,35 @@ def test_generated_policy_runs_both_dags_and_each_action_is_needed(
         Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"k{i}"} for i in range(60)],
     )
 
-    # With exactly the generated policy: provision, then ingest, end to end.
+    # With exactly the printed policy: provision (its IAM check required, the default), then ingest.
     app = unique("least-app")
     table = "LEAST_" + app.split("-")[-1].upper()
-    dag_file = write_connector(tmp_path / "dags", connector(stream, app, table))
-    env = env_for(iam_moto, dag_env, policy(stream, app))
+    file = connector(stream, app, table)
+    dag_file = write_connector(tmp_path / "dags", file)
+    arn, key, printed = user_holding_the_printed_policy(iam_moto, tmp_path, file)
+    assert printed == policy(stream, app, principal=arn)
+    env = env_with(iam_moto, dag_env, key)
     prefix = f"kinesis_snowflake_{app.replace('-', '_')}"
     for dag_id in (f"{prefix}_provision", f"{prefix}_ingest"):
         proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{dag_id}.log")
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+        if dag_id.endswith("_provision"):
+            assert last_run_states(env, dag_id)["check_iam_permissions"] == "success"
     assert [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID")] == list(range(60))
+
+    # The check needs its action: without it, provisioning stops at the check, before anything is created.
+    app = unique("least-nocheck")
+    file = connector(stream, app, "LEAST_" + app.split("-")[-1].upper())
+    dag_file = write_connector(tmp_path / app, file)
+    arn, key, _ = user_holding_the_printed_policy(iam_moto, tmp_path, file, leave_out=CHECK_ACTION)
+    env = env_with(iam_moto, dag_env, key)
+    dag_id = f"kinesis_snowflake_{app.replace('-', '_')}_provision"
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / f"{app}.log")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"{arn} may not call {CHECK_ACTION}" in output, output[-3000:]
+    assert last_run_states(env, dag_id)["check_iam_permissions"] == "failed"
+    assert "create_lease_table" not in {t for t, s in last_run_states(env, dag_id).items() if s == "success"}
 
     # Every action of the policy is needed: without it, the step that first needs it fails.
     actions = sorted({a for s in policy(stream, "x")["Statement"] for a in s["Action"]})
@@ -180,7 +202,8 @@ def test_the_fan_out_policy_provisions_the_consumer_and_reads_through_it(
         Records=[{"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"k{i}"} for i in range(20)],
     )
     table = "LEAST_EFO_" + app.split("-")[-1].upper()
-    efo = connector(stream, app, table)
+    # Its user may not simulate itself: the check is skipped, and the read is what is denied.
+    efo = connector(stream, app, table, iam_check="best_effort")
     efo["source"]["consumer_type"] = "ENHANCED_FAN_OUT"
     dag_file = write_connector(tmp_path / "dags", efo)
     document = policy_document(

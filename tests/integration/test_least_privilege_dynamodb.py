@@ -32,7 +32,9 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelec
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
 from tests.conftest import query, unique
 from tests.emulators import Emulators
+from tests.emulators.airflow_env import run_dag
 from tests.emulators.iam import ACCOUNT, IamMoto, Key
+from tests.integration.test_ingest_dag import last_run_states, write_connector
 
 pytestmark = pytest.mark.integration
 
@@ -48,14 +50,43 @@ SOURCE_ACTIONS = {
 }
 
 
-def printed_policy(tmp_path: Path, connector: dict[str, Any]) -> dict[str, Any]:
+def printed_policy(tmp_path: Path, connector: dict[str, Any], principal: str | None = None) -> dict[str, Any]:
+    """What ``policy`` prints for the connector file; with ``principal``, the IAM check's grant names it."""
     path = tmp_path / f"{connector['connector_id']}.yaml"
     path.write_text(yaml.safe_dump(connector), encoding="utf-8")
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["policy", str(path), "--account-id", ACCOUNT]) == 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert (
+            main(["policy", str(path), "--account-id", ACCOUNT, *(["--principal", principal] if principal else [])])
+            == 0
+        )
     document: dict[str, Any] = json.loads(out.getvalue())
     return document
+
+
+def user_holding_the_printed_policy(
+    iam_moto: IamMoto, tmp_path: Path, connector: dict[str, Any], leave_out: str | None = None
+) -> tuple[str, Key, dict[str, Any]]:
+    """A user holding exactly what ``policy --principal <its ARN>`` prints, less ``leave_out``: ARN, key, policy."""
+    arn, key = iam_moto.user()
+    document = printed_policy(tmp_path, connector, principal=arn)
+    statements = [{**s, "Action": [a for a in s["Action"] if a != leave_out]} for s in document["Statement"]]
+    attached = {**document, "Statement": [s for s in statements if s["Action"]]}
+    iam_moto.client("iam").put_user_policy(
+        UserName=arn.rsplit("/", 1)[1], PolicyName="connector", PolicyDocument=json.dumps(attached)
+    )
+    return arn, key, document
+
+
+def env_with(iam_moto: IamMoto, dag_env: dict[str, str], key: Key) -> dict[str, str]:
+    """The DAGs' environment with the AWS connection of ``key`` on the IAM-enforcing moto server."""
+    extra = {
+        "region_name": "us-east-1",
+        "endpoint_url": iam_moto.endpoint,
+        "service_config": {"sts": {"endpoint_url": iam_moto.endpoint}},
+    }
+    aws = {"conn_type": "aws", "login": key.access_key_id, "password": key.secret_access_key, "extra": extra}
+    return {**dag_env, "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws)}
 
 
 def without(document: dict[str, Any], action: str, sid: str) -> dict[str, Any]:
@@ -192,3 +223,50 @@ def test_the_printed_policy_syncs_a_table_through_snapshot_and_stream_and_each_s
         assert f"not authorized to perform: {action} on resource: {arn}" in message, f"{action}: {message}"
         if isinstance(denied.value, ClientError):
             assert denied.value.response["Error"]["Code"] == "AccessDeniedException", message
+
+
+def test_the_printed_policy_runs_the_provision_dag_with_its_iam_check_required(
+    iam_moto: IamMoto, emulators: Emulators, dag_env: dict[str, str], tmp_path: Path
+) -> None:
+    ensure_schema(emulators)
+    name = source_table(iam_moto)["TableName"]
+    app = unique("least-ddb-prov")
+    file = connector(name, app) | {"batch": {"schedule": None, "retries": 0}}
+    assert "iam_check" not in file["source"]  # required, the default
+    dag_file = write_connector(tmp_path / "dags", file)
+    dag_id = f"kinesis_snowflake_{file['connector_id']}_provision"
+
+    # With exactly the printed policy, every step succeeds, the IAM check first.
+    arn, key, printed = user_holding_the_printed_policy(iam_moto, tmp_path, file)
+    check = next(s for s in printed["Statement"] if s["Sid"] == "IamPermissionCheck")
+    assert (check["Action"], check["Resource"]) == (["iam:SimulatePrincipalPolicy"], [arn])
+    env = env_with(iam_moto, dag_env, key)
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "provision.log")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-5000:]
+    assert f"{arn} has all" in output
+    assert last_run_states(env, dag_id) == {
+        "check_iam_permissions": "success",
+        "create_lease_table": "success",
+        "discover_tables": "success",
+        "provision_table": "success",
+    }
+    destination = name.replace("-", "_").upper()
+    assert query(
+        emulators, f"SELECT COUNT(*) FROM ANALYTICS.INFORMATION_SCHEMA.TABLES WHERE TABLE_NAME = '{destination}'"
+    ) == [(1,)]
+
+    # Without the check's action, the run stops at the check, saying what to allow, and creates nothing.
+    app = unique("least-ddb-nocheck")
+    file = connector(name, app) | {"batch": {"schedule": None, "retries": 0}}
+    dag_file = write_connector(tmp_path / app, file)
+    dag_id = f"kinesis_snowflake_{file['connector_id']}_provision"
+    arn, key, _ = user_holding_the_printed_policy(iam_moto, tmp_path, file, leave_out="iam:SimulatePrincipalPolicy")
+    env = env_with(iam_moto, dag_env, key)
+    proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "nocheck.log")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"allow iam:SimulatePrincipalPolicy on {arn}" in output, output[-3000:]
+    states = last_run_states(env, dag_id)
+    assert states["check_iam_permissions"] == "failed" and states.get("create_lease_table") != "success", states
+    assert app not in iam_moto.client("dynamodb").list_tables()["TableNames"]

@@ -13,7 +13,12 @@ import pytest
 
 from airflow_kinesis_snowflake.__main__ import CLEANUP_TEMPLATE, EXAMPLE_CONNECTOR, main, template_text
 from airflow_kinesis_snowflake.config import load_connector_config
-from airflow_kinesis_snowflake.core.admin.iam import policy_document, required_permissions
+from airflow_kinesis_snowflake.core.admin.iam import (
+    PRINCIPAL_ARN_PLACEHOLDER,
+    permission_check_permissions,
+    policy_document,
+    required_permissions,
+)
 from airflow_kinesis_snowflake.dags import render_dag_file
 from tests.emulators.servers import REPO_ROOT
 
@@ -58,6 +63,8 @@ def test_prints_the_policy_for_a_connector_file() -> None:
             application_name="orders-to-snowflake",
             consumer_type="SHARED_THROUGHPUT",
         )
+        # The IAM check of the provision DAG (iam_check: required by default) simulates the principal.
+        + permission_check_permissions(PRINCIPAL_ARN_PLACEHOLDER)
     )
     assert json.loads(result.stdout) == expected
 
@@ -69,7 +76,50 @@ def test_account_defaults_to_a_placeholder() -> None:
     assert resources == [
         "arn:aws:kinesis:us-east-1:${ACCOUNT_ID}:stream/orders",
         "arn:aws:dynamodb:us-east-1:${ACCOUNT_ID}:table/orders-to-snowflake",
+        "${PRINCIPAL_ARN}",
     ]
+    assert "note: replace ${PRINCIPAL_ARN} with the ARN of the IAM user or role" in result.stderr
+
+
+def test_the_iam_check_may_simulate_the_principal_named(tmp_path: Path) -> None:
+    session = "arn:aws-cn:sts::123456789012:assumed-role/connector/airflow-worker"
+    result = run("policy", str(write_connector(tmp_path)), "--account-id", "123456789012", "--principal", session)
+    assert result.returncode == 0, result.stderr
+    statements = {s["Sid"]: s for s in json.loads(result.stdout)["Statement"]}
+    # IAM authorises SimulatePrincipalPolicy on the principal simulated: the session's role.
+    assert statements["IamPermissionCheck"] == {
+        "Sid": "IamPermissionCheck",
+        "Effect": "Allow",
+        "Action": ["iam:SimulatePrincipalPolicy"],
+        "Resource": ["arn:aws-cn:iam::123456789012:role/connector"],
+    }
+    assert "note:" not in result.stderr
+    assert [a for s in statements.values() for a in s["Action"] if a.startswith("iam:")] == [
+        "iam:SimulatePrincipalPolicy"
+    ]
+
+
+def test_no_simulation_is_granted_when_the_iam_check_is_off(tmp_path: Path) -> None:
+    path = write_connector(tmp_path, iam_check="'off'")
+    result = run("policy", str(path), "--account-id", "123456789012")
+    assert result.returncode == 0, result.stderr
+    assert not [a for s in json.loads(result.stdout)["Statement"] for a in s["Action"] if a.startswith("iam:")]
+    named = run("policy", str(path), "--principal", "arn:aws:iam::123456789012:user/u")
+    assert named.returncode == 1 and named.stdout == ""
+    assert named.stderr.startswith(f"error: {path}: --principal is the principal the IAM permission check simulates")
+    assert "source.iam_check is off" in named.stderr
+
+
+def test_a_principal_iam_cannot_simulate_is_refused(tmp_path: Path) -> None:
+    path = write_connector(tmp_path)
+    for principal, why in (
+        ("arn:aws:iam::123456789012:root", "the account root user"),
+        ("orders-role", "is not an IAM or STS ARN"),
+    ):
+        result = run("policy", str(path), "--principal", principal)
+        assert result.returncode == 1 and result.stdout == "", principal
+        assert result.stderr.startswith("error: --principal: ") and why in result.stderr, result.stderr
+        assert f"or set source.iam_check: off in {path}" in result.stderr
 
 
 def test_fan_out_in_china_with_the_migration_table(tmp_path: Path) -> None:
@@ -89,7 +139,9 @@ def test_partition_option(tmp_path: Path) -> None:
     result = run("policy", str(path), "--partition", "aws-us-gov")
     assert result.returncode == 0, result.stderr
     resources = [r for s in json.loads(result.stdout)["Statement"] for r in s["Resource"]]
-    assert all(r.startswith("arn:aws-us-gov:") for r in resources)
+    # Every ARN is in the partition; the principal the IAM check simulates is left to fill in.
+    assert resources[-1] == PRINCIPAL_ARN_PLACEHOLDER
+    assert all(r.startswith("arn:aws-us-gov:") for r in resources[:-1])
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

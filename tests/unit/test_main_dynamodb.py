@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from airflow_kinesis_snowflake.__main__ import main
-from airflow_kinesis_snowflake.core.admin.iam import dynamodb_source_permissions, policy_document
+from airflow_kinesis_snowflake.core.admin.iam import (
+    dynamodb_source_permissions,
+    permission_check_permissions,
+    policy_document,
+)
 
 
 def write_dynamodb_connector(tmp_path: Path, source: str) -> Path:
@@ -28,12 +32,15 @@ def write_dynamodb_connector(tmp_path: Path, source: str) -> Path:
 
 def test_prints_the_policy_of_listed_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_dynamodb_connector(tmp_path, "  tables: [orders, lines]\n")
-    assert main(["policy", str(path), "--account-id", "210987654321"]) == 0
+    role = "arn:aws:iam::210987654321:role/orders-ddb"
+    assert main(["policy", str(path), "--account-id", "210987654321", "--principal", role]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == policy_document(
         dynamodb_source_permissions(
             region="eu-west-1", account_id="210987654321", application_name="orders-ddb", tables=["orders", "lines"]
         )
+        # The IAM check of the provision DAG (iam_check: required by default) simulates the principal.
+        + permission_check_permissions(role)
     )
     resources = {r for s in printed["Statement"] for r in s["Resource"]}
     table = "arn:aws:dynamodb:eu-west-1:210987654321:table/"
@@ -43,6 +50,7 @@ def test_prints_the_policy_of_listed_tables(tmp_path: Path, capsys: pytest.Captu
         f"{table}orders/stream/*",
         f"{table}lines/stream/*",
         f"{table}orders-ddb",
+        role,
     }
     assert not any(a.startswith(("kinesis:", "tag:")) for s in printed["Statement"] for a in s["Action"])
 

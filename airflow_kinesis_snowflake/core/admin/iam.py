@@ -22,6 +22,10 @@ down to the calls this provider makes with the connector's credentials:
   the account and region (``table/*``; ListTables has no resource-level permission). Clean-up also
   lists and deregisters the stream's fan-out consumers.
 
+* The IAM permission check (``source.iam_check`` ``required``, the default, or ``best_effort``):
+  ``iam:SimulatePrincipalPolicy`` on the connector's own principal, the IAM user or role its AWS
+  connection runs as (IAM authorises that action on the principal simulated, so no wider resource).
+
 Unlike the Openflow table there is no DescribeStream: shards come from ListShards, and the stream
 ARN from DescribeStreamSummary.
 """
@@ -44,6 +48,8 @@ from airflow_kinesis_snowflake.core.model import ConsumerType
 POLICY_VERSION = "2012-10-17"
 # Left in the rendered policy for the reader to fill in, as the Openflow guide does.
 ACCOUNT_ID_PLACEHOLDER = "${ACCOUNT_ID}"
+# The IAM user or role the connector's AWS connection runs as, when it is not given.
+PRINCIPAL_ARN_PLACEHOLDER = "${PRINCIPAL_ARN}"
 MIGRATION_SUFFIX = "_migration"
 
 # Decisions as SimulatePrincipalPolicy reports them.
@@ -522,6 +528,30 @@ def maintenance_permissions(*, stream_name: str, partition: str, region: str, ac
             purpose="Clean-up: list the tables of the account and region (ListTables has no resource-level "
             "permission).",
         ),
+    ]
+
+
+def permission_check_permissions(principal: str) -> list[Requirement]:
+    """What the IAM permission check needs: simulating the connector's own principal.
+
+    IAM authorises ``iam:SimulatePrincipalPolicy`` on the principal simulated, so the grant names
+    that principal only.
+
+    :param principal: the ARN of the IAM user or role the connector's AWS connection runs as (an
+        assumed-role session ARN stands for its role), or a placeholder such as
+        :data:`PRINCIPAL_ARN_PLACEHOLDER`.
+    :raises IamPolicyError: ``principal`` is not such an ARN, or is a principal IAM cannot simulate
+        (the account root user, a federated user).
+    """
+    simulated = principal if _PLACEHOLDER.match(principal) else principal_arn(principal)
+    return [
+        Requirement(
+            sid="IamPermissionCheck",
+            actions=("iam:SimulatePrincipalPolicy",),
+            resources=(simulated,),
+            purpose="The IAM permission check of the provision DAG (source.iam_check required or best_effort): "
+            "simulate this principal's permissions before anything is created.",
+        )
     ]
 
 

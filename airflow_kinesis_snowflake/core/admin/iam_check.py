@@ -24,6 +24,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     UnsimulatablePrincipalError,
     describe_missing,
     partition_of,
+    permission_check_permissions,
     policy_document,
     principal_arn,
     principal_kind,
@@ -66,8 +67,8 @@ class PermissionCheck:
 
     @property
     def policy(self) -> dict[str, Any]:
-        """The least-privilege policy the connector needs."""
-        return policy_document(self.requirements)
+        """The least-privilege policy the connector needs, with leave to simulate its principal (this check)."""
+        return policy_document([*self.requirements, *permission_check_permissions(self.principal)])
 
     def missing(self) -> str | None:
         """Every denied action on its resource, with the policy to attach; None when all are allowed."""

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from airflow_kinesis_snowflake.core.admin.iam import (
     dynamodb_source_permissions,
+    permission_check_permissions,
     policy_document,
     required_permissions,
     simulation_pairs,
@@ -46,9 +47,11 @@ def may_simulate(principal: str) -> dict[str, Any]:
     return allow("iam:SimulatePrincipalPolicy", principal)
 
 
-def connector_policy(stream: str, app: str, **kwargs: Any) -> dict[str, Any]:
+def connector_policy(stream: str, app: str, principal: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    """A Kinesis connector's policy; with ``principal``, the check's leave to simulate it too."""
     return policy_document(
         required_permissions(stream_name=stream, region=REGION, account_id=ACCOUNT, application_name=app, **kwargs)
+        + (permission_check_permissions(principal) if principal else [])
     )
 
 
@@ -106,7 +109,8 @@ def test_full_policy_passes_with_every_decision_allowed(iam_moto: IamMoto, monke
     result = check(stream, app)
 
     assert result["principal_arn"] == arn
-    assert result["policy"] == connector_policy(stream, app)
+    # The policy to attach also lets the check simulate the principal (IamPermissionCheck).
+    assert result["policy"] == connector_policy(stream, app, principal=arn)
     assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(pairs(stream, app))
     assert len(result["decisions"]) == len(pairs(stream, app))
     assert {d["decision"] for d in result["decisions"]} == {"allowed"}
@@ -126,8 +130,9 @@ def test_one_missing_action_is_named_with_its_resource(iam_moto: IamMoto, monkey
     message = str(failure.value)
     assert listed(message) == [f"  - dynamodb:UpdateItem on {table_arn(app)} (implicitDeny)"]
     assert message.startswith(f"{arn} lacks 1 of the {len(pairs(stream, app))} permissions")
-    # The policy to attach is the full one, UpdateItem included.
-    assert json.loads(message.split(f"Attach this policy to {arn}:\n", 1)[1]) == connector_policy(stream, app)
+    # The policy to attach is the full one, UpdateItem and the check's own SimulatePrincipalPolicy included.
+    attach = json.loads(message.split(f"Attach this policy to {arn}:\n", 1)[1])
+    assert attach == connector_policy(stream, app, principal=arn)
 
 
 def test_no_permissions_lists_every_pair(iam_moto: IamMoto, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -544,9 +549,11 @@ def test_creating_the_tagged_lease_table_needs_tag_resource(iam_moto: IamMoto, m
 # -- a DynamoDB connector's check --------------------------------------------------------------
 
 
-def dynamodb_policy(tables: list[str] | None, app: str) -> dict[str, Any]:
+def dynamodb_policy(tables: list[str] | None, app: str, principal: str | None = None) -> dict[str, Any]:
+    """A DynamoDB connector's policy; with ``principal``, the check's leave to simulate it too."""
     return policy_document(
         dynamodb_source_permissions(region=REGION, account_id=ACCOUNT, application_name=app, tables=tables)
+        + (permission_check_permissions(principal) if principal else [])
     )
 
 
@@ -570,7 +577,7 @@ def test_a_dynamodb_connectors_check_simulates_its_tables_streams_lease_table_an
 
     assert result["principal_arn"] == arn and result["check_mode"] == "required"
     requirements = dynamodb_source_permissions(region=REGION, account_id=ACCOUNT, application_name=app, tables=tables)
-    assert result["policy"] == policy
+    assert result["policy"] == dynamodb_policy(tables, app, principal=arn)
     assert {(d["action"], d["resource"]) for d in result["decisions"]} == set(simulation_pairs(requirements))
     assert {d["decision"] for d in result["decisions"]} == {"allowed"}
     actions = {d["action"] for d in result["decisions"]}
@@ -595,4 +602,6 @@ def test_a_dynamodb_connector_without_scan_on_one_table_is_told_which_and_what_t
         f"  - dynamodb:Scan on {table_arn('order-lines')} (implicitDeny)",
         f"  - dynamodb:Scan on {table_arn('orders')} (implicitDeny)",
     ]
-    assert json.loads(message.split(f"Attach this policy to {arn}:\n", 1)[1]) == dynamodb_policy(tables, app)
+    assert json.loads(message.split(f"Attach this policy to {arn}:\n", 1)[1]) == dynamodb_policy(
+        tables, app, principal=arn
+    )

@@ -13,6 +13,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     ACCOUNT_ID_PLACEHOLDER,
     EXPLICIT_DENY,
     IMPLICIT_DENY,
+    PRINCIPAL_ARN_PLACEHOLDER,
     CheckCannotRun,
     Decision,
     IamCheckMode,
@@ -25,6 +26,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     describe_missing,
     partition_for_region,
     partition_of,
+    permission_check_permissions,
     policy_document,
     principal_arn,
     purpose_of,
@@ -487,3 +489,22 @@ def test_the_check_mode_is_required_by_default_and_the_deprecated_boolean_says_w
         resolve_check_mode("strict")
     with pytest.raises(ValueError, match="set only check_mode"):
         resolve_check_mode("off", False)
+
+
+def test_the_permission_check_may_simulate_only_its_own_principal() -> None:
+    role = "arn:aws:iam::123456789012:role/connector"
+    for principal in (role, "arn:aws:sts::123456789012:assumed-role/connector/worker-1"):
+        (requirement,) = permission_check_permissions(principal)
+        assert (requirement.sid, requirement.actions, requirement.resources) == (
+            "IamPermissionCheck",
+            ("iam:SimulatePrincipalPolicy",),
+            (role,),
+        )
+        assert "iam_check" in requirement.purpose
+    user = "arn:aws:iam::123456789012:user/team/loader"
+    assert permission_check_permissions(user)[0].resources == (user,)
+    assert permission_check_permissions(PRINCIPAL_ARN_PLACEHOLDER)[0].resources == ("${PRINCIPAL_ARN}",)
+    with pytest.raises(UnsimulatablePrincipalError, match="the account root user"):
+        permission_check_permissions("arn:aws:iam::123456789012:root")
+    with pytest.raises(IamPolicyError, match="is not an IAM or STS ARN"):
+        permission_check_permissions("*")
