@@ -33,6 +33,7 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.planning import ShardRange
+from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival, deaggregate
 
 # Kinesis allows 5 GetRecords calls per second per shard.
@@ -44,6 +45,10 @@ MAX_EMPTY_READS = 50
 RESOURCE_IN_USE_RETRIES = 6
 RESOURCE_IN_USE_BACKOFF_SECONDS = 1.0
 RESOURCE_IN_USE_MAX_BACKOFF_SECONDS = 8.0
+# Doubling waits, jittered, each at least half of the doubling: the retries outlast those 5 seconds.
+RESOURCE_IN_USE_BACKOFF = Backoff(
+    RESOURCE_IN_USE_RETRIES + 1, RESOURCE_IN_USE_BACKOFF_SECONDS, RESOURCE_IN_USE_MAX_BACKOFF_SECONDS
+)
 # Subscriptions in a row that end (AWS ends each after 5 minutes) or break without delivering
 # anything new.
 MAX_IDLE_SUBSCRIPTIONS = 10
@@ -368,19 +373,19 @@ def _subscribe(
     sleep: Callable[[float], None],
 ) -> Any:
     """A subscription's event stream; retries while another subscription holds the shard."""
-    attempt = 0
-    while True:
-        try:
-            response = client.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position)
-        except ClientError as err:
-            in_use = error_code(err) == "ResourceInUseException"
-            if not in_use or attempt >= RESOURCE_IN_USE_RETRIES:
-                raise
-            sleep(min(RESOURCE_IN_USE_BACKOFF_SECONDS * 2**attempt, RESOURCE_IN_USE_MAX_BACKOFF_SECONDS))
-            attempt += 1
-            continue
-        result.subscriptions += 1
-        return response["EventStream"]
+    response = call_with_retries(
+        lambda: client.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position),
+        policy=RESOURCE_IN_USE_BACKOFF,
+        retry_on=_in_use,
+        what=f"SubscribeToShard on shard {shard_id} through {consumer_arn}",
+        sleep=sleep,
+    )
+    result.subscriptions += 1
+    return response["EventStream"]
+
+
+def _in_use(err: BaseException) -> bool:
+    return isinstance(err, ClientError) and error_code(err) == "ResourceInUseException"
 
 
 def _take_page(result: RangeRead, shard_range: ShardRange, api_records: list[dict[str, Any]], cutoff: datetime) -> bool:

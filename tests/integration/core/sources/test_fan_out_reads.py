@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -191,29 +192,47 @@ def test_a_subscription_that_keeps_breaking_without_progress_fails_the_read(faul
         read(faults, consumer, rng())
 
 
-def test_a_shard_held_by_another_subscription_is_retried(faults: Emulators) -> None:
+def test_a_shard_held_by_another_subscription_is_retried(faults: Emulators, caplog: pytest.LogCaptureFixture) -> None:
     kinesis, stream, consumer = stream_with_consumer(faults)
     put(kinesis, stream, range(6))
     faults.inject_kinesis_faults(
         [{"operation": "SubscribeToShard", "stream": stream, "error": "ResourceInUseException", "times": 2}]
     )
     waits: list[float] = []
-    result = read(faults, consumer, rng(), sleep=waits.append)
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        result = read(faults, consumer, rng(), sleep=waits.append)
     assert values(result) == list(range(6))
     assert [f["error"] for f in faults.served_kinesis_faults()] == ["ResourceInUseException"] * 2
     assert len(waits) == 2 and waits[1] > waits[0]
+    # Exponential backoff from 1 s with jitter: each wait in [b/2, b] of b = 1, 2.
+    assert 0.5 <= waits[0] <= 1.0 <= waits[1] <= 2.0
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2
+    for n, (line, wait) in enumerate(zip(lines, waits, strict=True), start=1):
+        assert line.startswith(f"SubscribeToShard on shard {SHARD} through {consumer} failed ")
+        assert f"(attempt {n} of {RESOURCE_IN_USE_RETRIES + 1})" in line and "ResourceInUseException" in line
+        assert line.endswith(f"; retrying in {wait:.2f} s")
 
 
-def test_a_shard_that_stays_held_fails_the_read_after_bounded_retries(faults: Emulators) -> None:
+def test_a_shard_that_stays_held_fails_the_read_after_bounded_retries(
+    faults: Emulators, caplog: pytest.LogCaptureFixture
+) -> None:
     kinesis, stream, consumer = stream_with_consumer(faults)
     put(kinesis, stream, range(3))
     faults.inject_kinesis_faults(
         [{"operation": "SubscribeToShard", "stream": stream, "error": "ResourceInUseException", "times": 100}]
     )
     waits: list[float] = []
-    with pytest.raises(ClientError, match="ResourceInUseException"):
-        read(faults, consumer, rng(), sleep=waits.append)
+    with caplog.at_level(logging.WARNING, logger="airflow_kinesis_snowflake.core.retry"):
+        with pytest.raises(ClientError, match="ResourceInUseException"):
+            read(faults, consumer, rng(), sleep=waits.append)
     assert len(waits) == RESOURCE_IN_USE_RETRIES
+    # However the waits are drawn, together they outlast the 5 s a new subscription holds the shard.
+    assert sum(waits) > 5 and max(waits) <= 8.0
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == RESOURCE_IN_USE_RETRIES + 1
+    assert lines[-1].endswith("; giving up")
+    assert f"(attempt {RESOURCE_IN_USE_RETRIES + 1} of {RESOURCE_IN_USE_RETRIES + 1})" in lines[-1]
 
 
 def test_a_resubscription_held_by_another_subscription_loses_nothing(faults: Emulators) -> None:
