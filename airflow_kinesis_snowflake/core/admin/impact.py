@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition, parse_sequence_number
+from airflow_kinesis_snowflake.core.sources.pacing import ShardReadPacer, page_bytes
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.leases import Lease
 
-# Kinesis allows 5 GetRecords calls per second per shard; sparse shards answer empty pages.
-MIN_SECONDS_BETWEEN_CALLS = 0.2
+# Sparse shards answer empty pages (the pace of calls: pacing.py).
 MAX_EMPTY_READS = 20
 DEFAULT_MAX_RECORDS = 10_000
 
@@ -133,7 +133,8 @@ def _iterator_args(start: StartPosition | None, after: Checkpoint | None) -> dic
 
 
 class _Reader:
-    """Kinesis records of one shard from a position, paced, until caught up, shard end or a cap."""
+    """Kinesis records of one shard from a position, within the shard's read budget (pacing.py), until
+    caught up, shard end or a cap. Shards are read one after another, under one budget."""
 
     def __init__(
         self,
@@ -148,8 +149,7 @@ class _Reader:
         self.stream_name = stream_name
         self.max_records_per_call = max_records_per_call
         self.sleep = sleep
-        self.clock = clock
-        self._last_call = float("-inf")
+        self._pacer = ShardReadPacer(clock=clock)
 
     def records(self, shard_id: str, args: dict[str, Any], limit: int) -> Iterator[dict[str, Any]]:
         iterator = self.client.get_shard_iterator(StreamName=self.stream_name, ShardId=shard_id, **args)[
@@ -157,14 +157,14 @@ class _Reader:
         ]
         seen = empty = 0
         while iterator and seen < limit:
-            wait = MIN_SECONDS_BETWEEN_CALLS - (self.clock() - self._last_call)
+            wait = self._pacer.before_call()
             if wait > 0:
                 self.sleep(wait)
-            self._last_call = self.clock()
             response = self.client.get_records(
                 ShardIterator=iterator, Limit=max(1, min(self.max_records_per_call, limit - seen))
             )
             records = response.get("Records", [])
+            self._pacer.page_read(page_bytes(records))
             for record in records:
                 yield record
                 seen += 1

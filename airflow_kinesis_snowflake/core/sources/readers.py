@@ -34,10 +34,11 @@ from airflow_kinesis_snowflake.core.aws import error_code
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, parse_sequence_number
 from airflow_kinesis_snowflake.core.planning import ShardRange
 from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
+from airflow_kinesis_snowflake.core.sources.pacing import SHARD_READ_CALLS_PER_SECOND, ShardReadPacer, page_bytes
 from airflow_kinesis_snowflake.core.sources.records import KinesisRecord, _arrival, deaggregate
 
-# Kinesis allows 5 GetRecords calls per second per shard.
-MIN_SECONDS_BETWEEN_CALLS = 0.2
+# Kinesis allows 5 GetRecords calls per second per shard (and 2 MiB of reads: see pacing.py).
+MIN_SECONDS_BETWEEN_CALLS = 1 / SHARD_READ_CALLS_PER_SECOND
 # Sparse shards can answer several empty pages while still behind the tip; don't spin forever.
 MAX_EMPTY_READS = 50
 # SubscribeToShard answers ResourceInUseException while another subscription of the consumer
@@ -143,24 +144,25 @@ def _iterator_args(stream_name: str, shard_range: ShardRange, position: Checkpoi
 
 
 class _Pages:
-    """GetRecords calls, one at a time, in a background thread, at most 5 per second."""
+    """GetRecords calls, one at a time, in a background thread, within the shard's read budget
+    (5 calls and 2 MiB per second: after a large page the next call waits until its bytes are paid back)."""
 
     def __init__(
         self, client: Any, result: RangeRead, sleep: Callable[[float], None], clock: Callable[[], float]
     ) -> None:
-        self._client, self._result, self._sleep, self._clock = client, result, sleep, clock
-        self._last_call = float("-inf")
+        self._client, self._result, self._sleep = client, result, sleep
+        self._pacer = ShardReadPacer(clock=clock)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"get-records-{result.shard_id}")
 
     def fetch(self, iterator: str, limit: int) -> Future[dict[str, Any]]:
         return self._pool.submit(self._get_records, iterator, max(1, limit))
 
     def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
-        wait = MIN_SECONDS_BETWEEN_CALLS - (self._clock() - self._last_call)
+        wait = self._pacer.before_call()
         if wait > 0:
             self._sleep(wait)
-        self._last_call = self._clock()
         response: dict[str, Any] = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        self._pacer.page_read(page_bytes(response.get("Records", ())))
         self._result.get_records_calls += 1
         return response
 
