@@ -89,7 +89,7 @@ def test_connectors_and_statuses_are_picked_by_their_source() -> None:
     both = [dynamodb, kinesis, dynamodb]
     assert kinesis_connectors(both) == [kinesis]
     assert dynamodb_connectors(both) == [dynamodb, dynamodb]
-    statuses = [
+    statuses: list[ConnectorStatus | DynamoDBConnectorStatus] = [
         ConnectorStatus(connector_id="orders", application_name="a", stream_name="s", table="T"),
         DynamoDBConnectorStatus(connector_id="tables", application_name="b", safe_age_hours=20),
     ]
