@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import traceback
 from typing import Any
 
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, decode_table_run, sync_continuously
@@ -27,8 +26,9 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     TableBatchResult,
     decode_table_plan,
     load,
-    report_lines,
+    report_entries,
 )
+from airflow_kinesis_snowflake.core.job_log import JobLogFormatter, say, say_exception
 
 
 def run(plan: TableBatchPlan, credentials: Any, attempt_id: str | None = None) -> TableBatchResult:
@@ -51,9 +51,10 @@ def run_continuous(run_spec: TableContinuousRun, credentials: Any, attempt_id: s
     """
     from airflow_kinesis_snowflake.core.job import spark_context
 
-    # The sync's steps are logged as a scheduled run's task log shows them; through the redacted stdout.
+    # The sync's steps are logged as a scheduled run's task log shows them, each at its level
+    # (:mod:`~.job_log`); through the redacted stdout.
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JobLogFormatter())
     package_log = logging.getLogger("airflow_kinesis_snowflake")
     package_log.addHandler(handler)
     package_log.setLevel(logging.INFO)
@@ -65,8 +66,7 @@ def run_continuous(run_spec: TableContinuousRun, credentials: Any, attempt_id: s
 
         def submit(plan: TableBatchPlan) -> TableBatchResult:
             result = load(sc, plan, credentials, attempt_id)
-            for line in report_lines(result):
-                print(line)
+            report(result)
             return result
 
         outcomes = sync_continuously(
@@ -108,8 +108,17 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             result = run(plan, credentials, args.attempt)
         except Exception:  # noqa: BLE001 - printed, then the job fails with status 1
-            traceback.print_exc()
+            say_exception()  # through the redaction, at ERROR
             return 1
-        for line in report_lines(result):
-            print(line)
+        report(result)
     return 0
+
+
+def report(result: TableBatchResult) -> None:
+    """Write what a batch read and applied (:func:`~.dynamodb_job.report_entries`), each line at its level:
+    plain lines at INFO, the job's marked lines at theirs (:mod:`~.job_log`)."""
+    for level, line in report_entries(result):
+        if level > logging.INFO:
+            say(level, line, sys.stdout)
+        else:
+            print(line, flush=True)

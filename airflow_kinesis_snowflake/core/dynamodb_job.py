@@ -828,19 +828,30 @@ def _record(
 
 
 def report_lines(result: TableBatchResult) -> list[str]:
-    """What a batch read and applied, one line each."""
+    """What a batch read and applied, one line each (:func:`report_entries` without their levels)."""
+    return [line for _, line in report_entries(result)]
+
+
+def report_entries(result: TableBatchResult) -> list[tuple[int, str]]:
+    """What a batch read and applied, one line each with its :mod:`logging` level: items set aside are
+    a WARNING, the rest INFO."""
     if result.merge is None:
         gap = result.gap
         why = f": gap in shard {gap.shard_id}" if gap else f": {result.superseded}" if result.superseded else ""
-        return [f"batch {result.batch_id}: nothing applied" + why]
+        return [(logging.INFO, f"batch {result.batch_id}: nothing applied" + why)]
     m = result.merge
-    lines = [
-        f"batch {result.batch_id}: {m.changes_loaded} changes applied ({m.rows_inserted} rows inserted, "
-        f"{m.rows_updated} updated, {m.rows_deleted} deleted), {len(result.segments)} segments, "
-        f"{len(result.shards)} stream shards"
+    entries = [
+        (
+            logging.INFO,
+            f"batch {result.batch_id}: {m.changes_loaded} changes applied ({m.rows_inserted} rows inserted, "
+            f"{m.rows_updated} updated, {m.rows_deleted} deleted), {len(result.segments)} segments, "
+            f"{len(result.shards)} stream shards",
+        )
     ]
     if m.completed_snapshot is not None:
-        lines.append(f"snapshot of generation {m.completed_snapshot} completed")
+        entries.append((logging.INFO, f"snapshot of generation {m.completed_snapshot} completed"))
     if m.items_set_aside:
-        lines.append(f"warning: {m.items_set_aside} item change(s) set aside: an attribute cannot be a column")
-    return lines
+        entries.append(
+            (logging.WARNING, f"{m.items_set_aside} item change(s) set aside: an attribute cannot be a column")
+        )
+    return entries

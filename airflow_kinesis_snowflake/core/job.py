@@ -42,7 +42,6 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_kinesis_snowflake.core.job_log import JobLogFormatter, say, say_exception
 from airflow_kinesis_snowflake.core.keys import private_key_der
 from airflow_kinesis_snowflake.core.load.evolution import (
     NEVER_EVOLVED,
@@ -490,7 +490,7 @@ def commit(
         try:
             sink.remove_staged(stage_dir)
         except Exception as err:  # noqa: BLE001
-            print(f"warning: staged files under {stage_dir} were not removed: {err}", file=sys.stderr)
+            say(logging.WARNING, f"staged files under {stage_dir} were not removed: {err}")
     return recorded[-1]
 
 
@@ -519,10 +519,10 @@ def run_continuous(run_spec: ContinuousRun, credentials: JobCredentials, attempt
     (:func:`~.continuous.run_continuously`), each recorded in Snowflake under its batch id and ``attempt_id``."""
     from airflow_kinesis_snowflake.core.continuous import KinesisStream, run_continuously
 
-    # The protocol's steps are logged as a scheduled run's task log shows them; through the
-    # redacted stdout of :func:`main`.
+    # The protocol's steps are logged as a scheduled run's task log shows them, each at its level
+    # (:mod:`~.job_log`); through the redacted stdout of :func:`main`.
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JobLogFormatter())
     package_log = logging.getLogger("airflow_kinesis_snowflake")
     package_log.addHandler(handler)
     package_log.setLevel(logging.INFO)
@@ -644,11 +644,11 @@ def main(argv: list[str] | None = None) -> int:
             result = run(plan, credentials, args.attempt)
         except UnknownKeyError as err:
             # A setting, not a fault: one line saying what to do, and no rows loaded.
-            print(f"error: {err}", file=sys.stderr)
+            say(logging.ERROR, str(err))
             return 2
         except Exception:  # noqa: BLE001 - printed, then the job fails with status 1
-            # Printed here rather than by the interpreter, so that it goes through the redaction.
-            traceback.print_exc()
+            # Printed here rather than by the interpreter, so that it goes through the redaction, at ERROR.
+            say_exception()
             return 1
         report(result)
     return 0

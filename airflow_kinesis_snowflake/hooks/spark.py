@@ -12,6 +12,7 @@ https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-sn
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.log import redact
 
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake import docs_url
@@ -39,7 +41,7 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     TablePlanTooLargeError,
     encode_table_plan,
 )
-from airflow_kinesis_snowflake.core.dynamodb_job import report_lines as table_report_lines
+from airflow_kinesis_snowflake.core.dynamodb_job import report_entries as table_report_entries
 from airflow_kinesis_snowflake.core.job import (
     ATTEMPT_ARG,
     CONTINUOUS_ARG,
@@ -50,6 +52,15 @@ from airflow_kinesis_snowflake.core.job import (
     job_credential_environment,
     report_lines,
 )
+from airflow_kinesis_snowflake.core.job_log import (
+    DEFAULT_SPARK_LOG_LEVEL,
+    SPARK_LOG_LEVEL_SETTING,
+    OutputLine,
+    OutputTail,
+    log4j2_properties,
+    read_output_line,
+    spark_log_level,
+)
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
@@ -57,6 +68,8 @@ from airflow_kinesis_snowflake.environment import check_spark_distribution
 from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow_kinesis_snowflake.core.planning import BatchPlan
     from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
     from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
@@ -175,6 +188,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             self._should_track_driver_status = self._resolve_should_track_driver_status()
         self._plan_argument: str | None = None
         self._plan_label = ""
+        self._output_tail: OutputTail | None = None
 
     def _connection_extra(self) -> dict[str, Any]:
         try:
@@ -328,6 +342,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
         self.check_submission()  # before spark-submit: pyspark files of two Spark versions fail obscurely
+        level = self.spark_log_level
         if self.driver_identity:
             assert self.snowflake_connection_ref is not None  # __init__ refuses driver_identity without it
             application_args = [*application_args, SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
@@ -348,7 +363,59 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         if shutil.which("spark-submit", path=env.get("PATH")) is None:
             # pyspark from PyPI installs spark-submit next to the interpreter.
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        super().submit(application, env=env)
+        # Spark applies spark.log.level when the SparkContext starts, wherever the driver runs.
+        self._conf = {**self._conf, SPARK_LOG_LEVEL_SETTING: level}
+        with tempfile.TemporaryDirectory(prefix="kinesis-snowflake-log4j2-") as directory:
+            self._configure_spark_logging(env, level, Path(directory))
+            self.submit(application, env=env)
+
+    @property
+    def spark_log_level(self) -> str:
+        """Spark's own log level for the job: ``spark.log.level`` of the hook's ``conf``, else WARN.
+
+        :raises ValueError: when ``spark.log.level`` is not a Spark log level.
+        """
+        value = self._conf.get(SPARK_LOG_LEVEL_SETTING, DEFAULT_SPARK_LOG_LEVEL)
+        try:
+            return spark_log_level(value)
+        except ValueError as err:
+            raise ValueError(f"Spark setting {SPARK_LOG_LEVEL_SETTING} {err}") from None
+
+    def _own_log4j_configuration(self, env: dict[str, str]) -> str | None:
+        """Where this worker's Spark configuration sets the logging of spark-submit's JVM, if it does."""
+        options = [("SPARK_SUBMIT_OPTS", env.get("SPARK_SUBMIT_OPTS", ""))]
+        if self.deploy_mode == CLIENT:
+            options.append(("spark.driver.extraJavaOptions", str(self._conf.get("spark.driver.extraJavaOptions", ""))))
+        for where, value in options:
+            if "-Dlog4j.configurationFile=" in value or "-Dlog4j2.configurationFile=" in value:
+                return where
+        conf_dir = env.get("SPARK_CONF_DIR") or (str(Path(env["SPARK_HOME"]) / "conf") if env.get("SPARK_HOME") else "")
+        if conf_dir and (Path(conf_dir) / "log4j2.properties").is_file():
+            return str(Path(conf_dir) / "log4j2.properties")
+        return None
+
+    def _configure_spark_logging(self, env: dict[str, str], level: str, directory: Path) -> None:
+        """Keep spark-submit's JVM at ``level`` from its start: a log4j2 file in ``directory``, named in
+        ``SPARK_SUBMIT_OPTS`` (an environment variable: no Spark setting is replaced). In client deploy mode
+        that JVM is the driver; in cluster mode it submits, and the submission's loggers stay at INFO for
+        the Spark provider's tracking. A log4j2 configuration of this worker's own is left in charge."""
+        own = self._own_log4j_configuration(env)
+        if own is not None:
+            self.log.info(
+                "Spark's logging as %s configures it; %s=%s once the SparkContext starts",
+                own,
+                SPARK_LOG_LEVEL_SETTING,
+                level,
+            )
+            return
+        path = directory / "log4j2.properties"
+        path.write_text(log4j2_properties(level, cluster_deploy=self.deploy_mode == CLUSTER))
+        env["SPARK_SUBMIT_OPTS"] = " ".join(
+            filter(None, [env.get("SPARK_SUBMIT_OPTS"), f"-Dlog4j.configurationFile={path}"])
+        )
+        self.log.info(
+            "Spark logs at %s (spark.log_level of the connector file, %s by default)", level, DEFAULT_SPARK_LOG_LEVEL
+        )
 
     def run_batch(
         self,
@@ -528,8 +595,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             )
         result = TableBatchResult.from_batch_result(recorded)
         if self.deploy_mode == CLUSTER:
-            for line in table_report_lines(result):
-                self.log.info("%s", line)
+            self._log_entries(table_report_entries(result))
         return result
 
     def run_table_continuous(
@@ -574,8 +640,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         results = [TableBatchResult.from_batch_result(result) for _, result in recorded]
         if self.deploy_mode == CLUSTER:
             for result in results:
-                for line in table_report_lines(result):
-                    self.log.info("%s", line)
+                self._log_entries(table_report_entries(result))
         return results
 
     def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
@@ -589,9 +654,61 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
         Returns what ``SparkSubmitHook.submit`` returns: the driver id with recent Spark providers,
         None with earlier ones.
+
+        :raises AirflowException: when spark-submit fails: with the last error lines of its output
+            (the last lines when it wrote none at ERROR), masked by Airflow's secret masker.
         """
         self.check_credential_delivery()
-        return super().submit(application, **kwargs)
+        self._output_tail = None
+        try:
+            return super().submit(application, **kwargs)
+        except AirflowException as err:
+            raise AirflowException(self._failure_message(err)) from None
+
+    def _failure_message(self, err: AirflowException) -> str:
+        """What failed and the last lines that say why, for the exception that replaces ``err``."""
+        process = getattr(self, "_submit_sp", None)
+        code = process.returncode if process is not None else None
+        if code:
+            what = f"The Spark job {self._name} failed: spark-submit exited with code {code}"
+        else:
+            what = str(err)  # a Kubernetes driver's exit code, a standalone driver's state
+        tail = self._output_tail
+        if tail is None or not (tail.errors or tail.last):
+            return str(redact(f"{what}; it wrote nothing."))
+        which = "error lines" if tail.errors else "lines (none at ERROR)"
+        lines = "\n".join(f"  {line}" for line in tail.errors or tail.last)
+        return str(redact(f"{what}. Its last {which}, of the output in the task log:\n{lines}"))
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        """Forward spark-submit's output to the task log, each line at its level
+        (:func:`~airflow_kinesis_snowflake.core.job_log.read_output_line`): the job's warnings and errors,
+        and Spark's WARN and ERROR lines, at WARNING and ERROR; the rest at INFO through ``SparkSubmitHook``,
+        which reads them for the YARN application id and the Kubernetes driver pod. The last lines are
+        kept for the exception of a failed job (:meth:`submit`)."""
+        self._output_tail = OutputTail()
+        super()._process_spark_submit_log(self._info_lines(itr, self._output_tail))
+
+    def _info_lines(self, itr: Iterator[Any], tail: OutputTail) -> Iterator[str]:
+        """The lines of ``itr`` below WARNING; those at WARNING and above are logged here."""
+        previous: OutputLine | None = None
+        for raw in itr:
+            line = previous = read_output_line(str(raw).rstrip("\r\n"), previous)
+            tail.add(line)
+            if line.level >= logging.WARNING:
+                self._log_entries([(line.level, line.text)])
+            else:
+                yield line.text
+
+    def _log_entries(self, entries: list[tuple[int, str]]) -> None:
+        """Log each ``(level, text)`` at its level."""
+        for level, text in entries:
+            if level >= logging.ERROR:
+                self.log.error("%s", text)
+            elif level >= logging.WARNING:
+                self.log.warning("%s", text)
+            else:
+                self.log.info("%s", text)
 
 
 class _StreamsLocation:

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import structlog
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks import spark_submit
 from airflow.sdk.exceptions import AirflowException
@@ -425,14 +426,17 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     text = " ".join(command)
     assert not [c for c in credentials if c in text], "a credential is on the command line"
     # spark-submit inherits this process's environment (where the test defines its connections); the
-    # hook adds the region and endpoints only (and the interpreter's bin to PATH, for spark-submit).
+    # hook adds the region and endpoints only (and the interpreter's bin to PATH, for spark-submit), and
+    # the log4j2 file that keeps spark-submit's JVM at Spark's log level.
     added = {k: v for k, v in env.items() if os.environ.get(k) != v and k != "PATH"}
     assert set(added) == {
         "AWS_DEFAULT_REGION",
         "AWS_ENDPOINT_URL_KINESIS",
         "AWS_ENDPOINT_URL_DYNAMODB",
         "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+        "SPARK_SUBMIT_OPTS",
     }
+    assert added["SPARK_SUBMIT_OPTS"].split()[-1].startswith("-Dlog4j.configurationFile=")
     assert not [c for c in credentials if c in json.dumps(added)], "a credential is in spark-submit's environment"
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert not [
@@ -465,14 +469,17 @@ def test_the_logged_command_names_the_plan_by_batch_and_length(
     hook = KinesisJobSubmitHook(conn_id=conn_id)
     plan = batch_plan(shards=50)
 
-    with pytest.raises(AirflowException) as raised:
+    with structlog.testing.capture_logs() as logs, pytest.raises(AirflowException) as raised:
         hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
 
     argv = json.loads(spark_submit_fails.read_text())
     encoded = argv[argv.index("--plan") + 1]
     assert decode_plan(encoded) == plan
     assert encoded not in str(raised.value)
-    assert f"--plan <plan of batch {plan.batch_id}: {len(encoded)} characters> --attempt " in str(raised.value)
+    # The exception says what failed and why, not the command; the log names the plan by batch and length.
+    (logged,) = [str(e["event"]) for e in logs if str(e["event"]).startswith("Spark-Submit cmd: ")]
+    assert encoded not in logged
+    assert f"--plan <plan of batch {plan.batch_id}: {len(encoded)} characters> --attempt " in logged
 
 
 def test_a_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
