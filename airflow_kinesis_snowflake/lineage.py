@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Asset
 
     from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
+    from airflow_kinesis_snowflake.metrics import Publish
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +134,19 @@ def add_batch_asset_events(
     log.info("Asset event for %s: %s", asset.uri, extra)
 
 
-def report_batch(operator: Any, context: Any, outcome: BatchOutcome, destination: Destination, snowflake: Any) -> None:
+def report_batch(
+    operator: Any,
+    context: Any,
+    outcome: BatchOutcome,
+    destination: Destination,
+    snowflake: Any,
+    publish: Publish | None = None,
+) -> None:
     """What the ingest ``operator`` reports of a committed batch: its metrics, and an event of the
     table's Asset, through each ``AssetAlias`` outlet of the task, when rows landed in it.
 
     :param snowflake: the Snowflake hook (its ``account_and_region``), asked only for an event.
+    :param publish: where the metrics go besides Airflow's (CloudWatch, ``metrics.cloudwatch``).
     """
     from airflow.sdk import AssetAlias
 
@@ -145,7 +154,8 @@ def report_batch(operator: Any, context: Any, outcome: BatchOutcome, destination
 
     assert outcome.result is not None
     figures, app, stream = BatchFigures.from_result(outcome.result), outcome.application_name, operator.stream_name
-    emit_batch_metrics(figures, application_name=app, stream_name=stream, table=destination.qualified_name)
+    table = destination.qualified_name
+    emit_batch_metrics(figures, application_name=app, source_name=stream, table=table, publish=publish)
     aliases = [outlet for outlet in operator.outlets if isinstance(outlet, AssetAlias)]
     if aliases and outcome.result.rows_loaded:
         where = snowflake.account_and_region()
@@ -259,10 +269,13 @@ def report_table_batches(
     source_table: str,
     destination: Destination,
     snowflake: Any,
+    publish: Publish | None = None,
 ) -> None:
     """What the sync ``operator`` reports of its committed batches: each one's metrics (the ingest's names),
     and an event of the destination table's Asset, through each ``AssetAlias`` outlet, for a batch that
     applied changes. A failure to report is logged: the batches are committed.
+
+    :param publish: where the metrics go besides Airflow's (CloudWatch, ``metrics.cloudwatch``).
     """
     from airflow.sdk import AssetAlias
 
@@ -274,7 +287,14 @@ def report_table_batches(
     for batch in batches:
         try:
             figures = BatchFigures.from_table_batch(batch)
-            emit_batch_metrics(figures, application_name=application_name, stream_name=source_table, table=table)
+            emit_batch_metrics(
+                figures,
+                application_name=application_name,
+                source_name=source_table,
+                source_type="dynamodb",
+                table=table,
+                publish=publish,
+            )
             if not (aliases and batch.merge.changes_loaded):
                 continue
             where = where or snowflake.account_and_region()

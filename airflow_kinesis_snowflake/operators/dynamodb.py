@@ -22,8 +22,10 @@ from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures, TableSync, describe_summary, sync_table
+from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
+from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
@@ -57,6 +59,9 @@ class SyncDynamoDBTableOperator(BaseOperator):
         the table run after run for this long (:mod:`~airflow_kinesis_snowflake.core.dynamodb_continuous`);
         None syncs it once, up to the DAG run's start.
     :param idle_seconds: continuous mode: the pause after a run that found nothing new.
+    :param cloudwatch_namespace: also publish each batch's metrics to this CloudWatch namespace, through
+        the AWS connection (``metrics.cloudwatch``); None: Airflow's metrics backend only.
+    :param cloudwatch_dimensions: the tags that become CloudWatch dimensions (all by default).
     :return: the run's figures: table, batches, changes loaded, snapshots completed, and (scheduled)
         the generations started.
     """
@@ -83,6 +88,8 @@ class SyncDynamoDBTableOperator(BaseOperator):
         spark_submit: dict[str, Any] | None = None,
         max_runtime_minutes: float | None = None,
         idle_seconds: float = IDLE_SECONDS,
+        cloudwatch_namespace: str | None = None,
+        cloudwatch_dimensions: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -96,6 +103,10 @@ class SyncDynamoDBTableOperator(BaseOperator):
             raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
         self.spark_submit, self.max_runtime_minutes = dict(spark_submit or {}), max_runtime_minutes
         self.idle_seconds = idle_seconds
+        if cloudwatch_namespace is not None:
+            check_namespace(cloudwatch_namespace)
+        self.cloudwatch_namespace = cloudwatch_namespace
+        self.cloudwatch_dimensions = None if cloudwatch_dimensions is None else check_dimensions(cloudwatch_dimensions)
         self._spark_hook: KinesisJobSubmitHook | None = None
         self._destination: Destination | None = None  # what execute reported, for the lineage
         self._batches: list[TableBatchFigures] = []
@@ -149,7 +160,16 @@ class SyncDynamoDBTableOperator(BaseOperator):
         self.log.info("%s", describe_summary(figures))
         self._destination, self._batches = sync.target.destination, batches
         where = {"application_name": sync.application_name, "source_table": sync.table}
-        report_table_batches(self, context, batches, destination=sync.target.destination, snowflake=snowflake, **where)
+        publish = cloudwatch_publisher(
+            self.cloudwatch_namespace,
+            self.cloudwatch_dimensions,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+        )
+        destination = sync.target.destination
+        report_table_batches(
+            self, context, batches, destination=destination, snowflake=snowflake, publish=publish, **where
+        )
         return figures
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -14,9 +14,11 @@ from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
+from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
+from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
@@ -68,6 +70,9 @@ class SparkKinesisIngestOperator(BaseOperator):
     :param schema_evolution: add columns for new keys, drop NOT NULL; None: ``ENABLE_SCHEMA_EVOLUTION``.
     :param on_unknown_key: IGNORE or FAIL: what a key with no column that gets none does.
     :param connector_id: recorded in the lease table and named in refusals; the DAG id by default.
+    :param cloudwatch_namespace: also publish the batch's metrics to this CloudWatch namespace, through
+        the AWS connection (``metrics.cloudwatch``); None: Airflow's metrics backend only.
+    :param cloudwatch_dimensions: the tags that become CloudWatch dimensions (all by default).
     """
 
     template_fields: Sequence[str] = (
@@ -116,6 +121,8 @@ class SparkKinesisIngestOperator(BaseOperator):
         schema_evolution: bool | None = None,
         on_unknown_key: str = UnknownKeys.IGNORE.value,
         connector_id: str | None = None,
+        cloudwatch_namespace: str | None = None,
+        cloudwatch_dimensions: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -138,6 +145,10 @@ class SparkKinesisIngestOperator(BaseOperator):
         self.spark_submit = dict(spark_submit or {})
         self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
         self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
+        if cloudwatch_namespace is not None:
+            check_namespace(cloudwatch_namespace)
+        self.cloudwatch_namespace = cloudwatch_namespace
+        self.cloudwatch_dimensions = None if cloudwatch_dimensions is None else check_dimensions(cloudwatch_dimensions)
         self._spark_hook: KinesisJobSubmitHook | None = None
         self._last_summary: BatchOutcome | None = None  # the batch loaded, for the lineage
 
@@ -176,13 +187,20 @@ class SparkKinesisIngestOperator(BaseOperator):
         summary = outcome.summary()
         from airflow_kinesis_snowflake.lineage import report_batch  # not loaded before it is needed
 
+        publish = cloudwatch_publisher(
+            self.cloudwatch_namespace,
+            self.cloudwatch_dimensions,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+        )
         for batch in outcome.batches:  # several when a reshard made the run plan again
             try:
-                report_batch(self, context, batch, destination, snowflake)
+                report_batch(self, context, batch, destination, snowflake, publish)
             except Exception:  # the batch is committed: reporting it must not fail the task
                 self.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
         if outcome.result is not None:  # per-shard lag and checkpoint age: logged, returned, measured (docs/lag.md)
-            summary["lag"] = report_lag(outcome, kinesis, self.stream_name, destination.qualified_name, self.log)
+            table = destination.qualified_name
+            summary["lag"] = report_lag(outcome, kinesis, self.stream_name, table, self.log, publish)
         return summary
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:

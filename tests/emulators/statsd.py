@@ -24,14 +24,32 @@ class StatsdReceiver:
                 out.setdefault(name, []).append((float(value), kind.split("|")[0]))
         return out
 
-    def airflow_env(self, prefix: str = "airflow") -> dict[str, str]:
-        """``[metrics]`` settings that point Airflow's StatsD backend here."""
-        return {
+    def tagged(self, prefix: str) -> list[tuple[str, dict[str, str], float, str]]:
+        """``(name, tags, value, type)`` of each received line whose name starts with ``prefix``, in order of
+        arrival, its tags read from the InfluxDB form Airflow writes (``name,tag=value,...:1|c``;
+        :meth:`airflow_env` with ``tags``)."""
+        out = []
+        for line in list(self.lines):
+            key, _, rest = line.partition(":")
+            name, *pairs = key.split(",")
+            value, _, kind = rest.partition("|")
+            if name.startswith(prefix):
+                tags = dict(pair.split("=", 1) for pair in pairs)
+                out.append((name, tags, float(value), kind.split("|")[0]))
+        return out
+
+    def airflow_env(self, prefix: str = "airflow", *, tags: bool = False) -> dict[str, str]:
+        """``[metrics]`` settings that point Airflow's StatsD backend here; with ``tags``, it appends the
+        tags to each name (``statsd_influxdb_enabled``)."""
+        env = {
             "AIRFLOW__METRICS__STATSD_ON": "True",
             "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
             "AIRFLOW__METRICS__STATSD_PORT": str(self.port),
             "AIRFLOW__METRICS__STATSD_PREFIX": prefix,
         }
+        if tags:
+            env["AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED"] = "True"
+        return env
 
 
 @contextmanager

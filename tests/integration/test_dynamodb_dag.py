@@ -88,19 +88,28 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
         "batch": {"schedule": None, "retries": 0},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    dag_id = f"dynamodb_snowflake_{connector['connector_id']}_sync"
     # '.' and '-' become '_', upper-cased (destination_table_template "{table}").
     destination = {table: table.replace(".", "_").replace("-", "_").upper() for table in (orders, events)}
 
     # Run 1: discovery finds the two tables with new images, and each one's snapshot loads its items.
     with statsd_receiver() as statsd:
-        proc = run_dag(dag_id, {**dag_env, **statsd.airflow_env()}, dag_file=dag_file, log_path=tmp_path / "run1.log")
+        env = {**dag_env, **statsd.airflow_env(tags=True)}
+        proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run1.log")
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
-    # Each committed batch reported the ingest's metrics, named after the application ...
-    metrics = statsd.metrics(f"airflow.kinesis_snowflake.{prefix}-app.")
-    figures = {name.rsplit(".", 1)[1]: values for name, values in metrics.items()}
+    # Each committed batch reported the ingest's metrics (the same static names), tagged with the application,
+    # the DynamoDB table and its Snowflake table ...
+    metrics = [
+        line for line in statsd.tagged("airflow.kinesis_snowflake.") if line[1]["application"] == f"{prefix}-app"
+    ]
+    figures: dict[str, list[tuple[float, str]]] = {}
+    for name, _tags, value, kind in metrics:
+        figures.setdefault(name.removeprefix("airflow.kinesis_snowflake.batch."), []).append((value, kind))
     assert set(figures) == {"records", "rows_loaded", "dead_letters", "shards"}  # DynamoDB: no bytes, no lag
+    assert {(tags["source_type"], tags["source"], tags["table"]) for _, tags, _, _ in metrics} == {
+        ("dynamodb", table, f"ANALYTICS.RAW.{destination[table]}") for table in (orders, events)
+    }
     assert sum(value for value, kind in figures["rows_loaded"] if kind == "c") >= 24
     assert all(value == 0 for value, _ in figures["dead_letters"])
     # ... and added an event to its table's Asset, as the ingest task does.
@@ -129,7 +138,7 @@ def test_the_sync_dag_discovers_tagged_tables_and_maps_one_sync_per_table_and_a_
     assert orders_rows == scanned(dynamodb, orders) and events_rows == scanned(dynamodb, events)
 
     # The reset DAG, after the Snowflake copy of `orders` drifted by hand: a row deleted, a value changed.
-    app, reset_id = f"{prefix}-app", f"kinesis_snowflake_{prefix.replace('-', '_')}_reset"
+    app, reset_id = f"{prefix}-app", f"dynamodb_snowflake_{prefix.replace('-', '_')}_reset"
     drifted = destination[orders]
     query(emulators, f"DELETE FROM ANALYTICS.RAW.{drifted} WHERE ITEM:pk::VARCHAR = 'o1'")
     query(emulators, f"UPDATE ANALYTICS.RAW.{drifted} SET ITEM = PARSE_JSON('{{\"pk\": \"o2\"}}') "

@@ -119,33 +119,40 @@ def test_two_runs_load_exactly_the_records_put(emulators: Emulators, dag_env: di
     put_raw(kinesis, stream, bad)
 
     with statsd_receiver() as statsd:
-        env = {**dag_env, **statsd.airflow_env()}
+        env = {**dag_env, **statsd.airflow_env(tags=True)}
         proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "run1.log")
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
     rows = query(emulators, f"SELECT ID, NAME, AMOUNT, PAID FROM {fqn} ORDER BY ID")
     assert [r[0] for r in rows] == list(range(300))
-    # The batch's figures reached the configured metrics backend, named after the application.
-    metrics = statsd.metrics(f"airflow.kinesis_snowflake.{app}.")
+    # The batch's figures reached the configured metrics backend under static names, tagged with the
+    # application, the source and the table.
+    metrics = statsd.tagged("airflow.kinesis_snowflake.")
+    tags = {"application": app, "source_type": "kinesis", "source": stream, "table": fqn}
     payload_bytes = sum(len(json.dumps(b).encode()) for b in first) + sum(map(len, bad))
-    per_shard = {name: values for name, values in metrics.items() if ".shard." in name}
-    assert {name.rsplit(".", 1)[1]: values for name, values in metrics.items() if name not in per_shard} == {
-        "records": [(304.0, "c")],
-        "rows_loaded": [(300.0, "c")],
-        "dead_letters": [(4.0, "c")],
-        "bytes": [(float(payload_bytes), "c")],
-        "shards": [(2.0, "g")],
-        "millis_behind_latest": [(0.0, "g")],
-    }
-    # Per shard: the lag each read ended at, and the age of the checkpoint the batch just moved.
+    per_shard = [line for line in metrics if "shard" in line[1]]
+    batch = [line for line in metrics if line not in per_shard]
+    assert sorted((name, value, kind) for name, _, value, kind in batch) == sorted(
+        [
+            ("airflow.kinesis_snowflake.batch.records", 304.0, "c"),
+            ("airflow.kinesis_snowflake.batch.rows_loaded", 300.0, "c"),
+            ("airflow.kinesis_snowflake.batch.dead_letters", 4.0, "c"),
+            ("airflow.kinesis_snowflake.batch.bytes", float(payload_bytes), "c"),
+            ("airflow.kinesis_snowflake.batch.shards", 2.0, "g"),
+            ("airflow.kinesis_snowflake.batch.millis_behind_latest", 0.0, "g"),
+        ]
+    )
+    assert all(batch_tags == tags for _, batch_tags, _, _ in batch)
+    # Per shard: the lag each read ended at, and the age of the checkpoint the batch just moved, tagged with the shard.
     shard_ids = [s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]]
-    prefix = f"airflow.kinesis_snowflake.{app}.shard."
-    assert sorted(per_shard) == sorted(
-        f"{prefix}{shard_id}.{figure}"
+    assert sorted((name, shard_tags["shard"]) for name, shard_tags, _, _ in per_shard) == sorted(
+        (f"airflow.kinesis_snowflake.shard.{figure}", shard_id)
         for shard_id in shard_ids
         for figure in ("millis_behind_latest", "checkpoint_age_seconds")
     )
-    assert all(per_shard[f"{prefix}{shard_id}.millis_behind_latest"] == [(0.0, "g")] for shard_id in shard_ids)
+    assert all(shard_tags == {**tags, "shard": shard_tags["shard"]} for _, shard_tags, _, _ in per_shard)
+    lags = [(shard_tags["shard"], value, kind) for name, shard_tags, value, kind in per_shard if "millis" in name]
+    assert sorted(lags) == [(shard_id, 0.0, "g") for shard_id in sorted(shard_ids)]
     # And the table's Asset got an event carrying the batch.
     # The account named as the Snowflake provider's lineage does: "fakesnow" is a legacy locator.
     (event,) = asset_events(dag_env, "snowflake://fakesnow.us-west-1.aws/ANALYTICS/RAW/" + table)

@@ -1,4 +1,4 @@
-"""Batch figures and the names they are sent under."""
+"""Batch figures and the names they are sent under: static names, the application, source, table and shard as tags."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
 from airflow_kinesis_snowflake.core.lag import LagReport, ShardLag
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
+from airflow_kinesis_snowflake.core.metrics import METRICS, MetricPoint
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, ShardResult
-from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, emit_lag_metrics, metric_name
+from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics, emit_lag_metrics
 
 
 def _shard(shard_id: str, records: int, bytes_read: int = 0, millis_behind_latest: int | None = None) -> ShardResult:
@@ -49,25 +50,52 @@ def test_figures_sum_the_shards_and_keep_the_largest_lag() -> None:
     assert BatchFigures.from_result(_result(0, 0, [])).millis_behind_latest is None
 
 
-def test_names_carry_the_application_without_adding_statsd_levels() -> None:
-    assert metric_name("orders-to-snowflake", "records") == "kinesis_snowflake.orders-to-snowflake.records"
-    assert metric_name("orders.v2", "bytes") == "kinesis_snowflake.orders__v2.bytes"
+def test_names_are_static_and_the_application_is_a_tag() -> None:
+    sent: dict[str, list[tuple[str, str, float, dict[str, Any] | None]]] = {}
+    for app in ("orders-to-snowflake", "orders.v2"):
+        stats = Recorder()
+        emit_batch_metrics(
+            BatchFigures.from_result(RESULT), application_name=app, source_name="orders", table="A.B.C", stats=stats
+        )
+        sent[app] = stats.sent
+    names = {app: [name for _, name, _, _ in calls] for app, calls in sent.items()}
+    # The same names whatever the application (no level of the StatsD hierarchy per connector) ...
+    assert names["orders-to-snowflake"] == names["orders.v2"]
+    assert all(name in METRICS and "orders" not in name for name in names["orders.v2"])
+    # ... which the tags tell apart, unchanged.
+    assert {tags["application"] for _, _, _, tags in sent["orders.v2"] if tags} == {"orders.v2"}
 
 
 def test_every_figure_is_sent_with_tags() -> None:
     stats = Recorder()
-    emit_batch_metrics(
-        BatchFigures.from_result(RESULT), application_name="app", stream_name="orders", table="A.B.C", stats=stats
+    points = emit_batch_metrics(
+        BatchFigures.from_result(RESULT), application_name="app", source_name="orders", table="A.B.C", stats=stats
     )
-    tags = {"application": "app", "stream": "orders", "table": "A.B.C"}
+    tags = {"application": "app", "source_type": "kinesis", "source": "orders", "table": "A.B.C"}
     assert stats.sent == [
-        ("incr", "kinesis_snowflake.app.records", 9, tags),
-        ("incr", "kinesis_snowflake.app.rows_loaded", 7, tags),
-        ("incr", "kinesis_snowflake.app.dead_letters", 2, tags),
-        ("incr", "kinesis_snowflake.app.bytes", 800, tags),
-        ("gauge", "kinesis_snowflake.app.shards", 3, tags),
-        ("gauge", "kinesis_snowflake.app.millis_behind_latest", 1200, tags),
+        ("incr", "kinesis_snowflake.batch.records", 9, tags),
+        ("incr", "kinesis_snowflake.batch.rows_loaded", 7, tags),
+        ("incr", "kinesis_snowflake.batch.dead_letters", 2, tags),
+        ("incr", "kinesis_snowflake.batch.bytes", 800, tags),
+        ("gauge", "kinesis_snowflake.batch.shards", 3, tags),
+        ("gauge", "kinesis_snowflake.batch.millis_behind_latest", 1200, tags),
     ]
+    # What was sent is returned, for another publisher (CloudWatch).
+    assert [(p.name, p.value, dict(p.tags)) for p in points] == [(name, v, t) for _, name, v, t in stats.sent]
+
+
+def test_the_points_sent_are_handed_to_the_publisher_too() -> None:
+    published: list[list[MetricPoint]] = []
+    stats = Recorder()
+    emit_batch_metrics(
+        BatchFigures.from_result(RESULT),
+        application_name="app",
+        source_name="orders",
+        table="A.B.C",
+        stats=stats,
+        publish=lambda points: published.append(list(points)),
+    )
+    assert len(published) == 1 and [p.name for p in published[0]] == [name for _, name, _, _ in stats.sent]
 
 
 def test_no_lag_gauge_when_no_shard_reported_one() -> None:
@@ -75,11 +103,11 @@ def test_no_lag_gauge_when_no_shard_reported_one() -> None:
     emit_batch_metrics(
         BatchFigures.from_result(_result(0, 0, [_shard("s0", records=0)])),
         application_name="app",
-        stream_name="orders",
+        source_name="orders",
         table="A.B.C",
         stats=stats,
     )
-    assert [s[1] for s in stats.sent if s[0] == "gauge"] == ["kinesis_snowflake.app.shards"]
+    assert [s[1] for s in stats.sent if s[0] == "gauge"] == ["kinesis_snowflake.batch.shards"]
 
 
 def test_each_shard_gets_its_lag_and_checkpoint_age_as_gauges_tagged_with_the_shard() -> None:
@@ -92,13 +120,13 @@ def test_each_shard_gets_its_lag_and_checkpoint_age_as_gauges_tagged_with_the_sh
         ),
         retention_hours=24,
     )
-    emit_lag_metrics(report, application_name="app", stream_name="orders", table="A.B.C", stats=stats)
-    tags = {"application": "app", "stream": "orders", "table": "A.B.C"}
+    emit_lag_metrics(report, application_name="app", source_name="orders", table="A.B.C", stats=stats)
+    tags = {"application": "app", "source_type": "kinesis", "source": "orders", "table": "A.B.C"}
     s0, s1 = {**tags, "shard": "shardId-0"}, {**tags, "shard": "shardId-1"}
     assert stats.sent == [
-        ("gauge", "kinesis_snowflake.app.shard.shardId-0.millis_behind_latest", 1500, s0),
-        ("gauge", "kinesis_snowflake.app.shard.shardId-0.checkpoint_age_seconds", 2.5, s0),
-        ("gauge", "kinesis_snowflake.app.shard.shardId-1.checkpoint_age_seconds", 600.0, s1),
+        ("gauge", "kinesis_snowflake.shard.millis_behind_latest", 1500, s0),
+        ("gauge", "kinesis_snowflake.shard.checkpoint_age_seconds", 2.5, s0),
+        ("gauge", "kinesis_snowflake.shard.checkpoint_age_seconds", 600.0, s1),
     ]
 
 
@@ -107,11 +135,11 @@ def test_shards_near_the_retention_are_counted_under_a_warning_and_an_error_metr
     stats = Recorder()
     lags = {"s0": 13 * hour, "s1": 22 * hour, "s2": 23 * hour, "s3": 1000}
     shards = tuple(ShardLag(shard_id, lag, None, None) for shard_id, lag in lags.items())
-    emit_lag_metrics(LagReport(shards, 24), application_name="app", stream_name="orders", table="A.B.C", stats=stats)
+    emit_lag_metrics(LagReport(shards, 24), application_name="app", source_name="orders", table="A.B.C", stats=stats)
     counters = [(name, count) for kind, name, count, _ in stats.sent if kind == "incr"]
     assert counters == [
-        ("kinesis_snowflake.app.lag_retention_warning", 1),
-        ("kinesis_snowflake.app.lag_retention_error", 2),
+        ("kinesis_snowflake.lag_retention_warning", 1),
+        ("kinesis_snowflake.lag_retention_error", 2),
     ]
 
 
@@ -120,12 +148,19 @@ def test_a_dynamodb_batch_reports_the_ingest_names_without_bytes_or_lag() -> Non
     figures = BatchFigures.from_table_batch(batch)
     recorder = Recorder()
 
-    emit_batch_metrics(figures, application_name="orders-ddb", stream_name="orders", table="A.B.ORDERS", stats=recorder)
+    emit_batch_metrics(
+        figures,
+        application_name="orders-ddb",
+        source_name="orders",
+        source_type="dynamodb",
+        table="A.B.ORDERS",
+        stats=recorder,
+    )
 
-    tags = {"application": "orders-ddb", "stream": "orders", "table": "A.B.ORDERS"}
+    tags = {"application": "orders-ddb", "source_type": "dynamodb", "source": "orders", "table": "A.B.ORDERS"}
     assert recorder.sent == [
-        ("incr", "kinesis_snowflake.orders-ddb.records", 12, tags),
-        ("incr", "kinesis_snowflake.orders-ddb.rows_loaded", 11, tags),
-        ("incr", "kinesis_snowflake.orders-ddb.dead_letters", 1, tags),
-        ("gauge", "kinesis_snowflake.orders-ddb.shards", 3, tags),
+        ("incr", "kinesis_snowflake.batch.records", 12, tags),
+        ("incr", "kinesis_snowflake.batch.rows_loaded", 11, tags),
+        ("incr", "kinesis_snowflake.batch.dead_letters", 1, tags),
+        ("gauge", "kinesis_snowflake.batch.shards", 3, tags),
     ]

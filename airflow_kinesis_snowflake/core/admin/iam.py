@@ -143,12 +143,15 @@ class Requirement:
     :param actions: IAM actions, ``service:Action``.
     :param resources: ARNs (the consumer ARN ends in a wildcard).
     :param purpose: what the connector does with them, for people reading the policy or a failure.
+    :param conditions: ``(operator, key, value)`` triples the statement's ``Condition`` requires,
+        e.g. ``("StringEquals", "cloudwatch:namespace", "KinesisSnowflake")``.
     """
 
     sid: str
     actions: tuple[str, ...]
     resources: tuple[str, ...]
     purpose: str
+    conditions: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,7 @@ def required_permissions(
     partition: str | None = None,
     include_migration_table: bool = False,
     include_maintenance: bool = False,
+    cloudwatch_namespace: str | None = None,
 ) -> list[Requirement]:
     """What a connector with these parameters needs, grouped by resource.
 
@@ -257,6 +261,8 @@ def required_permissions(
         needs: ``<application>_migration`` and deleting the KCL table.
     :param include_maintenance: also grant what the reset, restore and clean-up DAGs need; the
         ingest policy itself is unchanged.
+    :param cloudwatch_namespace: the namespace the connector publishes its metrics to
+        (``metrics.cloudwatch``); None: no CloudWatch grant.
     """
     consumer_type = str(consumer_type)
     if consumer_type not in tuple(ConsumerType):
@@ -350,7 +356,28 @@ def required_permissions(
         ]
     if include_maintenance:
         requirements += maintenance_permissions(stream_name=stream_name, **where)
+    if cloudwatch_namespace is not None:
+        requirements += cloudwatch_metrics_permissions(cloudwatch_namespace)
     return requirements
+
+
+def cloudwatch_metrics_permissions(namespace: str) -> list[Requirement]:
+    """What publishing the connector's metrics to CloudWatch needs: ``PutMetricData`` into ``namespace``.
+
+    PutMetricData has no resource-level permission (its resource is ``*``); the ``cloudwatch:namespace``
+    condition key keeps the grant to the connector's namespace.
+    """
+    return [
+        Requirement(
+            sid="CloudWatchMetrics",
+            actions=("cloudwatch:PutMetricData",),
+            resources=("*",),
+            purpose=f"Publish each committed batch's metrics to the CloudWatch namespace {namespace!r} "
+            "(metrics.cloudwatch); PutMetricData has no resource-level permission, so the grant is limited to "
+            "the namespace by the cloudwatch:namespace condition key.",
+            conditions=(("StringEquals", "cloudwatch:namespace", namespace),),
+        )
+    ]
 
 
 def lease_table_permissions(*, application_name: str, lease_table: str) -> list[Requirement]:
@@ -411,6 +438,7 @@ def dynamodb_source_permissions(
     application_name: str,
     tables: Sequence[str] | None,
     partition: str | None = None,
+    cloudwatch_namespace: str | None = None,
 ) -> list[Requirement]:
     """What a connector syncing DynamoDB tables needs, grouped by resource.
 
@@ -421,6 +449,8 @@ def dynamodb_source_permissions(
         which cannot be known when the policy is written: then the source grants cover every table
         and stream of the account and region (``table/*``), and ``tag:GetResources`` is granted.
     :param partition: the AWS partition; defaults to the region's.
+    :param cloudwatch_namespace: the namespace the connector publishes its metrics to
+        (``metrics.cloudwatch``); None: no CloudWatch grant.
     """
     partition = partition or partition_for_region(region)
     where = {"partition": partition, "region": region, "account_id": account_id}
@@ -468,6 +498,8 @@ def dynamodb_source_permissions(
     requirements += lease_table_permissions(
         application_name=application_name, lease_table=table_arn(table_name=application_name, **where)
     )
+    if cloudwatch_namespace is not None:
+        requirements += cloudwatch_metrics_permissions(cloudwatch_namespace)
     return requirements
 
 
@@ -565,12 +597,29 @@ def _statements(requirements: Iterable[Requirement]) -> dict[str, tuple[list[str
     return grouped
 
 
+def _conditions(requirements: Iterable[Requirement]) -> dict[str, dict[str, dict[str, str]]]:
+    """The ``Condition`` block of each statement id that has one."""
+    blocks: dict[str, dict[str, dict[str, str]]] = {}
+    for requirement in requirements:
+        for operator, key, value in requirement.conditions:
+            blocks.setdefault(requirement.sid, {}).setdefault(operator, {})[key] = value
+    return blocks
+
+
 def policy_document(requirements: Iterable[Requirement]) -> dict[str, Any]:
     """An identity policy granting exactly ``requirements``: one Allow statement per resource group."""
+    requirements = list(requirements)
+    conditions = _conditions(requirements)
     return {
         "Version": POLICY_VERSION,
         "Statement": [
-            {"Sid": sid, "Effect": "Allow", "Action": sorted(actions), "Resource": sorted(resources)}
+            {
+                "Sid": sid,
+                "Effect": "Allow",
+                "Action": sorted(actions),
+                "Resource": sorted(resources),
+                **({"Condition": conditions[sid]} if sid in conditions else {}),
+            }
             for sid, (actions, resources) in _statements(requirements).items()
         ],
     }
