@@ -19,6 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.core.lag import LagLevel, LagReport
 from airflow_kinesis_snowflake.core.model import BatchResult
 
@@ -154,7 +155,8 @@ METRICS: dict[str, MetricSpec] = dict(
             _COUNTER,
             "Count",
             BATCH_TAGS,
-            "Shards whose lag passed half of the stream's retention (docs/lag.md).",
+            "Shards whose lag passed half of the stream's retention "
+            f"({docs_url('lag', 'near-the-retention-warning-and-error')}).",
             _KINESIS,
         ),
         _spec(

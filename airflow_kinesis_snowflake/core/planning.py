@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the executors read plans and need no lease-table code
 # How a batch reads its shards: GetRecords, or SubscribeToShard through a registered consumer.
 
 # ``batch.max_bytes_per_shard``'s default: user-record payload bytes one batch reads of one shard
-# at most. See docs/performance.md ("Memory") for the measurements it was chosen from.
+# at most. The README's "Performance" (benchmarks/memory.py) has the measurements it was chosen from.
 DEFAULT_MAX_BYTES_PER_SHARD = 64 * 2**20
 
 
