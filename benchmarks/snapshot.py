@@ -59,7 +59,8 @@ def client(port: int, segments: int) -> Any:
         endpoint_url=f"http://127.0.0.1:{port}",
         aws_access_key_id=AWS_KEY,
         aws_secret_access_key=AWS_KEY,
-        config=Config(max_pool_connections=max(10, segments)),
+        # moto walks the whole table for each Scan: on a loaded machine an answer takes minutes.
+        config=Config(max_pool_connections=max(10, segments), read_timeout=900),
     )
 
 
