@@ -14,6 +14,7 @@ second run showing them in Snowflake.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 import sys
@@ -40,6 +41,15 @@ DYNAMODB_CONNECTOR = REPO / "demo" / "connectors" / "customers.yaml"
 STATUSES = ["NEW", "PAID", "SHIPPED", "DELIVERED"]
 T0 = time.monotonic()
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
+
+
+def quiet_libraries() -> None:
+    """Only the demo's lines and the libraries' warnings and errors: importing Airflow configures logging
+    at INFO, where the Snowflake connector logs two lines per connection and botocore its credentials.
+    (The DAG runs' own logs go to their files, each at its level.)"""
+    logging.getLogger().setLevel(logging.WARNING)
+    for name in ("snowflake", "botocore", "boto3", "urllib3", "fakesnow"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def step(message: str) -> None:
@@ -98,6 +108,7 @@ def show(emulators: object, config: object, lease_client: object) -> None:
 
 def main() -> int:
     config = load_connector_config(CONNECTOR)
+    quiet_libraries()  # once reading the connector file has configured Airflow's logging
     work = REPO / ".demo"
     shutil.rmtree(work, ignore_errors=True)
     step("Starting the emulators: moto (Kinesis, DynamoDB) and fakesnow (Snowflake) on loopback")
