@@ -359,7 +359,8 @@ def sync_table(
         # created, claimed or recorded; then Snowflake's record (a refusal leaves no claim behind)
         # and the lease table's.
         sink.check_destination(sync.destination_columns, sync.connector_id)
-        sink.ensure_support_objects()
+        # Before any mark is read: the marks an earlier release kept in the Kinesis-named ledger.
+        sink.ensure_support_objects(sync.application_name)
         # Snowflake's record first (a refusal leaves no claim behind), then the lease table's.
         _check_recorded_destinations(sink, sync)
         _check_owner(sink, sync)

@@ -61,7 +61,7 @@ from airflow_kinesis_snowflake.core.job_log import (
     read_output_line,
     spark_log_level,
 )
-from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
+from airflow_kinesis_snowflake.core.load.snowflake_sink import DYNAMODB_SUPPORT_NAMES, OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
 from airflow_kinesis_snowflake.environment import check_spark_distribution
@@ -585,7 +585,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         with closing(snowflake.get_conn()) as conn:
-            sink = SnowflakeSink(conn, plan.target.destination)
+            sink = SnowflakeSink(conn, plan.target.destination, names=DYNAMODB_SUPPORT_NAMES)
             recorded = sink.read_outcome(key)
         if recorded is None:
             raise AirflowException(
@@ -636,7 +636,9 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         with closing(snowflake.get_conn()) as conn:
-            recorded = SnowflakeSink(conn, run.sync.target.destination).read_attempt_outcomes(attempt_id)
+            recorded = SnowflakeSink(
+                conn, run.sync.target.destination, names=DYNAMODB_SUPPORT_NAMES
+            ).read_attempt_outcomes(attempt_id)
         results = [TableBatchResult.from_batch_result(result) for _, result in recorded]
         if self.deploy_mode == CLUSTER:
             for result in results:

@@ -352,7 +352,7 @@ def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pa
     # tests/unit/core/test_dynamodb_continuous.py).
     per_attempt = query(
         emulators,
-        "SELECT COUNT_IF(COMMITTED) FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES "
+        "SELECT COUNT_IF(COMMITTED) FROM ANALYTICS.RAW.DYNAMODB_INGEST_BATCH_OUTCOMES "
         f"WHERE APPLICATION_NAME = '{app}' GROUP BY ATTEMPT_ID ORDER BY MIN(RECORDED_AT)",
     )
     assert per_attempt[-1][0] >= 1, per_attempt

@@ -130,7 +130,7 @@ def committed_results(emulators: Emulators, app: str) -> list[dict[str, Any]]:
     """The DynamoDB batch results the application's Spark jobs recorded in the outcomes table, oldest first."""
     rows = query(
         emulators,
-        "SELECT RESULT FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES "
+        "SELECT RESULT FROM ANALYTICS.RAW.DYNAMODB_INGEST_BATCH_OUTCOMES "
         f"WHERE APPLICATION_NAME = '{app}' AND COMMITTED ORDER BY RECORDED_AT",
     )
     return [json.loads(r[0])["schema"][RESULT_KEY] for r in rows]
@@ -258,7 +258,7 @@ def test_the_table_equals_a_scan_after_the_fault(
         # applied once are checked above.
         per_attempt = query(
             emulators,
-            "SELECT COUNT(*) FROM ANALYTICS.RAW.KINESIS_INGEST_BATCH_OUTCOMES "
+            "SELECT COUNT(*) FROM ANALYTICS.RAW.DYNAMODB_INGEST_BATCH_OUTCOMES "
             f"WHERE APPLICATION_NAME = '{app}' AND COMMITTED GROUP BY ATTEMPT_ID ORDER BY MIN(RECORDED_AT)",
         )
         assert len(per_attempt) == runs and all(n >= 1 for (n,) in per_attempt), (runs, per_attempt)

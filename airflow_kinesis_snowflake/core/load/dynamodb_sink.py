@@ -4,7 +4,7 @@ The destination holds one row per primary key. A batch of :class:`~..sources.dyn
 rows, staged as Parquet (key columns, ``DYNAMODB_EVENT``, ``DYNAMODB_VERSION``, ``DYNAMODBMETADATA``,
 and ``ITEM`` or one column per attribute), is applied in one transaction:
 
-1. **Guard.** The ledger moves first: each stream shard's mark (the Kinesis ledger, shard id ->
+1. **Guard.** The ledger moves first: each stream shard's mark (``DYNAMODB_INGEST_LEDGER``, shard id ->
    :class:`~..model.Checkpoint`) and each snapshot segment's mark (:data:`SNAPSHOT_LEDGER_TABLE`: its
    ``LastEvaluatedKey`` cursor, done flag and item count) must still be the one the batch started
    from, or :class:`~.snowflake_sink.StaleBatchError` rolls everything back. So a replayed or
@@ -53,6 +53,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_failures import (
     failures_table_ddl,
     insert_failure_sql,
 )
+from airflow_kinesis_snowflake.core.load.dynamodb_ledger_migration import copy_kinesis_named_rows
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     DELETED_AT_COLUMN,
     DELETED_COLUMN,
@@ -67,6 +68,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_shape import shape_error, shap
 from airflow_kinesis_snowflake.core.load.ownership import Loader, recorded_at
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    DYNAMODB_SUPPORT_NAMES,
     ROWS_DIR,
     OutcomeKey,
     SnowflakeSink,
@@ -232,9 +234,9 @@ def attribute_columns(target: DynamoDBTarget, columns: Sequence[TableColumn]) ->
 
 
 def support_objects_ddl(target: DynamoDBTarget) -> tuple[SupportObjectDDL, ...]:
-    """The snapshot ledger, and the tombstone table with hard deletes (idempotent, run outside any
-    transaction; the Kinesis ledger, stage and outcomes table come from
-    :func:`~.snowflake_sink.support_objects_ddl`)."""
+    """The snapshot ledger, the sync generations, the tombstones and the items set aside (idempotent,
+    run outside any transaction; the stream ledger, stage and outcomes table come from
+    :func:`~.snowflake_sink.support_objects_ddl` with :data:`~.snowflake_sink.DYNAMODB_SUPPORT_NAMES`)."""
     ledger = SupportObjectDDL(
         "snapshot ledger",
         f"CREATE TABLE IF NOT EXISTS {target.snapshot_ledger} ("
@@ -485,15 +487,16 @@ def recorded_generations(connection: Any, database: str, schema: str, applicatio
 class DynamoDBSink:
     """Everything a DynamoDB table's sync does in Snowflake, over a snowflake-connector-python connection.
 
-    The stage, the Kinesis ledger (stream shards' marks) and the batch outcomes table are those of
-    :class:`~.snowflake_sink.SnowflakeSink` for the same destination; this class adds the snapshot
-    ledger, the tombstones and the MERGE.
+    The stage, the ledger of the stream shards' marks and the batch outcomes table are those of a
+    :class:`~.snowflake_sink.SnowflakeSink` with a DynamoDB connector's names
+    (:data:`~.snowflake_sink.DYNAMODB_SUPPORT_NAMES`); this class adds the snapshot ledger, the
+    tombstones and the MERGE.
     """
 
     def __init__(self, connection: Any, target: DynamoDBTarget) -> None:
         self.connection = connection
         self.target = target
-        self.sink = SnowflakeSink(connection, target.destination)
+        self.sink = SnowflakeSink(connection, target.destination, names=DYNAMODB_SUPPORT_NAMES)
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         return self.sink._execute(sql, params)
@@ -501,12 +504,20 @@ class DynamoDBSink:
     def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
         return self.sink._rowcount(sql, params)
 
-    def ensure_support_objects(self) -> None:
-        """The Kinesis support objects (ledger, stage, outcomes...), the snapshot ledger and the
-        tombstones; idempotent DDL, run outside any transaction."""
+    def ensure_support_objects(self, application_name: str | None = None) -> None:
+        """The stream ledger, stage and outcomes table, the snapshot ledger, the sync generations and the
+        tombstones (idempotent DDL, run outside any transaction); then, given the application, its
+        rows of this table that an earlier release kept in the Kinesis-named ledger and outcomes
+        tables are copied into the new ones (:mod:`.dynamodb_ledger_migration`): run it before
+        reading a mark.
+        """
         self.sink.ensure_support_objects()
         for ddl in support_objects_ddl(self.target):
             self._execute(ddl.sql)
+        if application_name is not None:
+            copy_kinesis_named_rows(
+                self.connection, self.target.destination, application_name, self.target.source_table
+            )
 
     def destination_exists(self) -> bool:
         """Whether the destination table exists (the information schema, no warehouse needed)."""
@@ -577,7 +588,7 @@ class DynamoDBSink:
     # -- reads ----------------------------------------------------------------------------------
 
     def read_ledger(self, application_name: str, generation_id: str) -> dict[str, Checkpoint]:
-        """The stream shards' marks (the Kinesis ledger)."""
+        """The stream shards' marks (``DYNAMODB_INGEST_LEDGER``)."""
         return self.sink.read_ledger(application_name, generation_id)
 
     def read_segments(self, application_name: str, generation: int) -> list[SegmentRow]:

@@ -17,6 +17,10 @@ its rows and moves the ledger, so an outcome saying "committed" exists exactly w
 happened; one that commits nothing records it on its own. The Airflow worker reads it back after
 spark-submit returns (:meth:`SnowflakeSink.read_outcome`): the driver may run on a cluster node
 that shares no disk with the worker.
+
+Each source has support objects of its own (:class:`SupportNames`): a Kinesis connector's are
+``KINESIS_INGEST_*``, a DynamoDB connector's ``DYNAMODB_INGEST_*``; :class:`SnowflakeSink` serves
+both, given the names.
 """
 
 from __future__ import annotations
@@ -46,10 +50,13 @@ from airflow_kinesis_snowflake.core.retry import Backoff, call_with_retries
 LEDGER_TABLE = "KINESIS_INGEST_LEDGER"
 GENERATIONS_TABLE = "KINESIS_INGEST_GENERATIONS"
 OUTCOMES_TABLE = "KINESIS_INGEST_BATCH_OUTCOMES"
+STAGE_NAME = "KINESIS_INGEST_STAGE"
+DYNAMODB_LEDGER_TABLE = "DYNAMODB_INGEST_LEDGER"
+DYNAMODB_OUTCOMES_TABLE = "DYNAMODB_INGEST_BATCH_OUTCOMES"
+DYNAMODB_STAGE_NAME = "DYNAMODB_INGEST_STAGE"
 # An outcome is read once, right after its submission; older rows of the application are deleted as
 # new ones are recorded, so that the table holds about this many days of batches.
 OUTCOME_RETENTION_DAYS = 30
-STAGE_NAME = "KINESIS_INGEST_STAGE"
 PARSE_FAILURES_SUFFIX = "_PARSE_FAILURES"
 ROWS_DIR = "rows"
 FAILURES_DIR = "failures"
@@ -193,26 +200,60 @@ def _is_nullable(columns: Sequence[TableColumn], name: str) -> bool:
 
 
 @dataclass(frozen=True)
+class SupportNames:
+    """The names of the objects a source's sink keeps in each destination's schema, beside its tables.
+
+    A schema may hold the destinations of several sources: each source's ledger, outcomes and stage
+    have names of their own, so that none reads or moves another's marks.
+
+    :param ledger: the ledger table (per application, generation and shard, the last record loaded).
+    :param outcomes: the batch outcomes table.
+    :param stage: the internal stage batches are staged in.
+    :param generations: the generations table of lease-table generations; None for a source that
+        records its generations elsewhere (DynamoDB: :mod:`.dynamodb_sink`'s own table).
+    """
+
+    ledger: str
+    outcomes: str
+    stage: str
+    generations: str | None = None
+
+
+#: A Kinesis connector's support objects.
+KINESIS_SUPPORT_NAMES = SupportNames(
+    ledger=LEDGER_TABLE, outcomes=OUTCOMES_TABLE, stage=STAGE_NAME, generations=GENERATIONS_TABLE
+)
+#: A DynamoDB connector's support objects (earlier releases kept its stream marks and outcomes in the
+#: Kinesis ones: :mod:`.dynamodb_ledger_migration` copies them over).
+DYNAMODB_SUPPORT_NAMES = SupportNames(
+    ledger=DYNAMODB_LEDGER_TABLE, outcomes=DYNAMODB_OUTCOMES_TABLE, stage=DYNAMODB_STAGE_NAME
+)
+
+
+@dataclass(frozen=True)
 class SinkObjects:
-    """Quoted, fully qualified names of everything the ingestion touches for one destination."""
+    """Quoted, fully qualified names of everything the ingestion touches for one destination.
+
+    ``generations`` is None when the source records its generations elsewhere.
+    """
 
     table: str
     failures_table: str
     ledger: str
     stage: str
-    generations: str
+    generations: str | None
     outcomes: str
 
     @classmethod
-    def for_destination(cls, destination: Destination) -> SinkObjects:
+    def for_destination(cls, destination: Destination, names: SupportNames = KINESIS_SUPPORT_NAMES) -> SinkObjects:
         db, schema = destination.database, destination.schema
         return cls(
             table=qualified_name(db, schema, destination.table),
             failures_table=qualified_name(db, schema, destination.table + PARSE_FAILURES_SUFFIX),
-            ledger=qualified_name(db, schema, LEDGER_TABLE),
-            stage=qualified_name(db, schema, STAGE_NAME),
-            generations=qualified_name(db, schema, GENERATIONS_TABLE),
-            outcomes=qualified_name(db, schema, OUTCOMES_TABLE),
+            ledger=qualified_name(db, schema, names.ledger),
+            stage=qualified_name(db, schema, names.stage),
+            generations=qualified_name(db, schema, names.generations) if names.generations else None,
+            outcomes=qualified_name(db, schema, names.outcomes),
         )
 
 
@@ -224,11 +265,15 @@ class SupportObjectDDL:
     sql: str
 
 
+def _generations_table(destination: Destination) -> str:
+    return qualified_name(destination.database, destination.schema, GENERATIONS_TABLE)
+
+
 def generations_ddl(destination: Destination) -> SupportObjectDDL:
     """The generations table: which application and generation a connector reads with, and why."""
     return SupportObjectDDL(
         "generations",
-        f"CREATE TABLE IF NOT EXISTS {SinkObjects.for_destination(destination).generations} ("
+        f"CREATE TABLE IF NOT EXISTS {_generations_table(destination)} ("
         "CONFIGURED_APPLICATION_NAME VARCHAR NOT NULL, APPLICATION_NAME VARCHAR NOT NULL, "
         "GENERATION_ID VARCHAR NOT NULL, REASON VARCHAR NOT NULL, START_POSITION VARCHAR, "
         "START_TIMESTAMP VARCHAR, CONNECTOR_ID VARCHAR, STREAM_ARN VARCHAR, STREAM_CREATED_AT VARCHAR, "
@@ -242,31 +287,36 @@ GENERATIONS_ADDED_COLUMNS = (("REPLACED_GENERATION_ID", "VARCHAR"), ("DESTINATIO
 
 def generations_columns_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
     """Columns a generations table created by an earlier release lacks (idempotent DDL)."""
-    name = SinkObjects.for_destination(destination).generations
+    name = _generations_table(destination)
     return tuple(
         SupportObjectDDL("generations columns", f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column} {kind}")
         for column, kind in GENERATIONS_ADDED_COLUMNS
     )
 
 
-def outcomes_ddl(destination: Destination) -> SupportObjectDDL:
+def outcomes_ddl(destination: Destination, names: SupportNames = KINESIS_SUPPORT_NAMES) -> SupportObjectDDL:
     """The batch outcomes table: what each run of the Spark job did, by batch id and attempt."""
     return SupportObjectDDL(
         "batch outcomes",
-        f"CREATE TABLE IF NOT EXISTS {SinkObjects.for_destination(destination).outcomes} ("
+        f"CREATE TABLE IF NOT EXISTS {SinkObjects.for_destination(destination, names).outcomes} ("
         "APPLICATION_NAME VARCHAR NOT NULL, GENERATION_ID VARCHAR NOT NULL, BATCH_ID VARCHAR NOT NULL, "
         "ATTEMPT_ID VARCHAR NOT NULL, STAGE_DIR VARCHAR NOT NULL, COMMITTED BOOLEAN NOT NULL, "
         "RESULT VARCHAR NOT NULL, RECORDED_AT TIMESTAMP_TZ DEFAULT CURRENT_TIMESTAMP())",
     )
 
 
-def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...]:
+def support_objects_ddl(
+    destination: Destination, names: SupportNames = KINESIS_SUPPORT_NAMES
+) -> tuple[SupportObjectDDL, ...]:
     """Ledger, parse-failure table, stage, generations table and batch outcomes table, in creation order.
 
     Both the ingestion (before each load) and the provisioning plan run exactly these statements,
     so the objects look the same whoever created them.
+
+    :param names: the source's support objects; without a generations table, none is created.
     """
-    objects = SinkObjects.for_destination(destination)
+    objects = SinkObjects.for_destination(destination, names)
+    generations = (generations_ddl(destination), *generations_columns_ddl(destination)) if names.generations else ()
     return (
         SupportObjectDDL(
             "ledger",
@@ -282,9 +332,8 @@ def support_objects_ddl(destination: Destination) -> tuple[SupportObjectDDL, ...
             "RECORD_CONTENT_BASE64 VARCHAR, ERROR_MESSAGE VARCHAR, ERROR_COLUMN VARCHAR, KINESISMETADATA OBJECT)",
         ),
         SupportObjectDDL("stage", f"CREATE STAGE IF NOT EXISTS {objects.stage}"),
-        generations_ddl(destination),
-        *generations_columns_ddl(destination),
-        outcomes_ddl(destination),
+        *generations,
+        outcomes_ddl(destination, names),
     )
 
 
@@ -314,19 +363,35 @@ class SnowflakeSink:
     :param pipe_definition: PIPE destinations: the pipe's COPY statement; staged rows are then
         JSON lines loaded through its SELECT (see :mod:`~.pipe`) instead of Parquet matched by
         column name.
+    :param names: the support objects of the source it loads (a Kinesis connector's by default;
+        :data:`DYNAMODB_SUPPORT_NAMES` for a DynamoDB connector's).
     """
 
-    def __init__(self, connection: Any, destination: Destination, pipe_definition: str | None = None) -> None:
+    def __init__(
+        self,
+        connection: Any,
+        destination: Destination,
+        pipe_definition: str | None = None,
+        names: SupportNames = KINESIS_SUPPORT_NAMES,
+    ) -> None:
         self.connection = connection
         self.destination = destination
         self.pipe_definition = pipe_definition
-        objects = SinkObjects.for_destination(destination)
+        self.names = names
+        objects = SinkObjects.for_destination(destination, names)
         self.table = objects.table
         self.failures_table = objects.failures_table
         self.ledger = objects.ledger
         self.stage = objects.stage
-        self.generations = objects.generations
+        self._generations = objects.generations
         self.outcomes = objects.outcomes
+
+    @property
+    def generations(self) -> str:
+        """The generations table; :class:`ValueError` for a source that records its generations elsewhere."""
+        if self._generations is None:
+            raise ValueError(f"the sink of {self.table} keeps no lease-table generations table ({self.names})")
+        return self._generations
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         cur = self.connection.cursor()
@@ -440,7 +505,7 @@ class SnowflakeSink:
     def ensure_support_objects(self) -> None:
         """Ledger, parse-failure table, stage, generations and outcomes tables; idempotent DDL, run
         outside any transaction."""
-        for ddl in support_objects_ddl(self.destination):
+        for ddl in support_objects_ddl(self.destination, self.names):
             self._execute(ddl.sql)
 
     # -- ledger ---------------------------------------------------------------------------------
