@@ -90,8 +90,8 @@ _AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _AWS_REGION_MAX = 32
 
 # The connector id is a tag of every DAG of the connector, and Airflow refuses tags longer than
-# airflow.sdk.definitions.dag.TAG_MAX_LEN (100); it also names the DAGs (kinesis_snowflake_<id>_provision
-# is 128 characters at most, well within Airflow's 250 for ids).
+# airflow.sdk.definitions.dag.TAG_MAX_LEN (100); it also names the DAGs (dynamodb_snowflake_<id>_provision
+# is 129 characters at most, well within Airflow's 250 for ids).
 CONNECTOR_ID_MAX = 100
 _CONNECTOR_ID = re.compile(rf"^[A-Za-z0-9_\-]{{1,{CONNECTOR_ID_MAX}}}$")
 CONNECTOR_ID_RULE = (

@@ -18,10 +18,10 @@ has its DAG file, since a connector file without one would have no DAGs and no i
 connector, but one invalid connector file is an import error of that file, and no connector's DAGs
 load. The two ways never share a DAG folder: each refuses when it finds the other there.
 
-A DynamoDB connector file (``source.type: dynamodb``) gets ``kinesis_snowflake_<id>_provision``
+A DynamoDB connector file (``source.type: dynamodb``) gets ``dynamodb_snowflake_<id>_provision``
 (manual: lease table, then each discovered table's Snowflake objects) and
-``kinesis_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table), and
-``kinesis_snowflake_<id>_reset`` (manual, dry run by default: a new snapshot of chosen tables).
+``dynamodb_snowflake_<id>_sync`` (scheduled: discover the tables, then one mapped task per table), and
+``dynamodb_snowflake_<id>_reset`` (manual, dry run by default: a new snapshot of chosen tables).
 
 Each Kinesis connector gets ``kinesis_snowflake_<id>_provision`` (manual: check IAM, lease table, fan-out
 consumer, Snowflake objects, verify), ``kinesis_snowflake_<id>_ingest`` (scheduled
@@ -92,20 +92,26 @@ START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 CLEANUP_DAG_ID = "kinesis_snowflake_cleanup"
 
 
+def dag_id_prefix(config: AnyConnectorConfig) -> str:
+    """How every DAG id of a connector begins: ``<source.type>_snowflake_<connector_id>``
+    (``kinesis_snowflake_orders``, ``dynamodb_snowflake_customers``)."""
+    return f"{config.source_type}_snowflake_{config.connector_id}"
+
+
 def ingest_dag_id(config: ConnectorConfig) -> str:
-    return f"kinesis_snowflake_{config.connector_id}_ingest"
+    return f"{dag_id_prefix(config)}_ingest"
 
 
 def provision_dag_id(config: AnyConnectorConfig) -> str:
-    return f"kinesis_snowflake_{config.connector_id}_provision"
+    return f"{dag_id_prefix(config)}_provision"
 
 
 def reset_dag_id(config: ConnectorConfig) -> str:
-    return f"kinesis_snowflake_{config.connector_id}_reset"
+    return f"{dag_id_prefix(config)}_reset"
 
 
 def restore_dag_id(config: ConnectorConfig) -> str:
-    return f"kinesis_snowflake_{config.connector_id}_restore"
+    return f"{dag_id_prefix(config)}_restore"
 
 
 def _dag_args(config: AnyConnectorConfig) -> dict[str, Any]:
@@ -579,7 +585,7 @@ def build_cleanup_dag(
 
 
 def sync_dag_id(config: DynamoDBConnectorConfig) -> str:
-    return f"kinesis_snowflake_{config.connector_id}_sync"
+    return f"{dag_id_prefix(config)}_sync"
 
 
 def _dynamodb_dag_args(config: DynamoDBConnectorConfig) -> dict[str, Any]:
@@ -691,7 +697,7 @@ def build_dynamodb_provision_dag(config: DynamoDBConnectorConfig) -> DAG:
 
 
 def dynamodb_reset_dag_id(config: DynamoDBConnectorConfig) -> str:
-    return f"kinesis_snowflake_{config.connector_id}_reset"
+    return f"{dag_id_prefix(config)}_reset"
 
 
 def build_dynamodb_reset_dag(config: DynamoDBConnectorConfig) -> DAG:

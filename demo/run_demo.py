@@ -223,11 +223,11 @@ def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> i
     destination = f"{config.destination.database}.{config.destination.schema_}.{table.upper()}"
     runs = [
         (
-            f"kinesis_snowflake_{config.connector_id}_provision",
+            f"dynamodb_snowflake_{config.connector_id}_provision",
             "check_iam_permissions >> create_lease_table >> discover_tables >> provision_table",
         ),
-        (f"kinesis_snowflake_{config.connector_id}_sync", "discover_tables >> sync_table[customers]: the snapshot"),
-        (f"kinesis_snowflake_{config.connector_id}_sync", "the stream: the update and the delete"),
+        (f"dynamodb_snowflake_{config.connector_id}_sync", "discover_tables >> sync_table[customers]: the snapshot"),
+        (f"dynamodb_snowflake_{config.connector_id}_sync", "the stream: the update and the delete"),
     ]
     for number, (dag_id, what) in enumerate(runs, start=1):
         if number == 3:

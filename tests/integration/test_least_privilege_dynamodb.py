@@ -234,7 +234,7 @@ def test_the_printed_policy_runs_the_provision_dag_with_its_iam_check_required(
     file = connector(name, app) | {"batch": {"schedule": None, "retries": 0}}
     assert "iam_check" not in file["source"]  # required, the default
     dag_file = write_connector(tmp_path / "dags", file)
-    dag_id = f"kinesis_snowflake_{file['connector_id']}_provision"
+    dag_id = f"dynamodb_snowflake_{file['connector_id']}_provision"
 
     # With exactly the printed policy, every step succeeds, the IAM check first.
     arn, key, printed = user_holding_the_printed_policy(iam_moto, tmp_path, file)
@@ -260,7 +260,7 @@ def test_the_printed_policy_runs_the_provision_dag_with_its_iam_check_required(
     app = unique("least-ddb-nocheck")
     file = connector(name, app) | {"batch": {"schedule": None, "retries": 0}}
     dag_file = write_connector(tmp_path / app, file)
-    dag_id = f"kinesis_snowflake_{file['connector_id']}_provision"
+    dag_id = f"dynamodb_snowflake_{file['connector_id']}_provision"
     arn, key, _ = user_holding_the_printed_policy(iam_moto, tmp_path, file, leave_out="iam:SimulatePrincipalPolicy")
     env = env_with(iam_moto, dag_env, key)
     proc = run_dag(dag_id, env, dag_file=dag_file, log_path=tmp_path / "nocheck.log")

@@ -96,7 +96,7 @@ def test_the_dynamodb_provision_dag_goes_on_after_its_skipped_iam_check(
         "batch": {"schedule": None, "retries": 0},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_provision"
+    dag_id = f"dynamodb_snowflake_{connector['connector_id']}_provision"
 
     proc = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / "provision.log")
 

@@ -83,7 +83,7 @@ def test_the_schedule_ingests_every_record_once_and_the_reset_runs_when_triggere
     kinesis, dynamodb = emulators.boto3_client("kinesis"), emulators.boto3_client("dynamodb")
     # A second connector, of the other source, added to the running deployment's DAGs folder.
     source_table, destination = add_dynamodb_connector(stack, dynamodb)
-    ddb_provision, ddb_sync = "kinesis_snowflake_customers_provision", "kinesis_snowflake_customers_sync"
+    ddb_provision, ddb_sync = "dynamodb_snowflake_customers_provision", "dynamodb_snowflake_customers_sync"
 
     def ids() -> Counter[int]:
         return Counter(int(row[0]) for row in query(emulators, f"SELECT ID FROM {fqn}"))

@@ -310,7 +310,7 @@ def test_a_dynamodb_table_syncs_on_the_cluster_logging_in_to_snowflake_by_key_pa
         "connections": {"spark": SPARK_CONN_ID},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    dag_id = f"dynamodb_snowflake_{connector['connector_id']}_sync"
     destination = table.replace("-", "_").upper()
     env = {
         **dag_env,

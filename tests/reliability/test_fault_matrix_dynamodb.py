@@ -178,7 +178,7 @@ def test_the_table_equals_a_scan_after_the_fault(
         "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": 60, **case.batch},
     }
     dag_file = write_connector(tmp_path / "dags", connector)
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    dag_id = f"dynamodb_snowflake_{connector['connector_id']}_sync"
     run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
 
     # The lease table's checkpoint write (LeaseTable.checkpoint) of this case's table.
@@ -341,7 +341,7 @@ def test_operator_mistakes_are_refused_before_any_side_effect_and_odd_items_are_
         "destination": {"database": "ANALYTICS", "schema": "RAW"},
         "batch": {"schedule": None, "retries": 0},
     }
-    dag_id = f"kinesis_snowflake_{connector['connector_id']}_sync"
+    dag_id = f"dynamodb_snowflake_{connector['connector_id']}_sync"
 
     def sync(name: str, **source_changes: Any) -> tuple[int, str]:
         dag_file = write_connector(

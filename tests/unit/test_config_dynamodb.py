@@ -155,9 +155,9 @@ def test_a_dynamodb_file_is_refused_by_the_kinesis_loader_and_built_by_the_dag_f
     assert "not in this version" not in str(caught.value)
     assert isinstance(load_any_connector_config(path), DynamoDBConnectorConfig)
     expected = {
-        "kinesis_snowflake_orders_ddb_provision",
-        "kinesis_snowflake_orders_ddb_sync",
-        "kinesis_snowflake_orders_ddb_reset",
+        "dynamodb_snowflake_orders_ddb_provision",
+        "dynamodb_snowflake_orders_ddb_sync",
+        "dynamodb_snowflake_orders_ddb_reset",
     }
     assert set(build_connector_file_dags(path)) == expected
     # A directory of DynamoDB connectors only: their DAGs, and the clean-up DAG (their superseded generations).

@@ -123,7 +123,7 @@ def test_every_task_of_every_dag_has_an_execution_timeout_and_every_dag_a_run_ti
 
     dags = build_connector_dags(connectors)
 
-    assert {"kinesis_snowflake_orders_ingest", "kinesis_snowflake_customers_sync"} <= set(dags)
+    assert {"kinesis_snowflake_orders_ingest", "dynamodb_snowflake_customers_sync"} <= set(dags)
     # A connector's DAGs: the batch section's timeout (180 minutes by default); maintenance: two hours.
     scheduled = {"ingest", "provision", "sync"}
     for dag_id, dag in dags.items():
@@ -156,7 +156,7 @@ def test_every_dag_the_factory_builds_says_what_it_does_and_links_its_page(tmp_p
 
     kinds = {"provision", "ingest", "reset", "restore"}
     assert set(dags) == {f"kinesis_snowflake_orders_{kind}" for kind in kinds} | {
-        f"kinesis_snowflake_customers_{kind}" for kind in ("provision", "sync", "reset")
+        f"dynamodb_snowflake_customers_{kind}" for kind in ("provision", "sync", "reset")
     } | {"kinesis_snowflake_cleanup"}
     assert set(per_file) == set(dags) - {"kinesis_snowflake_cleanup"}
     for dag_id, dag in [*dags.items(), *per_file.items()]:

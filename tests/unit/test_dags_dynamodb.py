@@ -107,7 +107,7 @@ def with_(section: str, **values: Any) -> dict[str, Any]:
 
 def test_the_sync_dag_discovers_then_maps_one_sync_task_over_the_tables() -> None:
     dag = build_dynamodb_sync_dag(config())
-    assert dag.dag_id == "kinesis_snowflake_orders_ddb_sync"
+    assert dag.dag_id == "dynamodb_snowflake_orders_ddb_sync"
     assert set(dag.task_ids) == {"discover_tables", "sync_table"}
     discover, sync = task(dag, "discover_tables"), task(dag, "sync_table")
     assert isinstance(discover, DiscoverDynamoDBTablesOperator)
@@ -165,7 +165,7 @@ def test_the_sync_dag_runs_on_the_connector_schedule_one_run_at_a_time_with_its_
 
 def test_the_provision_dag_creates_the_lease_table_then_each_discovered_table_objects() -> None:
     dag = build_dynamodb_provision_dag(config())
-    assert dag.dag_id == "kinesis_snowflake_orders_ddb_provision"
+    assert dag.dag_id == "dynamodb_snowflake_orders_ddb_provision"
     assert (dag.schedule, dag.max_active_runs) == (None, 1)
     lease, discover, provision = (task(dag, t) for t in ("create_lease_table", "discover_tables", "provision_table"))
     assert lease.downstream_task_ids == {"discover_tables"} and discover.downstream_task_ids == {"provision_table"}
@@ -324,9 +324,9 @@ def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_both(tmp_p
     assert [c.connector_id for c in load_any_connector_configs(connectors)] == ["orders", "orders_ddb"]
     dags = build_connector_dags(connectors)
     assert {d for d in dags if "orders_ddb" in d} == {
-        "kinesis_snowflake_orders_ddb_provision",
-        "kinesis_snowflake_orders_ddb_sync",
-        "kinesis_snowflake_orders_ddb_reset",
+        "dynamodb_snowflake_orders_ddb_provision",
+        "dynamodb_snowflake_orders_ddb_sync",
+        "dynamodb_snowflake_orders_ddb_reset",
     }
     cleanup: Any
     generations: Any
@@ -343,9 +343,9 @@ def test_a_directory_with_both_sources_builds_every_dag_and_cleans_up_both(tmp_p
         (tmp_path / "dags" / dag_file_name(path)).write_text(render_dag_file(path, tmp_path / "dags"))
     assert set(build_cleanup_dags(connectors)) == {"kinesis_snowflake_cleanup"}
     assert set(build_connector_file_dags(ddb)) == {
-        "kinesis_snowflake_orders_ddb_provision",
-        "kinesis_snowflake_orders_ddb_sync",
-        "kinesis_snowflake_orders_ddb_reset",
+        "dynamodb_snowflake_orders_ddb_provision",
+        "dynamodb_snowflake_orders_ddb_sync",
+        "dynamodb_snowflake_orders_ddb_reset",
     }
 
 
