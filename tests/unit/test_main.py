@@ -3,6 +3,8 @@ package's templates, `validate` checks a directory of connector files."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import subprocess
@@ -25,7 +27,8 @@ from tests.emulators.servers import REPO_ROOT
 ORDERS = REPO_ROOT / "dags" / "connectors" / "orders.yaml"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m airflow_kinesis_snowflake`` with ``args``, from the repository's root."""
     return subprocess.run(
         [sys.executable, "-m", "airflow_kinesis_snowflake", *args],
         cwd=REPO_ROOT,
@@ -34,6 +37,30 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """What :func:`run_command` prints and returns, from :func:`main` in this process (the package is
+    imported once, not once per case; ``test_the_package_runs_as_a_command`` runs the command itself)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(REPO_ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return subprocess.CompletedProcess(["airflow_kinesis_snowflake", *args], code, out.getvalue(), err.getvalue())
+
+
+def test_the_package_runs_as_a_command() -> None:
+    """``python -m airflow_kinesis_snowflake`` is :func:`main`: the same output and exit status."""
+    for args in (("policy", str(ORDERS), "--account-id", "210987654321"), ("policy", "missing.yaml")):
+        command, in_process = run_command(*args), run(*args)
+        assert (command.returncode, command.stdout, command.stderr) == (
+            in_process.returncode,
+            in_process.stdout,
+            in_process.stderr,
+        )
+    assert run_command("policy", "missing.yaml").returncode == 1
 
 
 def write_connector(tmp_path: Path, **source: str) -> Path:
