@@ -13,6 +13,12 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from airflow_kinesis_snowflake.core.keys import load_private_key, private_key_der
 from airflow_kinesis_snowflake.core.redaction import SECRET_PARAMS, secret_forms
 from airflow_kinesis_snowflake.core.snowflake_limits import TIMEOUT_PARAMS, bounded
+from airflow_kinesis_snowflake.get_provider_info import (
+    SNOWFLAKE_CONN_TYPE,
+    SNOWFLAKE_CONNECTION,
+    field_behaviour,
+    form_widgets,
+)
 
 ALLOWED_PROTOCOLS = ("https", "http")
 # Extras naming the passphrase of an encrypted private key (the connector's own name too).
@@ -39,9 +45,29 @@ class KinesisSnowflakeHook(SnowflakeHook):
     and the session's ``STATEMENT_TIMEOUT_IN_SECONDS`` from ``network_timeout`` unless the
     ``session_parameters`` extra sets it (:func:`~airflow_kinesis_snowflake.core.snowflake_limits.bounded`):
     a Snowflake that keeps failing fails the task instead of holding it for ever.
+
+    Any Snowflake connection works; the connection type ``kinesis_snowflake_snowflake`` gives these
+    extras fields of their own in the UI.
     """
 
+    conn_type = SNOWFLAKE_CONN_TYPE
     hook_name = "Snowflake (Kinesis ingestion)"
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The form's extra fields: the Snowflake connection's, with ``protocol``, ``host`` and ``port``."""
+        return form_widgets(SNOWFLAKE_CONNECTION)
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The standard fields hidden (host and port: the Snowflake provider reads them from the extras)."""
+        return field_behaviour(SNOWFLAKE_CONNECTION)
+
+    def test_connection(self) -> tuple[bool, str]:  # type: ignore[override]  # DbApiHook's says None
+        """Log in and run ``select 1``; the message names the connection, and on failure carries Snowflake's error."""
+        result: Any = super().test_connection()
+        ok, message = result
+        return bool(ok), f"Snowflake connection {self.get_conn_id()!r}: {message}"
 
     def get_private_key(self) -> PrivateKeyTypes | None:
         """The private key of a key-pair connection, decrypted.

@@ -11,6 +11,7 @@ https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-sn
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -64,7 +65,8 @@ from airflow_kinesis_snowflake.core.job_log import (
 from airflow_kinesis_snowflake.core.load.snowflake_sink import DYNAMODB_SUPPORT_NAMES, OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
-from airflow_kinesis_snowflake.environment import check_spark_distribution
+from airflow_kinesis_snowflake.environment import SparkDistributionError, check_spark_distribution
+from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE, SPARK_CONNECTION, field_behaviour, form_widgets
 from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
 
 if TYPE_CHECKING:
@@ -189,6 +191,52 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         self._plan_argument: str | None = None
         self._plan_label = ""
         self._output_tail: OutputTail | None = None
+
+    # Any Spark connection works; this type gives the extras above fields of their own in the UI.
+    conn_type = SPARK_CONN_TYPE
+    hook_name = "Spark (Kinesis to Snowflake job)"
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The form's extra fields: deploy mode, queue, namespace, Spark binary, ``driver_identity`` and
+        ``snowflake_connection_ref``."""
+        return form_widgets(SPARK_CONNECTION)
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Login, password and schema hidden; the host is the master."""
+        return field_behaviour(SPARK_CONNECTION)
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Any:
+        """The connection; one of type ``kinesis_snowflake_spark`` is read as the Spark provider reads a
+        ``spark`` one (its host is the master URL), not as a master named after its type."""
+        conn = super().get_connection(conn_id)
+        if conn.conn_type == SPARK_CONN_TYPE:
+            conn = copy.copy(conn)
+            conn.conn_type = "spark"
+        return conn
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Check, without submitting anything, what a submission would be refused for
+        (:meth:`check_submission`), and that the Spark binary is found.
+
+        :return: whether the connection can submit the job, and a message naming the connection.
+        """
+        conn = f"Spark connection {self._conn_id!r}"
+        try:
+            self.check_submission()
+        except (AirflowException, SparkDistributionError) as err:  # each refusal says what to change
+            return False, f"{conn}: {err}"
+        binary = str(self._connection["spark_binary"])
+        found = shutil.which(binary) or shutil.which(binary, path=str(Path(sys.executable).parent))
+        if found is None:
+            return False, (
+                f"{conn}: {binary} is not on the PATH, nor next to {sys.executable}; install pyspark (which brings "
+                "it) or a Spark distribution where the task runs"
+            )
+        identity = f", driver identity, Snowflake from {self.snowflake_connection_ref}" if self.driver_identity else ""
+        return True, f"{conn}: master {self.master}, {self.deploy_mode} deploy mode, {found}{identity}"
 
     def _connection_extra(self) -> dict[str, Any]:
         try:

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 import snowflake.connector
+from airflow.models.connection import Connection
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from snowflake.connector.errors import DatabaseError
 
 from airflow_kinesis_snowflake.core.job import JobCredentials
+from airflow_kinesis_snowflake.get_provider_info import SNOWFLAKE_CONN_TYPE
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from tests.emulators import Emulators
 
@@ -45,8 +47,50 @@ def test_unknown_protocol_is_refused(aws_connections: Emulators, monkeypatch: py
 
 def test_connection_test_passes_against_the_emulator(aws_connections: Emulators) -> None:
     hook = KinesisSnowflakeHook(snowflake_conn_id="snowflake_default")
-    result: Any = hook.test_connection()  # type: ignore[func-returns-value]
-    assert result == (True, "Connection successfully tested")
+    result: Any = hook.test_connection()
+    assert result == (True, "Snowflake connection 'snowflake_default': Connection successfully tested")
+
+
+def test_a_connection_of_this_providers_type_is_tested_as_the_ui_tests_it(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow finds the hook by the connection's type (``kinesis_snowflake_snowflake``), which reads ``protocol``."""
+    typed = aws_connections.snowflake_connection() | {"conn_type": SNOWFLAKE_CONN_TYPE}
+    monkeypatch.setenv("AIRFLOW_CONN_SNOWFLAKE_TYPED", json.dumps(typed))
+    connection = Connection(
+        conn_id="snowflake_typed",
+        conn_type=SNOWFLAKE_CONN_TYPE,
+        login=typed["login"],
+        password=typed["password"],
+        extra=json.dumps(typed["extra"]),
+    )
+    assert connection.test_connection() == (
+        True,
+        "Snowflake connection 'snowflake_typed': Connection successfully tested",
+    )
+
+
+def test_the_connection_test_fails_on_bad_credentials_with_snowflakes_reason(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = f"KINESIS_SVC_{uuid.uuid4().hex[:8].upper()}"
+    create_service_user(aws_connections, user, new_key())
+    for conn_id, connection, reason in (
+        (
+            "snowflake_wrong_key",
+            key_pair_connection(aws_connections, user, new_key(), "other-7d1e"),
+            "JWT token is invalid",
+        ),
+        (
+            "snowflake_password",
+            aws_connections.snowflake_connection() | {"login": user, "password": "any-password"},
+            "Incorrect username or password",
+        ),
+    ):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(connection))
+        ok, message = KinesisSnowflakeHook(snowflake_conn_id=conn_id).test_connection()
+        assert not ok
+        assert message.startswith(f"Snowflake connection {conn_id!r}: ") and reason in message, message
 
 
 # -- key-pair authentication ----------------------------------------------------------------------
