@@ -18,9 +18,10 @@ from typing import Any
 
 import aws_kinesis_agg
 
-# The deaggregator puts the package directory on sys.path, which its generated protobuf modules
-# need; import it before touching them.
-from aws_kinesis_agg import deaggregator
+# aws-kinesis-agg's public de-aggregator, and the protobuf message of the KPL format the package ships.
+# In this order: importing the deaggregator puts the package's directory on sys.path, which its
+# generated protobuf modules import each other through.
+from aws_kinesis_agg import deaggregator, messages_pb2
 from google.protobuf.message import DecodeError
 
 from airflow_kinesis_snowflake.core.model import Checkpoint
@@ -95,7 +96,7 @@ def _aggregate_size(data: bytes) -> int | None:
     body, digest = data[len(magic) : -digest_size], data[-digest_size:]
     if hashlib.md5(body).digest() != digest:  # the KPL format's checksum
         return None
-    aggregate = deaggregator.messages_pb2.AggregatedRecord()
+    aggregate = messages_pb2.AggregatedRecord()
     try:
         aggregate.ParseFromString(body)
     except DecodeError:
@@ -223,7 +224,7 @@ def _unpacked(shard_id: str, sequence: str, arrival: datetime, data: bytes) -> l
     body = memoryview(data)[_MAGIC_SIZE:-_DIGEST_SIZE]
     if hashlib.md5(body).digest() != data[-_DIGEST_SIZE:]:  # the KPL format's checksum
         return None
-    aggregate = deaggregator.messages_pb2.AggregatedRecord()
+    aggregate = messages_pb2.AggregatedRecord()
     try:
         aggregate.ParseFromString(body)
         keys, hash_keys = aggregate.partition_key_table, aggregate.explicit_hash_key_table

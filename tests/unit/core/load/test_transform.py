@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator, messages_pb2
+from aws_kinesis_agg import aggregator, messages_pb2  # aggregator first: it makes the messages importable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -498,10 +498,10 @@ def _api_record(sequence: int, data: bytes, partition_key: str, arrival: datetim
 
 
 def _aggregate(payloads: list[bytes]) -> bytes:
-    aggregator = RecordAggregator()
+    packer = aggregator.RecordAggregator()
     for i, payload in enumerate(payloads):
-        assert aggregator.add_user_record(f"user-{i}", payload) is None
-    aggregated = aggregator.clear_and_get()
+        assert packer.add_user_record(f"user-{i}", payload) is None
+    aggregated = packer.clear_and_get()
     assert aggregated is not None
     return bytes(aggregated.get_contents()[2])
 
@@ -552,7 +552,7 @@ def _aggregate_message(users: list[tuple[int, int | None, bytes]], keys: list[st
 
 def test_deaggregate_equals_user_records() -> None:
     rng = random.Random(11)
-    with_hash_keys = RecordAggregator()
+    with_hash_keys = aggregator.RecordAggregator()
     for i in range(5):
         with_hash_keys.add_user_record(f"k{i}", b'{"id": %d}' % i, explicit_hash_key=str(10**30 + i))
     aggregated = with_hash_keys.clear_and_get()

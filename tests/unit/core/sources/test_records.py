@@ -10,7 +10,7 @@ from typing import Any
 import aws_kinesis_agg
 import pyarrow as pa
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator, messages_pb2
+from aws_kinesis_agg import aggregator, messages_pb2  # aggregator first: it makes the messages importable
 
 from airflow_kinesis_snowflake.core.load.schema import METADATA_TYPE
 from airflow_kinesis_snowflake.core.model import Checkpoint
@@ -41,10 +41,10 @@ def _api_record(sequence: str, data: bytes, partition_key: str, arrival: datetim
 
 def _aggregate(user: list[tuple[str, bytes]]) -> tuple[str, bytes]:
     """KPL-aggregate user records with the library's aggregator: (aggregate partition key, bytes)."""
-    aggregator = RecordAggregator()
+    packer = aggregator.RecordAggregator()
     for partition_key, data in user:
-        assert aggregator.add_user_record(partition_key, data) is None  # all fit in one aggregate
-    agg = aggregator.clear_and_get()
+        assert packer.add_user_record(partition_key, data) is None  # all fit in one aggregate
+    agg = packer.clear_and_get()
     assert agg is not None
     partition_key, _explicit_hash_key, payload = agg.get_contents()
     assert payload.startswith(aws_kinesis_agg.MAGIC)
