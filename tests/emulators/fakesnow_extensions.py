@@ -30,10 +30,15 @@
   catalogue by splicing the names into string literals unescaped, so DuckDB refuses the record
   after the DDL itself ran, the server answers HTTP 500, and the connector retries that for ever
   (each retry of an ``ADD COLUMN IF NOT EXISTS`` fails the same way). The literals are escaped.
+* ``REMOVE @stage/path/``: Snowflake deletes the stage's files under the path and answers one row
+  per file (``name``, ``result`` ``removed``); fakesnow 0.12 has no REMOVE and answers a syntax error,
+  so every batch's clean-up of its staged files failed. The files under the path are deleted from
+  fakesnow's local bucket, where its PUT wrote them.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from typing import Any
@@ -42,6 +47,7 @@ import duckdb
 import snowflake.connector
 from fakesnow import copy_into, info_schema, transforms
 from fakesnow import cursor as fakesnow_cursor
+from fakesnow.transforms import stage as fakesnow_stage
 from sqlglot import exp
 
 _DOLLAR_ONE = exp.Parameter(this=exp.Literal(this="1", is_string=False))
@@ -148,7 +154,32 @@ def _integer_precision(expression: exp.Expr) -> exp.Expr:
     return _original_integer_precision(expression)
 
 
+_REMOVE = re.compile(r"^\s*REMOVE\s+@(?P<stage>[^/\s;]+)(?:/(?P<path>[^\s;]*))?\s*;?\s*$", re.IGNORECASE)
+
+
+def _remove(self: Any, command: str) -> Any | None:
+    """``REMOVE @stage/path``: delete the stage's files under ``path``; None for any other statement."""
+    match = _REMOVE.match(command)
+    if match is None:
+        return None
+    catalog, schema, name = fakesnow_stage.parts_from_var(
+        match["stage"], current_database=self._conn.database, current_schema=self._conn.schema
+    )
+    directory = fakesnow_stage.internal_dir(f"{catalog}.{schema}.{name}", match["path"] or "")
+    removed = []
+    for root, _dirs, files in os.walk(directory):
+        for file in sorted(files):
+            os.remove(os.path.join(root, file))
+            removed.append(os.path.relpath(os.path.join(root, file), directory))
+    prefix = f"{name.lower()}/{match['path'] or ''}"
+    rows = " UNION ALL ".join(f"SELECT '{_literal(prefix + path)}' AS name, 'removed' AS result" for path in removed)
+    return _original_execute(self, rows or "SELECT NULL AS name, NULL AS result WHERE FALSE")
+
+
 def _execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+    command = args[0] if args else kwargs.get("command")
+    if isinstance(command, str) and (removed := _remove(self, command)) is not None:
+        return removed
     try:
         return _original_execute(self, *args, **kwargs)
     except duckdb.ConstraintException as err:

@@ -427,3 +427,18 @@ def test_recording_an_outcome_deletes_the_applications_outcomes_past_the_retenti
     )
     # The old outcome of the application that recorded one is gone; another application's is not.
     assert rows == [(kept, "old"), (pruned, "new"), (pruned, "recent")]
+
+
+def test_removing_a_batchs_staged_files_leaves_the_other_batches_files(
+    emulators: Emulators, sink: SnowflakeSink, tmp_path: Path
+) -> None:
+    stage_rows(sink, tmp_path, "app/b1/a1", [1, 2])
+    stage_rows(sink, tmp_path, "app/b2/a1", [3])
+
+    def staged() -> list[str]:
+        return sorted(str(row[0]) for row in query(emulators, f"LIST @{sink.stage}"))
+
+    assert [name for name in staged() if "/app/b1/a1/" in name]
+    sink.remove_staged("app/b1/a1")
+    assert not [name for name in staged() if "/app/b1/" in name]
+    assert [name for name in staged() if "/app/b2/a1/" in name]
