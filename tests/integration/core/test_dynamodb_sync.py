@@ -1209,3 +1209,40 @@ def test_a_destination_created_with_text_number_keys_keeps_them(emulators: Emula
 
     assert column_types(emulators, sync)["SK"].startswith(("VARCHAR", "TEXT"))
     assert destination_rows(emulators, sync)[0] == source_items(workload)
+
+
+def test_a_lost_lease_table_is_rebuilt_from_snowflakes_ledgers_with_no_new_snapshot_and_no_change_twice(
+    emulators: Emulators,
+) -> None:
+    """A DynamoDB source has nothing to restore: its progress is in Snowflake (the generations, each
+    snapshot segment's mark and each stream shard's mark), the lease table holds only leases. Lost in
+    the middle of the snapshot and again while following the stream, the next runs go on from
+    Snowflake's marks: the same generation, the snapshot resumed, each stream change applied once."""
+    workload, sync = make_source(emulators)
+    workload.put(30, start=0)
+    run(emulators, sync, 0)  # one snapshot batch of three segments' seven items: not complete
+    generation = current_generation(emulators, sync)
+    assert generation is not None and not generation.completed
+    segment_marks = positions(emulators, sync, 1).marks[0]
+
+    delete_table(client(emulators, "dynamodb"), sync.application_name)
+    run_until_complete(emulators, sync, 1)
+    resumed = current_generation(emulators, sync)
+    assert resumed is not None and resumed.completed and resumed.number == generation.number == 0
+    assert destination_rows(emulators, sync)[0] == source_items(workload)
+
+    workload.churn(8)
+    first = run(emulators, sync, 2)
+    assert first.changes > 0
+    marks = positions(emulators, sync, 1).marks[0]
+    delete_table(client(emulators, "dynamodb"), sync.application_name)
+    again = run(emulators, sync, 3)
+    # Nothing already applied is applied again, and no generation starts.
+    assert (again.changes, again.generations_started) == (0, [])
+    assert positions(emulators, sync, 1).marks[0] == marks != segment_marks
+    workload.churn(5)
+    after = run(emulators, sync, 4)
+    assert after.changes > 0 and after.generations_started == []
+    current = current_generation(emulators, sync)
+    assert current is not None and current.number == 0
+    assert destination_rows(emulators, sync)[0] == source_items(workload)
