@@ -1,66 +1,137 @@
 #!/usr/bin/env bash
-# Install the project into a fresh venv with the lowest versions its bounds allow for Airflow and the
-# three providers it builds on, then run the unit tests and one DAG test against them.
+# The lower bounds of pyproject.toml's [project] dependencies, tested: every direct dependency installed at
+# its floor (the >= bound of its line), the rest resolved by uv with `--resolution lowest-direct` (every
+# other package at its newest allowed, as a user's install takes it), in a fresh venv with the test tools
+# (the `dev` extra); then the unit tests and one ingest DAG test. A floor that cannot install with the
+# others fails the check, with uv's reason and the versions lowest-direct picks on its own; a floor that
+# installs but breaks a test fails it too. Either way the fix is a higher floor in pyproject.toml.
 #
 #   scripts/lowest-versions.sh                 # unit tests + one ingest DAG test (make lowest)
 #   scripts/lowest-versions.sh tests/unit -x   # other pytest arguments
 #
-# The lower bounds are read from pyproject.toml ([project] dependencies), so raising a bound there is
-# what this script then tests. Every other dependency resolves to its newest allowed version, as a
-# user's `pip install` would. Environment: LOWEST_VENV (the venv, recreated each run; default
-# $TMPDIR/kinesis-snowflake-lowest), PYTHON (default python3.11), UV (default: uv on PATH, else .venv/bin/uv),
-# EXTRA_REQUIREMENTS (more pins, space separated, e.g. "snowflake-connector-python==5.2.0").
+# At the end it prints the result as a markdown table (the one docs/install.md shows). Environment:
+# LOWEST_VENV (the venv, recreated each run; default $TMPDIR/kinesis-snowflake-lowest), PYTHON (default
+# python3.11), UV (default: uv on PATH, else .venv/bin/uv), PYTEST_WORKERS (parallel test workers; default
+# one more than the cores, as make test), LOWEST_REPORT (also write the table to this file),
+# EXTRA_REQUIREMENTS (versions that replace the floor of the same package, space separated, e.g.
+# "orjson==3.11.6", to try one; the floor check then fails for that package, the tests still run).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${LOWEST_VENV:-${TMPDIR:-/tmp}/kinesis-snowflake-lowest}
 PYTHON=${PYTHON:-python3.11}
 UV=${UV:-$(command -v uv || echo "$ROOT/.venv/bin/uv")}
-LOWEST=(apache-airflow apache-airflow-providers-amazon apache-airflow-providers-apache-spark apache-airflow-providers-snowflake)
-SHOWN="${LOWEST[*]} apache-airflow-core apache-airflow-task-sdk apache-airflow-providers-common-compat pyspark pyspark-client snowflake-connector-python fakesnow boto3 botocore cryptography protobuf pyarrow pydantic"
 if [ $# -eq 0 ]; then
     set -- tests/unit "tests/integration/test_ingest_dag.py::test_two_runs_load_exactly_the_records_put"
 fi
 started=$(date +%s)
 
-# "name==lower bound" for each of LOWEST, from pyproject.toml.
-mapfile -t PINS < <("$PYTHON" - "$ROOT/pyproject.toml" "${LOWEST[@]}" <<'PY'
-import re, sys, tomllib
-
-dependencies = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
-for name in sys.argv[2:]:
-    spec = next(d for d in dependencies if re.match(rf"{re.escape(name)}\s*[<>=!~;\[]", d))
-    lower = re.search(r">=\s*([^,;\s]+)", spec)
-    if lower is None:
-        sys.exit(f"pyproject.toml: {spec!r} has no lower bound (>=) to test")
-    print(f"{name}=={lower.group(1)}")
-PY
-) || exit 2
-# shellcheck disable=SC2206
-PINS+=(${EXTRA_REQUIREMENTS:-})
-
-echo "== lowest versions: ${PINS[*]}"
 echo "== fresh venv: $VENV"
 rm -rf "$VENV"
 "$UV" venv --quiet --python "$PYTHON" "$VENV" || exit 2
-if ! "$UV" pip install --quiet --python "$VENV/bin/python" -e "$ROOT[dev]" "${PINS[@]}"; then
-    echo "== FAIL: the lowest versions do not install together (${PINS[*]})"
+
+# Each direct dependency as "name floor" (the >= bound of its line in pyproject.toml's dependencies).
+mapfile -t DIRECT < <("$PYTHON" - "$ROOT/pyproject.toml" <<'PY'
+import re
+import sys
+import tomllib
+
+problems = []
+for spec in tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]:
+    name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", spec).group(0)
+    floor = re.search(r">=\s*([^,;\s]+)", spec)
+    if floor is None:
+        problems.append(f"pyproject.toml: dependency {spec!r} has no lower bound (>=); give it the version tested here")
+    else:
+        print(name, floor.group(1))
+if problems:
+    sys.exit("\n".join(problems))
+PY
+) || exit 2
+# EXTRA_REQUIREMENTS replaces a floor (to try another version of a package); the floor check then fails.
+: >"$VENV/floors.txt"
+for entry in "${DIRECT[@]}"; do
+    read -r name floor <<<"$entry"
+    pin="$name==$floor"
+    for extra in ${EXTRA_REQUIREMENTS:-}; do
+        if [ "$(echo "${extra%%[=<>!~]*}" | tr 'A-Z_.' 'a-z--')" = "$(echo "$name" | tr 'A-Z_.' 'a-z--')" ]; then pin=$extra; fi
+    done
+    echo "$pin" >>"$VENV/floors.txt"
+done
+
+# What the resolver's lowest-direct strategy picks on its own: shown next to the floors. It holds each
+# direct dependency at the lowest version it can, but it may pick a higher one than a floor that does
+# install (its preference for the newest transitive versions decides which way a choice goes).
+"$UV" pip compile --quiet --no-header --no-annotate --resolution lowest-direct --python "$VENV/bin/python" \
+    "$ROOT/pyproject.toml" -o "$VENV/lowest-direct.txt" || : >"$VENV/lowest-direct.txt"
+
+echo "== resolving pyproject.toml's dependencies with --resolution lowest-direct, each direct one at its floor"
+if ! "$UV" pip compile --quiet --no-header --no-annotate --resolution lowest-direct --python "$VENV/bin/python" \
+    "$ROOT/pyproject.toml" -c "$VENV/floors.txt" -o "$VENV/floors-resolved.txt"; then
+    echo "== FAIL: the floors do not install together (uv's reason above). Lowest-direct alone resolves to:"
+    grep -i -E "^($(cut -d= -f1 "$VENV/floors.txt" | paste -sd'|'))==" "$VENV/lowest-direct.txt" | sed 's/^/   /'
+    echo "   Raise the floors it names in pyproject.toml to versions that install together."
     exit 1
 fi
 
-echo "== installed"
-for name in $SHOWN; do
-    version=$("$VENV/bin/python" -c "import importlib.metadata as m, sys
-try: print(m.version(sys.argv[1]))
-except m.PackageNotFoundError: print('-')" "$name")
-    printf '   %-45s %s\n' "$name" "$version"
-done
+echo "== installing the project, its test tools and $(paste -sd' ' "$VENV/floors.txt")"
+# The floors as constraints; everything else at its newest allowed (the test tools too: moto, fakesnow).
+if ! "$UV" pip install --quiet --python "$VENV/bin/python" -c "$VENV/floors.txt" -e "$ROOT[dev]"; then
+    echo "== FAIL: the test tools do not install with the floors ($(paste -sd' ' "$VENV/floors.txt"))"
+    exit 1
+fi
 "$UV" pip check --python "$VENV/bin/python"
 
+# Each direct dependency: its floor, what lowest-direct alone picks, and what is installed (the floor).
+floors_status=0
+FLOOR_REPORT=$("$VENV/bin/python" - "$VENV/lowest-direct.txt" "${DIRECT[@]}" <<'PY'
+import importlib.metadata
+import re
+import sys
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+alone = {}
+for line in open(sys.argv[1]).read().splitlines():
+    match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+    if match:
+        alone[canonicalize_name(match.group(1))] = match.group(2)
+failed = False
+for entry in sys.argv[2:]:
+    name, floor = entry.split()
+    installed = importlib.metadata.version(name)
+    if Version(installed) != Version(floor):
+        verdict, failed = f"installed {installed}, not the floor", True
+    else:
+        verdict = "ok"
+    print(f"{name}\t{floor}\t{alone.get(canonicalize_name(name), '-')}\t{installed}\t{verdict}")
+sys.exit(1 if failed else 0)
+PY
+) || floors_status=1
+echo "== direct dependencies: name, floor in pyproject.toml, lowest-direct alone, installed, check"
+printf '%s\n' "$FLOOR_REPORT" | awk -F'\t' '{ printf "   %-40s >=%-12s %-12s %-12s %s\n", $1, $2, $3, $4, $5 }'
+
 cd "$ROOT" || exit 2
-PYTHONPATH=$ROOT "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
-status=$?
+WORKERS=${PYTEST_WORKERS:-$(( $(nproc 2>/dev/null || echo 1) + 1 ))}
+PYTHONPATH=$ROOT "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist worksteal "$@"
+tests_status=$?
 elapsed=$(( $(date +%s) - started ))
-if [ $status -eq 0 ]; then verdict=PASS; else verdict=FAIL; fi
-echo "== $verdict with ${PINS[*]} (pytest $*; ${elapsed}s in all)"
-exit $status
+if [ $tests_status -eq 0 ] && [ $floors_status -eq 0 ]; then verdict=PASS; else verdict=FAIL; fi
+
+{
+    echo "| direct dependency | floor in pyproject.toml (installed and tested) | lowest-direct alone picks |"
+    echo "| --- | --- | --- |"
+    printf '%s\n' "$FLOOR_REPORT" | awk -F'\t' '{
+        note = ($5 == "ok") ? "" : " (" $5 ")"
+        printf "| %s | %s%s | %s |\n", $1, $2, note, $3
+    }'
+    echo
+    echo "**$verdict** on $(date -u +%Y-%m-%d): $("$VENV/bin/python" -c 'import platform; print("Python", platform.python_version())'), $("$UV" --version);" \
+        "pytest $* (tests exit $tests_status, floors $( [ $floors_status -eq 0 ] && echo reached || echo "not reached" )); ${elapsed}s in all."
+} >"$VENV/lowest-report.md"
+echo "== result (markdown)"
+cat "$VENV/lowest-report.md"
+if [ -n "${LOWEST_REPORT:-}" ]; then cp "$VENV/lowest-report.md" "$LOWEST_REPORT"; fi
+echo "== $verdict (pytest $*; ${elapsed}s in all)"
+[ $verdict = PASS ]
