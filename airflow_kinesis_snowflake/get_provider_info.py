@@ -183,46 +183,8 @@ def get_provider_info() -> dict[str, Any]:
 
 
 # -- the same forms for the hooks' classmethods --------------------------------------------------------------------
-# Airflow's UI reads conn-fields and ui-field-behaviour above; the hooks' get_connection_form_widgets and
-# get_ui_field_behaviour, which Airflow reads when a provider declares none, give the same fields from the same data.
-
-
-def _types(schema: Mapping[str, Any]) -> set[str]:
-    kind = schema.get("type", "string")
-    return set(kind) if isinstance(kind, list) else {kind}
-
-
-def form_widgets(connection: Mapping[str, Any]) -> dict[str, Any]:
-    """WTForms fields for a connection type's ``conn-fields`` (Flask-AppBuilder, WTForms: imported here)."""
-    from flask_appbuilder.fieldwidgets import BS3PasswordFieldWidget, BS3TextFieldWidget
-    from flask_babel import lazy_gettext
-    from wtforms import BooleanField, IntegerField, PasswordField, StringField
-    from wtforms.validators import AnyOf, Optional
-
-    widgets: dict[str, Any] = {}
-    for name, field in connection["conn-fields"].items():
-        schema = field.get("schema", {})
-        label, description = lazy_gettext(field["label"]), field.get("description", "")
-        types = _types(schema)
-        if "boolean" in types:
-            widgets[name] = BooleanField(label, description=description, default=schema.get("default", False))
-        elif "integer" in types:
-            widgets[name] = IntegerField(
-                label, widget=BS3TextFieldWidget(), description=description, validators=[Optional()]
-            )
-        elif schema.get("format") == "password":
-            widgets[name] = PasswordField(label, widget=BS3PasswordFieldWidget(), description=description)
-        else:
-            choices = [c for c in schema.get("enum", []) if c is not None]
-            validators = [Optional(), AnyOf(choices)] if choices else [Optional()]
-            widgets[name] = StringField(
-                label,
-                widget=BS3TextFieldWidget(),
-                description=description,
-                validators=validators,
-                default=schema.get("default"),
-            )
-    return widgets
+# Airflow 3's UI builds each form from conn-fields and ui-field-behaviour above (no WTForms widgets: those
+# were the Flask UI's); the hooks' get_ui_field_behaviour gives the same behaviour from the same data.
 
 
 def field_behaviour(connection: Mapping[str, Any]) -> dict[str, Any]:

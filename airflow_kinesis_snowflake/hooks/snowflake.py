@@ -17,7 +17,6 @@ from airflow_kinesis_snowflake.get_provider_info import (
     SNOWFLAKE_CONN_TYPE,
     SNOWFLAKE_CONNECTION,
     field_behaviour,
-    form_widgets,
 )
 
 ALLOWED_PROTOCOLS = ("https", "http")
@@ -52,11 +51,6 @@ class KinesisSnowflakeHook(SnowflakeHook):
 
     conn_type = SNOWFLAKE_CONN_TYPE
     hook_name = "Snowflake (Kinesis ingestion)"
-
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """The form's extra fields: the Snowflake connection's, with ``protocol``, ``host`` and ``port``."""
-        return form_widgets(SNOWFLAKE_CONNECTION)
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:

@@ -66,7 +66,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import DYNAMODB_SUPPORT_
 from airflow_kinesis_snowflake.core.model import BatchResult
 from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
 from airflow_kinesis_snowflake.environment import SparkDistributionError, check_spark_distribution
-from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE, SPARK_CONNECTION, field_behaviour, form_widgets
+from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE, SPARK_CONNECTION, field_behaviour
 from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
 
 if TYPE_CHECKING:
@@ -195,12 +195,6 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     # Any Spark connection works; this type gives the extras above fields of their own in the UI.
     conn_type = SPARK_CONN_TYPE
     hook_name = "Spark (Kinesis to Snowflake job)"
-
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """The form's extra fields: deploy mode, queue, namespace, Spark binary, ``driver_identity`` and
-        ``snowflake_connection_ref``."""
-        return form_widgets(SPARK_CONNECTION)
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def test_each_connection_type_names_its_hook_and_the_extras_its_hook_reads() -> 
             "relabeling": behaviour["relabeling"],
             "placeholders": behaviour["placeholders"],
         }
-        assert "get_connection_form_widgets" in vars(hook) and "get_ui_field_behaviour" in vars(hook)
+        assert "get_ui_field_behaviour" in vars(hook)
         for field in declared["conn-fields"].values():
             assert field["label"] and field["schema"]["type"], field
 
