@@ -242,14 +242,27 @@ def query(emulators: Emulators, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-# Test modules with a test that holds a worker for a minute or more (a real Airflow, a Spark
-# cluster) run first, so that pytest-xdist's workers do not end with one of them running alone
-# while the other has nothing left. The order is otherwise the collection's, modules kept whole.
+# Test modules with a test that holds a worker for minutes (a real Airflow, a Spark cluster, a
+# resharding or a reset end to end through its DAGs) run first, so that pytest-xdist's workers do
+# not end with one of them running alone while the others have nothing left. The order is otherwise
+# the collection's, modules kept whole. LONG_RUNNING_MODULES: the modules of the suite's longest
+# single tests in a --durations run (each test over two minutes on a loaded 2-core machine).
 LONG_RUNNING_FIXTURES = frozenset({"real_airflow", "spark_standalone"})
+LONG_RUNNING_MODULES = frozenset(
+    {
+        "tests/integration/test_resharding.py",
+        "tests/integration/test_reset_dag.py",
+        "tests/integration/core/test_dynamodb_job.py",
+        "tests/integration/test_schema_evolution_dag.py",
+        "tests/integration/test_least_privilege.py",
+        "tests/integration/test_dynamodb_dag.py",
+        "tests/integration/test_wheel_install.py",
+    }
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    long_running = {
+    long_running = LONG_RUNNING_MODULES | {
         item.nodeid.split("::")[0]
         for item in items
         if LONG_RUNNING_FIXTURES.intersection(getattr(item, "fixturenames", ()))
