@@ -50,6 +50,10 @@ SOURCE_ACTIONS = {
 }
 
 
+# The principal the sync tests' policies name for the provision DAG's IAM check (the sync itself runs no check).
+SYNC_PRINCIPAL = f"arn:aws:iam::{ACCOUNT}:user/least-privilege-sync"
+
+
 def printed_policy(tmp_path: Path, connector: dict[str, Any], principal: str | None = None) -> dict[str, Any]:
     """What ``policy`` prints for the connector file; with ``principal``, the IAM check's grant names it."""
     path = tmp_path / f"{connector['connector_id']}.yaml"
@@ -188,7 +192,7 @@ def test_the_printed_policy_syncs_a_table_through_snapshot_and_stream_and_each_s
     ensure_schema(emulators)
     description = source_table(iam_moto)
     name, app = description["TableName"], unique("least-ddb-app")
-    document = printed_policy(tmp_path, connector(name, app))
+    document = printed_policy(tmp_path, connector(name, app), principal=SYNC_PRINCIPAL)
     granted = {a for s in document["Statement"] if s["Sid"].startswith("DynamoDBSource") for a in s["Action"]}
     assert granted == set(SOURCE_ACTIONS)
 
@@ -213,7 +217,9 @@ def test_the_printed_policy_syncs_a_table_through_snapshot_and_stream_and_each_s
         # A new application, so that the run starts from the snapshot again (with its own lease table),
         # into a destination of its own (one application loads a destination).
         minus_app = unique("least-ddb-minus")
-        minus_document = without(printed_policy(tmp_path, connector(name, minus_app)), action, sid)
+        minus_document = without(
+            printed_policy(tmp_path, connector(name, minus_app), principal=SYNC_PRINCIPAL), action, sid
+        )
         _, minus = iam_moto.user(inline={"connector": minus_document})
         fresh = table_sync(description, minus_app, minus_app.replace("-", "_").upper())
         with pytest.raises((ClientError, Denied)) as denied:

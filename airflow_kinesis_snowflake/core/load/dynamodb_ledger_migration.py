@@ -16,7 +16,8 @@ snapshot), so the rows of the table are copied over before any of them is read:
    rows keyed as the ledger is (application, generation id, shard id), outcome rows keyed by
    application, generation id, batch id, attempt id, committed flag and time, the outcomes within
    :data:`~.snowflake_sink.OUTCOME_RETENTION_DAYS` only (older ones would be deleted at the next
-   outcome). Each ``INSERT ... SELECT ... WHERE NOT EXISTS`` writes a row at most once.
+   outcome). Each ``INSERT ... SELECT ... WHERE NOT EXISTS`` writes a row at most once. First the
+   rows to copy are counted: a run that finds none (every run after the first) opens no transaction.
 
 Every sync of a table runs these steps first (step 0 of :func:`~..dynamodb_sync.sync_table`, before
 it reads a mark, claims or records anything), and so does the provision DAG's ``provision_table``:
@@ -92,14 +93,26 @@ class CopiedRows:
     outcomes: int = 0
 
 
-def _copy_sql(old: str, new: str, columns: tuple[str, ...], key: tuple[str, ...], where: str) -> str:
-    names = ", ".join(columns)
+def _missing_rows(old: str, new: str, key: tuple[str, ...], where: str) -> str:
+    """``FROM ... WHERE ...`` of the rows of ``old`` (an application's, of one table) that ``new`` lacks."""
     matches = " AND ".join(f"n.{k} = o.{k}" for k in key)
     return (
-        f"INSERT INTO {new} ({names}) SELECT {', '.join(f'o.{c}' for c in columns)} FROM {old} AS o "
-        f"WHERE o.APPLICATION_NAME = %s AND STARTSWITH(o.GENERATION_ID, %s){where} "
+        f"FROM {old} AS o WHERE o.APPLICATION_NAME = %s AND STARTSWITH(o.GENERATION_ID, %s){where} "
         f"AND NOT EXISTS (SELECT 1 FROM {new} AS n WHERE {matches})"
     )
+
+
+def _copy_sql(old: str, new: str, columns: tuple[str, ...], key: tuple[str, ...], where: str) -> str:
+    names = ", ".join(columns)
+    return (
+        f"INSERT INTO {new} ({names}) SELECT {', '.join(f'o.{c}' for c in columns)} "
+        f"{_missing_rows(old, new, key, where)}"
+    )
+
+
+def _count_sql(copy_sql: str) -> str:
+    """How many rows ``copy_sql`` would copy (the same parameters)."""
+    return "SELECT COUNT(*) " + copy_sql[copy_sql.index(" FROM ") + 1 :]
 
 
 def ledger_copy_sql(destination: Destination) -> str:
@@ -171,6 +184,14 @@ def copy_kinesis_named_rows(
         return CopiedRows()
     prefix = generation_prefix(table)
     since = ((now or datetime.now(UTC)) - timedelta(days=OUTCOME_RETENTION_DAYS)).isoformat()
+    copies: list[tuple[str, tuple[str, ...]]] = []
+    if KINESIS_SUPPORT_NAMES.ledger in present:
+        copies.append((ledger_copy_sql(destination), (application_name, prefix)))
+    if KINESIS_SUPPORT_NAMES.outcomes in present:
+        copies.append((outcomes_copy_sql(destination), (application_name, prefix, since)))
+    # Most runs find every row copied already (or none to copy): they read, and open no transaction.
+    if not any(_run(connection, _count_sql(sql), params)[0][0][0] for sql, params in copies):
+        return CopiedRows()
     _run(connection, "BEGIN")
     try:
         ledger = outcomes = 0

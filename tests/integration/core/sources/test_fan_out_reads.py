@@ -26,6 +26,9 @@ from tests.conftest import create_stream, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION
 
+# The retry helper's logger: its lines, one per attempt (other loggers may write to the same capture).
+RETRY_LOGGER = "airflow_kinesis_snowflake.core.retry"
+
 pytestmark = pytest.mark.integration
 
 SHARD = "shardId-000000000000"
@@ -206,7 +209,7 @@ def test_a_shard_held_by_another_subscription_is_retried(faults: Emulators, capl
     assert len(waits) == 2 and waits[1] > waits[0]
     # Exponential backoff from 1 s with jitter: each wait in [b/2, b] of b = 1, 2.
     assert 0.5 <= waits[0] <= 1.0 <= waits[1] <= 2.0
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER]
     assert len(lines) == 2
     for n, (line, wait) in enumerate(zip(lines, waits, strict=True), start=1):
         assert line.startswith(f"SubscribeToShard on shard {SHARD} through {consumer} failed ")
@@ -229,7 +232,7 @@ def test_a_shard_that_stays_held_fails_the_read_after_bounded_retries(
     assert len(waits) == RESOURCE_IN_USE_RETRIES
     # However the waits are drawn, together they outlast the 5 s a new subscription holds the shard.
     assert sum(waits) > 5 and max(waits) <= 8.0
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER]
     assert len(lines) == RESOURCE_IN_USE_RETRIES + 1
     assert lines[-1].endswith("; giving up")
     assert f"(attempt {RESOURCE_IN_USE_RETRIES + 1} of {RESOURCE_IN_USE_RETRIES + 1})" in lines[-1]

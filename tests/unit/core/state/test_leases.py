@@ -29,6 +29,9 @@ from airflow_kinesis_snowflake.core.state.leases import (
 )
 from airflow_kinesis_snowflake.core.state.metadata import TableMarks
 
+# The retry helper's logger: its lines, one per attempt (other loggers may write to the same capture).
+RETRY_LOGGER = "airflow_kinesis_snowflake.core.retry"
+
 
 def test_earliest_start_prefers_trim_horizon_then_the_earliest_time() -> None:
     early = StartPosition(InitialPosition.AT_TIMESTAMP, datetime(2026, 1, 1, tzinfo=UTC))
@@ -153,7 +156,7 @@ def test_batch_gets_ask_again_for_unprocessed_keys_and_give_up_loudly(caplog: py
     assert [len(r) for r in client.requests] == [100, 99, 98, 100, 51]  # 100 a request, the rest asked again
     # Exponential backoff from 0.05 s with jitter: each pause in [b/2, b] of b = 0.05, 0.1.
     assert len(pauses) == 2 and 0.025 <= pauses[0] <= 0.05 <= pauses[1] <= 0.1
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER] == [
         f"BatchGetItem on t failed (attempt 1 of 10): 99 keys left unprocessed; retrying in {pauses[0]:.2f} s",
         f"BatchGetItem on t failed (attempt 2 of 10): 98 keys left unprocessed; retrying in {pauses[1]:.2f} s",
     ]
@@ -188,7 +191,7 @@ def test_batch_writes_send_unprocessed_writes_again_after_jittered_pauses(caplog
         assert DynamoTable(client, "t", "lease_key").batch_write(writes, sleep=pauses.append) == 0
     assert client.requests == [25, 24, 23, 5]
     assert len(pauses) == 2 and 0.025 <= pauses[0] <= 0.05 <= pauses[1] <= 0.1
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER] == [
         f"BatchWriteItem on t failed (attempt 1 of 10): 24 writes left unprocessed; retrying in {pauses[0]:.2f} s",
         f"BatchWriteItem on t failed (attempt 2 of 10): 23 writes left unprocessed; retrying in {pauses[1]:.2f} s",
     ]

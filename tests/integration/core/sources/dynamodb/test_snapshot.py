@@ -30,6 +30,9 @@ from tests.conftest import unique
 from tests.emulators import Emulators
 from tests.emulators.servers import AWS_KEY, REGION
 
+# The retry helper's logger: its lines, one per attempt (other loggers may write to the same capture).
+RETRY_LOGGER = "airflow_kinesis_snowflake.core.retry"
+
 pytestmark = pytest.mark.integration
 
 ITEMS = 2000
@@ -178,7 +181,7 @@ def test_throttled_pages_are_retried_with_backoff_and_counted(faults, scanned_ta
     assert len(sleeps) == 3 and sleeps[0] < sleeps[1]
     # Exponential backoff from 0.05 s with jitter: each pause in [b/2, b] of b = 0.05, 0.1, 0.2.
     assert 0.025 <= sleeps[0] <= 0.05 <= sleeps[1] <= 0.1 <= sleeps[2] <= 0.2
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER]
     assert len(lines) == 3
     for n, (line, code, pause) in enumerate(zip(lines, codes, sleeps, strict=True), start=1):
         assert line.startswith(f"the Scan of table {scanned_table.name}, segment-1-of-{SEGMENTS}, failed ")
@@ -206,7 +209,7 @@ def test_a_segment_throttled_on_every_attempt_fails_naming_the_table_segment_and
             )
     assert "snapshot_read_units_per_second" in str(err.value)
     assert err.value.__cause__ is not None
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER]
     assert len(lines) == 3 and "(attempt 3 of 3)" in lines[-1] and lines[-1].endswith("; giving up")
 
 

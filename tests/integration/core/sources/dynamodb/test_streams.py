@@ -22,6 +22,9 @@ from tests.conftest import unique
 from tests.emulators import Emulators
 from tests.emulators.dynamodb_streams import expire_item, roll_shard, trim
 
+# The retry helper's logger: its lines, one per attempt (other loggers may write to the same capture).
+RETRY_LOGGER = "airflow_kinesis_snowflake.core.retry"
+
 pytestmark = pytest.mark.integration
 
 LATER = datetime.now(UTC) + timedelta(days=1)
@@ -228,7 +231,7 @@ def test_throttling_is_retried_after_growing_pauses(faults: Emulators, caplog: p
     assert len(pauses) == 3 and pauses == sorted(pauses) and pauses[0] < pauses[-1]
     # Exponential backoff from 0.5 s with jitter: each pause in [b/2, b] of b = 0.5, 1, 2.
     assert 0.25 <= pauses[0] <= 0.5 <= pauses[1] <= 1.0 <= pauses[2] <= 2.0
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER]
     assert len(lines) == 3
     for n, (line, pause) in enumerate(zip(lines, pauses, strict=True), start=1):
         assert line.startswith(f"GetRecords on shard {table.only_shard()} of the stream of table {table.name} failed ")
