@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,9 +47,16 @@ from airflow_kinesis_snowflake.core.lag import (
     severity,
     shard_lags,
 )
+from airflow_kinesis_snowflake.core.lag_page import ConnectorFolders, missing_connectors
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import SegmentRow
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, lease_key
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot_progress import (
+    SegmentCount,
+    SnapshotProgress,
+    TableSize,
+    snapshot_progress,
+)
 from airflow_kinesis_snowflake.core.state.leases import Lease, lease_keys
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.metrics import Publish, emit_lag_metrics
@@ -267,21 +274,6 @@ def connector_status(config: ConnectorConfig, *, batches: int = RECENT_BATCHES) 
 
 
 @dataclass(frozen=True)
-class SnapshotProgress:
-    """A generation's snapshot: its segments, those read to their end, and the items read so far."""
-
-    total_segments: int
-    segments_done: int
-    items: int
-    completed: bool
-
-    def text(self) -> str:
-        if self.completed:
-            return f"complete ({self.items} items)"
-        return f"{self.segments_done}/{self.total_segments} segments done ({self.items} items)"
-
-
-@dataclass(frozen=True)
 class TableStatus:
     """One DynamoDB table of a connector: its sync generation, its snapshot, its stream shards, its last batch.
 
@@ -311,7 +303,7 @@ class TableStatus:
             "destination": self.destination,
             "generation": self.generation,
             "generation_started_at": self.generation_started_at.isoformat() if self.generation_started_at else None,
-            "snapshot": None if snapshot is None else {**snapshot.__dict__},
+            "snapshot": None if snapshot is None else snapshot.to_dict(),
             "last_batch_id": self.last_batch_id,
             "last_batch_at": self.last_batch_at.isoformat() if self.last_batch_at else None,
             "last_batch_changes": self.last_batch_changes,
@@ -422,6 +414,7 @@ def table_status(
     shard_leases: dict[str, Lease],
     batches: Iterable[BatchResult],
     now: float,
+    table_size: TableSize | None = None,
 ) -> TableStatus:
     """Where one table's sync stands, from what its sync recorded.
 
@@ -430,7 +423,10 @@ def table_status(
     :param shard_leases: by stream shard id, the shard's lease under the generation's lease key.
     :param batches: the connector's recent batch outcomes, newest first; a table's are those that
         read one of its stream shards or wrote one of its segments' marks.
-    :param now: the current time (seconds since the epoch), that checkpoint ages count from.
+    :param now: the current time (seconds since the epoch), that checkpoint ages and the snapshot's
+        ETA count from.
+    :param table_size: the table's ``ItemCount`` and ``TableSizeBytes``, that the snapshot's percentage
+        is estimated from (:mod:`~.core.sources.dynamodb.snapshot_progress`); None when not read.
     """
     status = TableStatus(table, destination)
     if generation is None:
@@ -447,10 +443,12 @@ def table_status(
             own.append((batch, result))
     snapshot = None
     if generation.snapshot is not None:
-        snapshot = SnapshotProgress(
-            total_segments=generation.snapshot.total_segments,
-            segments_done=sum(1 for row in segments if row.mark.done),
-            items=sum(row.mark.items for row in segments),
+        snapshot = snapshot_progress(
+            generation.snapshot.total_segments,
+            [SegmentCount(row.segment, row.mark.items, row.mark.done) for row in segments],
+            started_at=generation.snapshot.started_at,
+            now=datetime.fromtimestamp(now, UTC),
+            table_size=table_size,
             completed=generation.completed,
         )
     shards = []
@@ -488,6 +486,7 @@ def dynamodb_connector_status(
 ) -> DynamoDBConnectorStatus:
     """Read one DynamoDB connector's tables: found as its sync DAG finds them, each read from Snowflake's
     generations, snapshot ledger and outcomes tables and from the lease table."""
+    from airflow_kinesis_snowflake.core.dynamodb_progress import read_table_size
     from airflow_kinesis_snowflake.core.load.dynamodb_sink import DynamoDBSink
     from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection
     from airflow_kinesis_snowflake.core.sources.dynamodb.streams import list_stream_shards
@@ -500,9 +499,8 @@ def dynamodb_connector_status(
         selection = TableSelection(
             src.tables, src.ingestion_tag_key, src.environment_tag_key, src.environment_tag_value
         )
-        found = DynamoDBSourceHook(aws_conn_id=aws, region_name=src.region).discover(
-            selection, src.destination_table_template
-        )
+        source = DynamoDBSourceHook(aws_conn_id=aws, region_name=src.region)
+        found = source.discover(selection, src.destination_table_template)
         streams = DynamoDBStreamsHook(aws_conn_id=aws, region_name=src.region).conn
         leases = LeaseTableHook(aws_conn_id=aws, region_name=src.region).table(src.application_name)
         leases_exist = leases.exists()
@@ -525,8 +523,11 @@ def dynamodb_connector_status(
                     }
                     shard_leases = {keys[k]: lease for k, lease in leases.leases_of(list(keys)).items() if k in keys}
                 destination = sync.target.table
+                # A snapshot under way: its percentage and ETA need the table's ItemCount (DescribeTable).
+                running = generation is not None and generation.snapshot is not None and not generation.completed
+                size = read_table_size(source.conn, target.table) if running else None
                 found_status = table_status(
-                    target.table, destination, generation, segments, shard_leases, recent, time.time()
+                    target.table, destination, generation, segments, shard_leases, recent, time.time(), size
                 )
                 set_aside = sink.items_set_aside(generation.number if generation else 0)
                 if set_aside:
@@ -565,3 +566,20 @@ def connector_configs(path: str | Path) -> list[AnyConnectorConfig]:
     if not files:
         raise FileNotFoundError(f"{path}: no connector file (*.yaml, *.yml) in {directory}")
     return [load_any_connector_config(f) for f in files]
+
+
+def find_connector_configs(where: ConnectorFolders) -> list[AnyConnectorConfig]:
+    """The connectors of every folder of ``where`` that holds connector files (the lag page's read).
+
+    :raises ConnectorConfigError: a connector file is invalid.
+    :raises FileNotFoundError: no folder holds a connector file; the message says what to set
+        (:func:`~.core.lag_page.missing_connectors`).
+    """
+    configs: list[AnyConnectorConfig] = []
+    for folder in where.folders:
+        path = Path(folder)
+        if path.is_dir() and connector_files(path / "connectors" if (path / "connectors").is_dir() else path):
+            configs += connector_configs(path)
+    if not configs:
+        raise FileNotFoundError(missing_connectors(where))
+    return configs

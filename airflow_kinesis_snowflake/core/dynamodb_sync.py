@@ -64,6 +64,7 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     target_to_dict,
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
+from airflow_kinesis_snowflake.core.dynamodb_progress import report_snapshot_progress
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX, set_aside
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     KeyAttribute,
@@ -428,6 +429,16 @@ def sync_table(
             if figures is None:
                 break
             outcome.batches.append(figures)
+            # The snapshot's segments and items done, percentage and ETA, in the task log.
+            report_snapshot_progress(
+                sync.table,
+                step.generation,
+                segment_marks,
+                figures.segments,
+                figures.segments_done,
+                source_dynamodb,
+                now(),
+            )
             if figures.merge.completed_snapshot is not None:
                 outcome.snapshots_completed.append(figures.merge.completed_snapshot)
             if figures.segments:

@@ -1,11 +1,14 @@
 """The lag page in Airflow's UI: an Airflow 3 plugin (a FastAPI app mounted by the API server, and an
 external view that puts it in the UI's navigation, shown inside the UI).
 
-The page lists the connector files of the DAGs folder (``[core] dags_folder``: its ``connectors/``
-directory, else the folder itself), of either source, reads each connector as ``status`` does (lease
-table, Snowflake's tables, through Airflow's connections) and shows its shards' lag over recent
-batches, or a DynamoDB connector's tables and their stream shards' checkpoint ages (:mod:`.render`).
-Only a signed-in user allowed to see the plugins view gets it.
+The page lists the connector files of ``[kinesis_snowflake] connectors_folder`` when set, else of
+each local DAG bundle's folder (by default ``[core] dags_folder``: its ``connectors/`` directory,
+else the folder itself), of either source (:mod:`~.core.lag_page`); with only remote bundles (Git)
+and no such setting it says what to set. It reads each connector as ``status`` does (lease table,
+Snowflake's tables, through Airflow's connections), keeps what it read for
+``[kinesis_snowflake] lag_page_cache_seconds`` (30 by default), and shows its shards' lag over recent
+batches, or a DynamoDB connector's tables (their snapshot's progress) and their stream shards'
+checkpoint ages (:mod:`.render`). Only a signed-in user allowed to see the plugins view gets it.
 
 The provider registers the plugin twice, as providers do: ``plugins`` in ``get_provider_info()``
 and the ``airflow.plugins`` entry point (Airflow loads the latter by default, the former when
@@ -14,7 +17,8 @@ and the ``airflow.plugins`` entry point (Airflow loads the latter by default, th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from html import escape
 
 from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
@@ -24,24 +28,82 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import HTMLResponse
 
+from airflow_kinesis_snowflake.core.lag_page import (
+    CACHE_SECONDS_OPTION,
+    CONFIG_SECTION,
+    CONNECTORS_FOLDER_OPTION,
+    DEFAULT_CACHE_SECONDS,
+    ConnectorFolders,
+    ReadCache,
+    connector_folders,
+    freshness,
+)
 from airflow_kinesis_snowflake.plugins.render import render_page
-from airflow_kinesis_snowflake.status import RECENT_BATCHES, any_connector_status, connector_configs
+from airflow_kinesis_snowflake.status import (
+    RECENT_BATCHES,
+    AnyConnectorStatus,
+    any_connector_status,
+    find_connector_configs,
+)
 
 URL_PREFIX = "/kinesis-snowflake"
 PAGE_PATH = "/lag"
 
 app = FastAPI(title="Kinesis to Snowflake: lag", docs_url=None, redoc_url=None, openapi_url=None)
 
+PageCache = ReadCache[tuple[ConnectorFolders, int], list[AnyConnectorStatus]]
+_caches: dict[float, PageCache] = {}
+
+
+def where_connectors() -> ConnectorFolders:
+    """Where the connector files are, from Airflow's configuration (:func:`~.core.lag_page.connector_folders`)."""
+    try:
+        bundles = conf.getjson("dag_processor", "dag_bundle_config_list", fallback=None)
+    except Exception:  # noqa: BLE001  an unreadable list is Airflow's to report: the DAGs folder is read
+        bundles = None
+    return connector_folders(
+        conf.get(CONFIG_SECTION, CONNECTORS_FOLDER_OPTION, fallback="") or None,
+        conf.get("core", "dags_folder"),
+        bundles if isinstance(bundles, list) else None,
+    )
+
+
+def page_cache() -> PageCache:
+    """The cache for ``[kinesis_snowflake] lag_page_cache_seconds`` (one per value the setting had)."""
+    ttl = conf.getfloat(CONFIG_SECTION, CACHE_SECONDS_OPTION, fallback=DEFAULT_CACHE_SECONDS)
+    if ttl not in _caches:
+        _caches[ttl] = ReadCache(max(ttl, 0.0))
+    return _caches[ttl]
+
+
+def render_lag_page(
+    where: ConnectorFolders,
+    batches: int,
+    cache: PageCache,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> HTMLResponse:
+    """The page: every connector of ``where`` as ``cache`` keeps it; what to set when there is none.
+
+    An invalid connector file is a 500 naming it (nothing kept, so its fix shows at the next load).
+    """
+
+    def read() -> list[AnyConnectorStatus]:
+        return [any_connector_status(config, batches=batches) for config in find_connector_configs(where)]
+
+    try:
+        cached = cache.get((where, batches), read)
+    except ValueError as err:  # ConnectorConfigError is a ValueError
+        return HTMLResponse(f"<!DOCTYPE html><p>{escape(str(err))}</p>", status_code=500)
+    except FileNotFoundError as err:
+        return HTMLResponse(render_page([], now(), problem=str(err)))
+    read_at = now() - timedelta(seconds=cached.age_seconds)
+    return HTMLResponse(render_page(cached.value, read_at, freshness(cached.age_seconds, cache.ttl_seconds)))
+
 
 @app.get(PAGE_PATH, response_class=HTMLResponse, dependencies=[Depends(requires_access_view(AccessView.PLUGINS))])
 def lag_page(batches: int = Query(RECENT_BATCHES, ge=1, le=200)) -> HTMLResponse:
     """Every connector's shards: lag over the last ``batches`` batches, checkpoint, last batch."""
-    try:
-        configs = connector_configs(conf.get("core", "dags_folder"))
-    except (ValueError, FileNotFoundError) as err:  # ConnectorConfigError is a ValueError
-        return HTMLResponse(f"<!DOCTYPE html><p>{escape(str(err))}</p>", status_code=500)
-    statuses = [any_connector_status(config, batches=batches) for config in configs]
-    return HTMLResponse(render_page(statuses, datetime.now(UTC)))
+    return render_lag_page(where_connectors(), batches, page_cache())
 
 
 class KinesisSnowflakeLagPlugin(AirflowPlugin):

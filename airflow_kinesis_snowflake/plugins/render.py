@@ -30,18 +30,29 @@ svg text { font-size: 11px; fill: #444; }
 """
 
 
-def render_page(statuses: Sequence[AnyConnectorStatus], now: datetime) -> str:
-    """The whole page for ``statuses``, as of ``now``."""
+def render_page(
+    statuses: Sequence[AnyConnectorStatus], now: datetime, freshness: str | None = None, problem: str | None = None
+) -> str:
+    """The whole page for ``statuses``, as read at ``now``.
+
+    :param freshness: how old the figures are and how often they are read (:func:`~.core.lag_page.freshness`).
+    :param problem: why there is no connector to show, and what to set (:func:`~.core.lag_page.missing_connectors`).
+    """
     sections = "\n".join(_connector(status) for status in statuses) or "<p>No connector file in the DAGs folder.</p>"
+    if problem is not None:
+        sections = f"<p class='failed needs-setting'>{escape(problem)}</p>"
+    fresh = f" <span class='freshness'>{escape(freshness)}</span>" if freshness else ""
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<title>Kinesis to Snowflake: lag</title>"
         f"<style>{STYLE}</style></head><body>"
         "<h1>Kinesis to Snowflake: lag per shard</h1>"
-        f"<p class='note'>As of {escape(now.strftime('%Y-%m-%d %H:%M:%S %Z'))}. Lag: how far behind the "
+        f"<p class='note'>As of {escape(now.strftime('%Y-%m-%d %H:%M:%S %Z'))}.{fresh} Lag: how far behind the "
         "shard's tip each batch's read ended (Kinesis's <code>MillisBehindLatest</code>). A warning past half of "
         "the stream's retention, an error past 90%. A DynamoDB stream reports no lag: its shards show how long ago a "
-        "batch last read them, against the connector's safe age (<code>max_checkpoint_age_hours</code>).</p>"
+        "batch last read them, against the connector's safe age (<code>max_checkpoint_age_hours</code>), and a "
+        "table's snapshot under way its segments and items done, percentage and ETA (estimated from the table's "
+        "<code>ItemCount</code>).</p>"
         f"{sections}</body></html>"
     )
 

@@ -13,12 +13,12 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult, Segme
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, InitialPosition, ShardResult, StartPosition
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, lease_key
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SnapshotStart
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot_progress import SnapshotProgress, TableSize
 from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease
 from airflow_kinesis_snowflake.status import (
     ConnectorStatus,
     DynamoDBConnectorStatus,
     ShardStatus,
-    SnapshotProgress,
     TableStatus,
     connector_configs,
     shard_statuses,
@@ -140,14 +140,51 @@ def test_a_dynamodb_table_shows_its_generation_snapshot_progress_stream_shards_a
     )
 
     assert (status.generation, status.generation_started_at) == (2, NOW - timedelta(hours=1))
-    assert status.snapshot == SnapshotProgress(total_segments=4, segments_done=1, items=160, completed=False)
-    assert status.snapshot.text() == "1/4 segments done (160 items)"
+    assert status.snapshot is not None
+    assert (status.snapshot.total_segments, status.snapshot.segments_done, status.snapshot.items) == (4, 1, 160)
+    # No ItemCount read: the done segment's 120 items, extrapolated to the four; 160 items in an hour.
+    assert status.snapshot.text() == "1/4 segments done, 160 of ~480 items (33%), ETA 2h00m"
     assert (status.last_batch_id, status.last_batch_changes) == ("stream-1", 7)
     assert status.last_batch_at == NOW - timedelta(minutes=5)
     (shard_status,) = status.shards
     assert shard_status.shard_id == "shardId-1" and shard_status.checkpoint == Checkpoint("900")
     assert shard_status.checkpoint_age_seconds == 0.5 * HOURS
     assert (shard_status.last_batch_id, shard_status.rows) == ("stream-1", 7)
+
+
+def test_a_running_snapshot_shows_its_percentage_of_the_tables_item_count_and_an_eta_then_complete() -> None:
+    started = NOW - timedelta(minutes=10)
+    generation = Generation(0, started, SnapshotStart(0, started, 2))
+    segments = [SegmentRow(0, 2, SegmentMark('{"pk": "k1"}', False, 3000), "snap-1")]
+
+    running = table_status(
+        "orders", "A.B.ORDERS", generation, segments, {}, [], NOW.timestamp(), TableSize(12_000, 9_000_000)
+    )
+
+    assert running.snapshot == SnapshotProgress(
+        total_segments=2,
+        segments_done=0,
+        items=3000,
+        completed=False,
+        estimated_items=12_000,
+        percent=25,
+        eta=timedelta(minutes=30),
+        items_per_second=5.0,
+        size_bytes=9_000_000,
+    )
+    row = DynamoDBConnectorStatus("c", "app", 20, (running,)).text().splitlines()[3]
+    assert "0/2 segments done, 3,000 of ~12,000 items (25%), ETA 30m00s" in row
+    as_json = DynamoDBConnectorStatus("c", "app", 20, (running,)).to_dict()["tables"][0]["snapshot"]
+    assert (as_json["percent"], as_json["eta_seconds"], as_json["estimated_items"]) == (25, 1800, 12_000)
+
+    done = [
+        SegmentRow(0, 2, SegmentMark(None, True, 6100), "snap-2"),
+        SegmentRow(1, 2, SegmentMark(None, True, 5900), "snap-2"),
+    ]
+    completed = dataclasses.replace(generation, completed=True)
+    finished = table_status("orders", "A.B.ORDERS", completed, done, {}, [], NOW.timestamp())
+    assert finished.snapshot is not None and finished.snapshot.text() == "complete (12,000 items)"
+    assert (finished.snapshot.percent, finished.snapshot.eta) == (100, timedelta(0))
 
 
 def test_a_dynamodb_table_before_its_first_batch_has_no_generation() -> None:

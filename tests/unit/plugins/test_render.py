@@ -7,12 +7,12 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from airflow_kinesis_snowflake.core.model import Checkpoint
+from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot_progress import SnapshotProgress
 from airflow_kinesis_snowflake.plugins.render import chart, render_page
 from airflow_kinesis_snowflake.status import (
     ConnectorStatus,
     DynamoDBConnectorStatus,
     ShardStatus,
-    SnapshotProgress,
     TableStatus,
 )
 
