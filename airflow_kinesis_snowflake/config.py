@@ -35,8 +35,8 @@ from airflow_kinesis_snowflake.core.admin.provisioning import (
     normalize_base_location,
     normalize_column_type,
 )
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, spark_log_level
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBTarget, KeyColumn

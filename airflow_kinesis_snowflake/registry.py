@@ -3,10 +3,11 @@
 Every room that acts per source looks the source up here by ``source.type`` instead of testing a
 connector's class: reading a connector file (:mod:`airflow_kinesis_snowflake.config`), building its DAGs
 (:mod:`airflow_kinesis_snowflake.dags`), reading its status (:mod:`airflow_kinesis_snowflake.status`),
-drawing it on the lag page (:mod:`airflow_kinesis_snowflake.plugins.render`) and writing its IAM policy
-(``python -m airflow_kinesis_snowflake policy``).
+drawing it on the lag page (:mod:`airflow_kinesis_snowflake.plugins.render`), writing its IAM policy
+(``python -m airflow_kinesis_snowflake policy``) and running its work on the Spark driver
+(:mod:`airflow_kinesis_snowflake.core.engine.driver`, which ships this module to the cluster with ``core``).
 
-A source's parts live in those rooms, above this one, so an entry names each part by its import path
+A source's parts live in those rooms, most of them above this one, so an entry names each part by its import path
 (``module:attribute``, as Airflow's provider info names hooks) and :meth:`RegisteredSource.part`
 imports it when it is first asked for. This module imports nothing of the package: any room may
 consult it.
@@ -49,6 +50,9 @@ class RegisteredSource:
         behind it is (``status``); the status names its ``source_type``.
     :param lag_section: ``(status) -> str``: its section of the lag page (``plugins.render``).
     :param policy: ``(args) -> int``: prints the IAM policy of ``args.config`` (``__main__``).
+    :param job: ``(work, *, credentials, attempt_id) -> int``: runs one batch's or a continuous run's
+        work on the Spark driver (``core``, a :class:`~.core.engine.driver.SourceJob`); the driver finds
+        it by the work's source.
     """
 
     source_type: str
@@ -58,6 +62,7 @@ class RegisteredSource:
     status: str
     lag_section: str
     policy: str
+    job: str
 
     def part(self, role: str) -> Any:
         """The object that serves ``role`` (a field name: ``dags``, ``status``, ...) for this source."""
@@ -82,6 +87,7 @@ SOURCES: Mapping[str, RegisteredSource] = {
         status=f"{_PACKAGE}.status:connector_status",
         lag_section=f"{_PACKAGE}.plugins.render:kinesis_section",
         policy=f"{_PACKAGE}.__main__:kinesis_policy",
+        job=f"{_PACKAGE}.core.job:kinesis_job",
     ),
     DYNAMODB_SOURCE: RegisteredSource(
         source_type=DYNAMODB_SOURCE,
@@ -91,6 +97,7 @@ SOURCES: Mapping[str, RegisteredSource] = {
         status=f"{_PACKAGE}.status:dynamodb_connector_status",
         lag_section=f"{_PACKAGE}.plugins.render:dynamodb_section",
         policy=f"{_PACKAGE}.__main__:dynamodb_policy",
+        job=f"{_PACKAGE}.core.dynamodb_driver:dynamodb_job",
     ),
 }
 

@@ -47,9 +47,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_kinesis_snowflake.core.job import JOB_AWS_CREDENTIAL_ENV
+from airflow_kinesis_snowflake.core.engine.credentials import JOB_AWS_CREDENTIAL_ENV
+from airflow_kinesis_snowflake.core.engine.wire import encode
 from airflow_kinesis_snowflake.core.model import Destination, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, ShardRange, encode_plan
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.sources.readers import CHUNK_BYTES
 from benchmarks.transform import COLUMNS, order
 from tests.emulators.servers import REPO_ROOT, SNOWFLAKE_DATABASE, SNOWFLAKE_SCHEMA, Emulators, local_emulators
@@ -251,7 +252,7 @@ def run_job(plan: BatchPlan, env: dict[str, str], work: Path, name: str) -> tupl
     started = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [SPARK_SUBMIT, "--master", "local[2]", str(JOB), "--plan", encode_plan(plan), "--attempt", name],
+            [SPARK_SUBMIT, "--master", "local[2]", str(JOB), "--plan", encode(plan), "--attempt", name],
             env=env,
             cwd=work,
             stdout=out,

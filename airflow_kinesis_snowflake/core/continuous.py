@@ -1,8 +1,9 @@
-"""Continuous mode: one Spark application runs micro-batches back to back, then ends.
+"""Continuous mode of a Kinesis connector: one Spark application runs micro-batches back to back.
 
 With ``batch.mode: continuous`` the ingest task submits the Spark job once, with a
 :class:`ContinuousRun` instead of a plan. The driver then runs the protocol of
-:mod:`~airflow_kinesis_snowflake.core.batch` itself, in a loop (:func:`run_continuously`):
+:mod:`~airflow_kinesis_snowflake.core.batch` itself, in the engine's loop
+(:func:`~.engine.continuous.run_back_to_back`, through :func:`run_continuously` here):
 
 1. **A micro-batch**: :func:`~.batch.run_batch` with the cut-off *now*: resolve, lease, plan, read,
    commit rows and ledger in one Snowflake transaction, checkpoint, release; its outcome is recorded
@@ -27,29 +28,25 @@ its own AWS identity must be allowed the lease-table actions too.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import logging
 import time
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, ResetInProgress, Stream, run_batch
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS, Pace, check_pace, run_back_to_back
+from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.sources.shards import Shard, list_shards
 from airflow_kinesis_snowflake.core.state.metadata import stream_created_at
+from airflow_kinesis_snowflake.registry import KINESIS_SOURCE
 
 log = logging.getLogger(__name__)
-
-# A short sleep when a micro-batch found nothing new: records put meanwhile wait at most this long.
-IDLE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -73,60 +70,39 @@ class ContinuousRun:
     def __post_init__(self) -> None:
         check_pace(self.max_runtime_seconds, self.idle_seconds)
 
-    def to_json(self) -> str:
+    @property
+    def pace(self) -> Pace:
+        return Pace(self.owner, self.max_runtime_seconds, self.idle_seconds)
+
+    def to_dict(self) -> dict[str, Any]:
         settings = {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self.settings).items()}
-        return json.dumps({**asdict(self), "settings": settings}, sort_keys=True, separators=(",", ":"))
+        return {**asdict(self), "settings": settings}
 
     @classmethod
-    def from_json(cls, text: str) -> ContinuousRun:
-        data = json.loads(text)
+    def from_dict(cls, data: Mapping[str, Any]) -> ContinuousRun:
+        data = dict(data)
         settings = dict(data.pop("settings"))
         settings["destination"] = Destination(**settings["destination"])
         settings["on_unknown_key"] = UnknownKeys(settings["on_unknown_key"])
         return cls(settings=BatchSettings(**settings), **data)
 
+    def work(self) -> Work:
+        """This run as a Spark job's work (:mod:`~.engine.wire`)."""
+        return Work(KINESIS_SOURCE, WorkKind.CONTINUOUS, self.region, self.to_dict())
 
-def check_pace(max_runtime_seconds: float, idle_seconds: float) -> None:
-    """A continuous application's runtime and idle pause are more than 0 (without a pause, a quiet
-    application would ask its sources and Snowflake without rest).
+    def too_large(self, length: int, limit: int) -> str:
+        return (
+            f"the continuous run of {self.settings.application_name} encodes to {length} characters, more than "
+            f"the {limit} one spark-submit argument may carry"
+        )
 
-    :raises ValueError: naming the value.
-    """
-    if max_runtime_seconds <= 0:
-        raise ValueError(f"max_runtime_seconds must be more than 0, not {max_runtime_seconds}")
-    if idle_seconds <= 0:
-        raise ValueError(f"idle_seconds must be more than 0, not {idle_seconds}")
+    @classmethod
+    def from_work(cls, work: Work) -> ContinuousRun:
+        """The run of a Kinesis connector's continuous work.
 
-
-def encode_argument(text: str) -> str:
-    """JSON as one command-line argument: zlib-compressed, URL-safe base64 (a continuous run's)."""
-    return base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
-
-
-def decode_argument(text: str, what: str) -> str:
-    """The JSON :func:`encode_argument` encoded.
-
-    :param what: what ``text`` should be, for the error.
-    :raises ValueError: ``text`` is not an encoded ``what``.
-    """
-    try:
-        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
-    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
-        raise ValueError(f"not an encoded {what} ({len(text)} characters): {err}") from None
-    return data.decode("utf-8")
-
-
-def encode_run(run: ContinuousRun) -> str:
-    """The run as one command-line argument (:func:`encode_argument`)."""
-    return encode_argument(run.to_json())
-
-
-def decode_run(text: str) -> ContinuousRun:
-    """The run :func:`encode_run` encoded.
-
-    :raises ValueError: ``text`` is not an encoded run.
-    """
-    return ContinuousRun.from_json(decode_argument(text, "continuous run"))
+        :raises ValueError: ``work`` is not a Kinesis continuous run.
+        """
+        return cls.from_dict(work.body_for(KINESIS_SOURCE, WorkKind.CONTINUOUS))
 
 
 class KinesisStream:
@@ -163,23 +139,6 @@ def idle(outcome: BatchOutcome) -> bool:
     return not any(shard.records_read for batch in outcome.batches if batch.result for shard in batch.result.shards)
 
 
-def pause_after(read_anything: bool, elapsed: float, max_runtime_seconds: float, idle_seconds: float) -> float | None:
-    """After a micro-batch, ``elapsed`` seconds into a continuous run: None to end, else seconds to wait first.
-
-    A micro-batch that read something is followed at once; an idle one after ``idle_seconds``; none
-    starts after ``max_runtime_seconds``, and no pause reaches past it.
-    """
-    left = max_runtime_seconds - elapsed
-    if left <= 0:
-        return None
-    return 0.0 if read_anything else min(idle_seconds, left)
-
-
-def next_pause(outcome: BatchOutcome, elapsed: float, run: ContinuousRun) -> float | None:
-    """:func:`pause_after` a Kinesis micro-batch with this ``outcome``."""
-    return pause_after(not idle(outcome), elapsed, run.max_runtime_seconds, run.idle_seconds)
-
-
 def run_continuously(
     run: ContinuousRun,
     *,
@@ -199,9 +158,9 @@ def run_continuously(
     :returns: every micro-batch's outcome, oldest first.
     :raises BatchRefused: a micro-batch cannot run; the earlier ones are committed.
     """
-    started = clock()
-    outcomes: list[BatchOutcome] = []
-    while True:
+    finished: list[BatchOutcome] = []
+
+    def micro_batch() -> BatchOutcome | None:
         try:
             outcome = run_batch(
                 run.settings,
@@ -213,12 +172,16 @@ def run_continuously(
                 run_started_at=datetime.now(UTC),
             )
         except ResetInProgress as err:
-            log.info("Continuous run ends after %d micro-batches: %s", len(outcomes), err)
-            return outcomes
-        outcomes.append(outcome)
-        pause = next_pause(outcome, clock() - started, run)
-        if pause is None:
-            log.info("Continuous run ends after %d micro-batches (max runtime reached)", len(outcomes))
-            return outcomes
-        if pause:
-            sleep(pause)
+            log.info("Continuous run ends after %d micro-batches: %s", len(finished), err)
+            return None
+        finished.append(outcome)
+        return outcome
+
+    return run_back_to_back(
+        micro_batch,
+        lambda outcome: not idle(outcome),
+        run.pace,
+        what=run.settings.application_name,
+        clock=clock,
+        sleep=sleep,
+    )

@@ -2,7 +2,8 @@
 
 With ``batch.mode: continuous`` a DynamoDB connector's sync task submits one Spark application per
 table, with a :class:`TableContinuousRun` instead of a plan. Its driver then runs the table's sync
-itself, in a loop (:func:`sync_continuously`):
+itself, in the engine's loop (:func:`~.engine.continuous.run_back_to_back`, through
+:func:`sync_continuously` here):
 
 1. **A sync run**: :func:`~.dynamodb_sync.sync_table` with the cut-off *now*, each batch's data
    plane in the driver's live ``SparkContext`` (:func:`~.dynamodb_job.load`) instead of a
@@ -27,22 +28,17 @@ deploy mode its own AWS identity must be allowed the lease-table actions too.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kinesis_snowflake.core.continuous import (
-    IDLE_SECONDS,
-    check_pace,
-    decode_argument,
-    encode_argument,
-    pause_after,
-)
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import Submit, TableOutcome, TableSync, sync_table
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS, Pace, check_pace, run_back_to_back
+from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
+from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -67,33 +63,40 @@ class TableContinuousRun:
     def __post_init__(self) -> None:
         check_pace(self.max_runtime_seconds, self.idle_seconds)
 
-    def to_json(self) -> str:
-        data = {
+    @property
+    def pace(self) -> Pace:
+        return Pace(self.owner, self.max_runtime_seconds, self.idle_seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "sync": self.sync.to_dict(),
             "region": self.region,
             "owner": self.owner,
             "max_runtime_seconds": self.max_runtime_seconds,
             "idle_seconds": self.idle_seconds,
         }
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> TableContinuousRun:
-        data = json.loads(text)
+    def from_dict(cls, data: Mapping[str, Any]) -> TableContinuousRun:
         return cls(**{**data, "sync": TableSync.from_dict(data["sync"])})
 
+    def work(self) -> Work:
+        """This run as a Spark job's work (:mod:`~.engine.wire`)."""
+        return Work(DYNAMODB_SOURCE, WorkKind.CONTINUOUS, self.region, self.to_dict())
 
-def encode_table_run(run: TableContinuousRun) -> str:
-    """The run as one command-line argument (:func:`~.continuous.encode_argument`)."""
-    return encode_argument(run.to_json())
+    def too_large(self, length: int, limit: int) -> str:
+        return (
+            f"the continuous run of table {self.sync.table} encodes to {length} characters, more than the {limit} "
+            "one spark-submit argument may carry"
+        )
 
+    @classmethod
+    def from_work(cls, work: Work) -> TableContinuousRun:
+        """The run of a DynamoDB table's continuous work.
 
-def decode_table_run(text: str) -> TableContinuousRun:
-    """The run :func:`encode_table_run` encoded.
-
-    :raises ValueError: ``text`` is not an encoded run.
-    """
-    return TableContinuousRun.from_json(decode_argument(text, "continuous table run"))
+        :raises ValueError: ``work`` is not a DynamoDB continuous run.
+        """
+        return cls.from_dict(work.body_for(DYNAMODB_SOURCE, WorkKind.CONTINUOUS))
 
 
 def did_something(outcome: TableOutcome) -> bool:
@@ -137,10 +140,9 @@ def sync_continuously(
     :raises StreamGapError: the stream lost changes and ``on_gap: fail`` is set; the earlier
         batches are committed.
     """
-    started = clock()
-    outcomes: list[TableOutcome] = []
-    while True:
-        outcome = sync_table(
+
+    def sync_run() -> TableOutcome:
+        return sync_table(
             run.sync,
             lease_dynamodb=lease_dynamodb,
             source_dynamodb=source_dynamodb,
@@ -150,10 +152,5 @@ def sync_continuously(
             submit=submit,
             region=run.region,
         )
-        outcomes.append(outcome)
-        pause = pause_after(did_something(outcome), clock() - started, run.max_runtime_seconds, run.idle_seconds)
-        if pause is None:
-            log.info("%s: continuous run ends after %d sync runs (max runtime reached)", run.sync.table, len(outcomes))
-            return outcomes
-        if pause:
-            sleep(pause)
+
+    return run_back_to_back(sync_run, did_something, run.pace, what=f"table {run.sync.table}", clock=clock, sleep=sleep)

@@ -32,20 +32,18 @@ read from Secrets Manager; never an argument or a Spark setting. The driver's ou
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import os
 import tempfile
 import uuid
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import ItemFailure, set_aside
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     ITEM_COLUMN,
@@ -73,9 +71,8 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, Outcome
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import ItemChange
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
+from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE
 
-#: The longest encoded plan one spark-submit argument carries.
-MAX_PLAN_ARGUMENT = 96 * 1024
 #: The key of the :class:`TableBatchResult` inside the recorded :class:`~.model.BatchResult`'s ``schema``.
 RESULT_KEY = "dynamodb_batch"
 #: Widenings a batch runs at most before it stages (each pass widens every column it can).
@@ -300,37 +297,25 @@ class TableBatchPlan:
     def from_json(cls, text: str) -> TableBatchPlan:
         return cls.from_dict(json.loads(text))
 
+    def work(self) -> Work:
+        """This plan as a Spark job's work (:mod:`~.engine.wire`)."""
+        return Work(DYNAMODB_SOURCE, WorkKind.BATCH, self.region, self.to_dict())
 
-class TablePlanTooLargeError(ValueError):
-    """An encoded plan longer than one spark-submit argument may be."""
-
-
-def encode_table_plan(plan: TableBatchPlan, limit: int = MAX_PLAN_ARGUMENT) -> str:
-    """The plan as one command-line argument: compact JSON, zlib-compressed, URL-safe base64.
-
-    :raises TablePlanTooLargeError: longer than ``limit`` characters; the message says what to lower.
-    """
-    text = base64.urlsafe_b64encode(zlib.compress(plan.to_json().encode(), 9)).decode("ascii")
-    if len(text) > limit:
-        raise TablePlanTooLargeError(
-            f"the plan of batch {plan.batch_id} of table {plan.table} ({len(plan.segments)} segments, "
-            f"{len(plan.shards)} stream shards) encodes to {len(text)} characters, more than the {limit} one "
-            "spark-submit argument may carry: lower snapshot_total_segments in the connector file; nothing was "
-            "submitted"
+    def too_large(self, length: int, limit: int) -> str:
+        """Why the plan cannot be sent, and what to lower."""
+        return (
+            f"the plan of batch {self.batch_id} of table {self.table} ({len(self.segments)} segments, "
+            f"{len(self.shards)} stream shards) encodes to {length} characters, more than the {limit} one "
+            "spark-submit argument may carry: lower snapshot_total_segments in the connector file"
         )
-    return text
 
+    @classmethod
+    def from_work(cls, work: Work) -> TableBatchPlan:
+        """The plan of a DynamoDB batch's work.
 
-def decode_table_plan(text: str) -> TableBatchPlan:
-    """The plan :func:`encode_table_plan` encoded.
-
-    :raises ValueError: ``text`` is not an encoded plan.
-    """
-    try:
-        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
-    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
-        raise ValueError(f"not an encoded DynamoDB batch plan ({len(text)} characters): {err}") from None
-    return TableBatchPlan.from_json(data.decode("utf-8"))
+        :raises ValueError: ``work`` is not a DynamoDB batch.
+        """
+        return cls.from_dict(work.body_for(DYNAMODB_SOURCE, WorkKind.BATCH))
 
 
 @dataclass(frozen=True)

@@ -3,26 +3,25 @@
 A plan is plain JSON and fully determined by the checkpoints, the cut-off time and the caps, so a
 retry of the same batch reads the same records and stages them under the same batch id.
 
-A plan travels to the Spark driver inside the submission, as one application argument
-(:func:`encode_plan`: compact JSON, zlib-compressed, base64), so that a driver on a cluster node
+A plan travels to the Spark driver inside the submission, as one application argument (its
+:meth:`BatchPlan.work`, encoded by :func:`~.engine.wire.encode`), so that a driver on a cluster node
 needs no disk shared with the Airflow worker. It holds no credential: names, positions, settings.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, DestinationType, StartPosition
+from airflow_kinesis_snowflake.registry import KINESIS_SOURCE
 
 if TYPE_CHECKING:  # the executors read plans and need no lease-table code
     from airflow_kinesis_snowflake.core.state.leases import Lease
@@ -123,38 +122,65 @@ class BatchPlan:
         ).hexdigest()
         return digest[:20]
 
-    def to_json(self, *, indent: int | None = 2) -> str:
-        """The plan as JSON; ``indent=None`` gives the compact form :func:`encode_plan` compresses."""
-        return json.dumps(
-            {
-                "batch_id": self.batch_id,
-                "application_name": self.application_name,
-                "generation_id": self.generation_id,
-                "stream_name": self.stream_name,
-                "region": self.region,
-                "destination": {
-                    "database": self.destination.database,
-                    "schema": self.destination.schema,
-                    "table": self.destination.table,
-                },
-                "cutoff": self.cutoff.isoformat(),
-                "max_records_per_call": self.max_records_per_call,
-                "ranges": [r.to_dict() for r in self.ranges],
-                "destination_type": self.destination_type,
-                "schema_evolution": self.schema_evolution,
-                "on_unknown_key": self.on_unknown_key.value,
-                "pipe_definition": self.pipe_definition,
-                "consumer_type": self.consumer_type,
-                "consumer_arn": self.consumer_arn,
-                "table_columns": [asdict(c) for c in self.table_columns],
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON values (:meth:`from_dict` reads them back)."""
+        return {
+            "batch_id": self.batch_id,
+            "application_name": self.application_name,
+            "generation_id": self.generation_id,
+            "stream_name": self.stream_name,
+            "region": self.region,
+            "destination": {
+                "database": self.destination.database,
+                "schema": self.destination.schema,
+                "table": self.destination.table,
             },
-            indent=indent,
-            separators=None if indent is not None else (",", ":"),
+            "cutoff": self.cutoff.isoformat(),
+            "max_records_per_call": self.max_records_per_call,
+            "ranges": [r.to_dict() for r in self.ranges],
+            "destination_type": self.destination_type,
+            "schema_evolution": self.schema_evolution,
+            "on_unknown_key": self.on_unknown_key.value,
+            "pipe_definition": self.pipe_definition,
+            "consumer_type": self.consumer_type,
+            "consumer_arn": self.consumer_arn,
+            "table_columns": [asdict(c) for c in self.table_columns],
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """The plan as JSON; ``indent=None`` gives the compact form."""
+        return json.dumps(self.to_dict(), indent=indent, separators=None if indent is not None else (",", ":"))
+
+    def work(self) -> Work:
+        """This plan as a Spark job's work (:mod:`~.engine.wire`)."""
+        return Work(KINESIS_SOURCE, WorkKind.BATCH, self.region, self.to_dict())
+
+    def too_large(self, length: int, limit: int) -> str:
+        """Why the plan cannot be sent, and how many shards a batch may take instead."""
+        ranges = len(self.ranges)
+        # Ranges make up nearly all of a large plan: scale down, with a margin for their spread.
+        fits = max(1, int(ranges * limit / length * 0.9))
+        return (
+            f"the plan of batch {self.batch_id} ({ranges} shard ranges) encodes to {length} characters, more than "
+            f"the {limit} one spark-submit argument may carry (the plan travels inside the submission, so that a "
+            f"driver on a cluster node can read it): set batch.max_shards_per_batch in the connector file to at "
+            f"most {fits}"
         )
 
     @classmethod
+    def from_work(cls, work: Work) -> BatchPlan:
+        """The plan of a Kinesis batch's work.
+
+        :raises ValueError: ``work`` is not a Kinesis batch.
+        """
+        return cls.from_dict(work.body_for(KINESIS_SOURCE, WorkKind.BATCH))
+
+    @classmethod
     def from_json(cls, text: str) -> BatchPlan:
-        data = json.loads(text)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchPlan:
         return cls(
             application_name=data["application_name"],
             generation_id=data["generation_id"],
@@ -173,48 +199,6 @@ class BatchPlan:
             consumer_arn=data.get("consumer_arn"),
             table_columns=tuple(TableColumn(**c) for c in data.get("table_columns", ())),
         )
-
-
-# Linux holds one argument to 131,072 bytes (MAX_ARG_STRLEN), and YARN starts a cluster-mode driver
-# through ``bash -c "<its whole command>"``: the encoded plan leaves room for the rest of that command.
-MAX_PLAN_ARGUMENT = 96 * 1024
-
-
-class PlanTooLargeError(ValueError):
-    """An encoded plan longer than one spark-submit argument may be."""
-
-
-def encode_plan(plan: BatchPlan, limit: int = MAX_PLAN_ARGUMENT) -> str:
-    """The plan as one command-line argument: compact JSON, zlib-compressed, URL-safe base64.
-
-    :param limit: the longest argument accepted, in characters.
-    :raises PlanTooLargeError: the encoded plan is longer than ``limit``; the message says how many
-        shards a batch may take instead (``batch.max_shards_per_batch``).
-    """
-    text = base64.urlsafe_b64encode(zlib.compress(plan.to_json(indent=None).encode(), 9)).decode("ascii")
-    if len(text) > limit:
-        ranges = len(plan.ranges)
-        # Ranges make up nearly all of a large plan: scale down, with a margin for their spread.
-        fits = max(1, int(ranges * limit / len(text) * 0.9))
-        raise PlanTooLargeError(
-            f"the plan of batch {plan.batch_id} ({ranges} shard ranges) encodes to {len(text)} characters, more "
-            f"than the {limit} one spark-submit argument may carry (the plan travels inside the submission, so "
-            f"that a driver on a cluster node can read it): set batch.max_shards_per_batch in the connector file "
-            f"to at most {fits}; nothing was submitted"
-        )
-    return text
-
-
-def decode_plan(text: str) -> BatchPlan:
-    """The plan :func:`encode_plan` encoded.
-
-    :raises ValueError: ``text`` is not an encoded plan.
-    """
-    try:
-        data = zlib.decompress(base64.urlsafe_b64decode(text.encode("ascii")))
-    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
-        raise ValueError(f"not an encoded batch plan ({len(text)} characters): {err}") from None
-    return BatchPlan.from_json(data.decode("utf-8"))
 
 
 def eligible_leases(leases: Mapping[str, Lease], now: float) -> list[Lease]:

@@ -2,7 +2,7 @@
 command line or in Spark settings.
 
 The job shares no disk with the Airflow worker: the batch plan travels inside the submission (one
-application argument, :func:`~airflow_kinesis_snowflake.core.planning.encode_plan`), and the job
+application argument, :func:`~airflow_kinesis_snowflake.core.engine.wire.encode`), and the job
 records its outcome in Snowflake, next to the ledger, where :meth:`KinesisJobSubmitHook.run_batch`
 reads it once spark-submit returns. Where the driver runs per master and deploy mode, and what
 the cluster needs, is told in
@@ -23,7 +23,7 @@ import warnings
 import zipfile
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -33,26 +33,24 @@ from airflow.sdk.log import redact
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS, ContinuousRun, encode_run
-from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, encode_table_run
-from airflow_kinesis_snowflake.core.dynamodb_job import (
-    STREAMS_ENDPOINT_ENV,
-    TableBatchPlan,
-    TableBatchResult,
-    TablePlanTooLargeError,
-    encode_table_plan,
-)
+from airflow_kinesis_snowflake.core.continuous import ContinuousRun
+from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun
+from airflow_kinesis_snowflake.core.dynamodb_job import STREAMS_ENDPOINT_ENV, TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_job import report_entries as table_report_entries
-from airflow_kinesis_snowflake.core.job import (
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.credentials import (
+    SNOWFLAKE_ENV,
+    SPARK_READ_AWS_CREDENTIAL_ENV,
+    job_credential_environment,
+)
+from airflow_kinesis_snowflake.core.engine.driver import (
     ATTEMPT_ARG,
     CONTINUOUS_ARG,
     PLAN_ARG,
     SNOWFLAKE_CONNECTION_REF_ARG,
-    SNOWFLAKE_ENV,
-    SPARK_READ_AWS_CREDENTIAL_ENV,
-    job_credential_environment,
-    report_lines,
 )
+from airflow_kinesis_snowflake.core.engine.wire import PlanTooLargeError, Submittable, WorkKind, encode
+from airflow_kinesis_snowflake.core.job import report_lines
 from airflow_kinesis_snowflake.core.job_log import (
     DEFAULT_SPARK_LOG_LEVEL,
     SPARK_LOG_LEVEL_SETTING,
@@ -62,9 +60,14 @@ from airflow_kinesis_snowflake.core.job_log import (
     read_output_line,
     spark_log_level,
 )
-from airflow_kinesis_snowflake.core.load.snowflake_sink import DYNAMODB_SUPPORT_NAMES, OutcomeKey, SnowflakeSink
-from airflow_kinesis_snowflake.core.model import BatchResult
-from airflow_kinesis_snowflake.core.planning import PlanTooLargeError, encode_plan
+from airflow_kinesis_snowflake.core.load.snowflake_sink import (
+    DYNAMODB_SUPPORT_NAMES,
+    KINESIS_SUPPORT_NAMES,
+    OutcomeKey,
+    SnowflakeSink,
+    SupportNames,
+)
+from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 from airflow_kinesis_snowflake.environment import SparkDistributionError, check_spark_distribution
 from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE, SPARK_CONNECTION, field_behaviour
 from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
@@ -99,11 +102,13 @@ DEPRECATED_CONNECTION_REF_EXTRA = "snowflake_secret_id"
 
 
 def package_core(directory: Path) -> Path:
-    """Zip ``airflow_kinesis_snowflake/core`` for ``--py-files``: executors need nothing else."""
+    """Zip ``airflow_kinesis_snowflake/core`` for ``--py-files``, with the registry of sources (where the
+    driver finds the job of the work's source): the driver and executors need nothing else."""
     package = Path(airflow_kinesis_snowflake.__file__).parent
     archive = directory / "kinesis_snowflake_core.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(package / "__init__.py", "airflow_kinesis_snowflake/__init__.py")
+        zf.write(package / "registry.py", "airflow_kinesis_snowflake/registry.py")
         for path in sorted((package / "core").rglob("*.py")):
             zf.write(path, f"airflow_kinesis_snowflake/{path.relative_to(package).as_posix()}")
     return archive
@@ -341,7 +346,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             f"not read ({SPARK_DOC}, {CONNECTIONS_DOC})."
         )
 
-    def job_environment(self, kinesis: KinesisStreamHook, snowflake: KinesisSnowflakeHook) -> dict[str, str]:
+    def job_environment(self, aws: JobLocation, snowflake: KinesisSnowflakeHook) -> dict[str, str]:
         """The variables that tell the job where AWS is and, unless ``driver_identity``, its credentials.
 
         With ``driver_identity``: region and endpoints only; the Snowflake connection is not read.
@@ -352,20 +357,21 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         connection as ``SNOWFLAKE_CONNECTION_JSON``, every secret in them registered with Airflow's
         secret masker (:meth:`~.KinesisSnowflakeHook.job_connection_params`).
 
-        :param kinesis: the hook of the AWS connection the job reads Kinesis with.
+        :param aws: where the job reaches AWS: the AWS connection's hook (Kinesis), or one with the
+            DynamoDB Streams endpoint too (:class:`_StreamsLocation`).
         :param snowflake: the hook of the Snowflake connection the job loads with.
         """
         if self.driver_identity:
-            return kinesis.job_location()
-        aws = job_credential_environment(kinesis.job_environment())
-        return {**aws, SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
+            return aws.job_location()
+        environment = job_credential_environment(aws.job_environment())
+        return {**environment, SNOWFLAKE_ENV: json.dumps(snowflake.job_connection_params())}
 
     def submit_job(
         self,
         application: str,
         *,
         application_args: list[str],
-        kinesis: KinesisStreamHook,
+        aws: JobLocation,
         snowflake: KinesisSnowflakeHook,
         name: str | None = None,
         py_files: str | None = None,
@@ -375,7 +381,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :param application: the PySpark job file.
         :param application_args: the job's arguments; ``--snowflake-connection-ref`` is added to them
             with ``driver_identity``.
-        :param kinesis: see :meth:`job_environment`.
+        :param aws: see :meth:`job_environment`.
         :param snowflake: see :meth:`job_environment`.
         :param name: the Spark application's name; the hook's own when None.
         :param py_files: ``--py-files`` of this submission; the hook's own when None.
@@ -397,7 +403,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             # environment would reach the driver's Hadoop configuration (and a YARN staging directory).
             for name in SPARK_READ_AWS_CREDENTIAL_ENV:
                 env.pop(name, None)
-        env.update(self.job_environment(kinesis, snowflake))
+        env.update(self.job_environment(aws, snowflake))
         if self.deploy_mode == CLIENT:
             # The driver is spark-submit's child here. In YARN cluster mode spark-submit would pass
             # PYSPARK_PYTHON on to the driver, where this worker's interpreter path means nothing.
@@ -459,6 +465,88 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             "Spark logs at %s (spark.log_level of the connector file, %s by default)", level, DEFAULT_SPARK_LOG_LEVEL
         )
 
+    def submit_work(
+        self,
+        item: Submittable,
+        *,
+        application: str,
+        aws: JobLocation,
+        snowflake: KinesisSnowflakeHook,
+        name: str,
+        label: str,
+        attempt_id: str,
+    ) -> None:
+        """The submit step of every source: run the Spark job of one plan or continuous run.
+
+        ``item``'s work goes as the ``--plan`` or ``--continuous`` argument (encoded, no credential in
+        it; shown as ``label`` in the logged command) with ``--attempt attempt_id``; the credentials
+        as spark-submit's environment only (:meth:`submit_job`); ``core`` as ``--py-files``, from a
+        working directory removed afterwards. The job records each batch's outcome in Snowflake under
+        the batch id and ``attempt_id``: nothing here needs a disk the driver shares, so client and
+        cluster deploy mode work alike.
+
+        :param item: a source's plan or continuous run
+            (:class:`~airflow_kinesis_snowflake.core.engine.wire.Submittable`).
+        :param application: the PySpark entry point.
+        :param aws: where the job reaches AWS (:meth:`job_environment`).
+        :param name: the Spark application's name.
+        :raises AirflowException: the work is too large for one argument (before anything is
+            submitted), or spark-submit fails.
+        """
+        self.check_credential_delivery()
+        try:
+            self._plan_argument = encode(item)
+        except PlanTooLargeError as err:
+            raise AirflowException(str(err)) from err
+        self._plan_label = f"<{label}: {len(self._plan_argument)} characters>"
+        flag = CONTINUOUS_ARG if item.work().kind is WorkKind.CONTINUOUS else PLAN_ARG
+        workdir = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+        try:
+            self.submit_job(
+                application,
+                application_args=[flag, self._plan_argument, ATTEMPT_ARG, attempt_id],
+                aws=aws,
+                snowflake=snowflake,
+                name=name,
+                py_files=str(package_core(workdir)),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def read_outcome(
+        self,
+        destination: Destination,
+        key: OutcomeKey,
+        snowflake: KinesisSnowflakeHook,
+        *,
+        names: SupportNames = KINESIS_SUPPORT_NAMES,
+        what: str | None = None,
+    ) -> BatchResult:
+        """The outcome the job recorded for ``key``, read from Snowflake's batch outcomes table.
+
+        :param names: the source's support objects (its outcomes table).
+        :param what: the batch, for the error; ``batch <id>`` when None.
+        :raises AirflowException: when the job exited successfully but recorded none.
+        """
+        with closing(snowflake.get_conn()) as conn:
+            sink = SnowflakeSink(conn, destination, names=names)
+            result = sink.read_outcome(key)
+        if result is None:
+            raise AirflowException(
+                f"the Spark job of {what or f'batch {key.batch_id}'} (attempt {key.attempt_id}) exited successfully "
+                f"but recorded no outcome in {sink.outcomes}. Whether or not it committed, nothing is lost or loaded "
+                "twice: the next run fast-forwards each shard's checkpoint to the ledger's mark and reads on from "
+                "there."
+            )
+        return result
+
+    def read_attempt_outcomes(
+        self, destination: Destination, attempt_id: str, snowflake: KinesisSnowflakeHook, *, names: SupportNames
+    ) -> list[tuple[str, BatchResult]]:
+        """Every outcome a continuous submission recorded, oldest first, by application name."""
+        with closing(snowflake.get_conn()) as conn:
+            return SnowflakeSink(conn, destination, names=names).read_attempt_outcomes(attempt_id)
+
     def run_batch(
         self,
         plan: BatchPlan,
@@ -467,14 +555,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         snowflake: KinesisSnowflakeHook,
         application: str | None = None,
     ) -> BatchResult:
-        """Run the Spark job of one batch plan and read back, from Snowflake, what it loaded.
-
-        The plan goes as the ``--plan`` argument (encoded, no credential in it) with a fresh
-        ``--attempt`` id; the job records its outcome in the batch outcomes table under the batch
-        id and that attempt id (in the transaction that commits the batch), and this reads it
-        through ``snowflake`` once spark-submit returned. ``core`` is shipped to the executors as
-        ``--py-files``, from a working directory removed afterwards. Nothing here needs a disk the
-        driver shares, so client and cluster deploy mode work alike.
+        """Run the Spark job of one Kinesis batch plan (:meth:`submit_work`) and read back, from
+        Snowflake, what it loaded.
 
         :param plan: the batch.
         :param kinesis: see :meth:`job_environment`.
@@ -483,26 +565,17 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: when the plan is too large for one argument (before anything is
             submitted), spark-submit fails, or the job recorded no outcome.
         """
-        self.check_credential_delivery()
-        try:
-            self._plan_argument = encode_plan(plan)
-        except PlanTooLargeError as err:
-            raise AirflowException(str(err)) from err
-        self._plan_label = f"<plan of batch {plan.batch_id}: {len(self._plan_argument)} characters>"
         key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex)
-        workdir = Path(tempfile.mkdtemp(prefix=f"kinesis-{plan.batch_id}-"))
-        try:
-            self.submit_job(
-                application or DEFAULT_APPLICATION,
-                application_args=[PLAN_ARG, self._plan_argument, ATTEMPT_ARG, key.attempt_id],
-                kinesis=kinesis,
-                snowflake=snowflake,
-                name=f"kinesis-to-snowflake-{plan.application_name}",
-                py_files=str(package_core(workdir)),
-            )
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        result = self.read_outcome(plan, key, snowflake)
+        self.submit_work(
+            plan,
+            application=application or DEFAULT_APPLICATION,
+            aws=kinesis,
+            snowflake=snowflake,
+            name=f"kinesis-to-snowflake-{plan.application_name}",
+            label=f"plan of batch {plan.batch_id}",
+            attempt_id=key.attempt_id,
+        )
+        result = self.read_outcome(plan.destination, key, snowflake)
         if self.deploy_mode == CLUSTER:
             # The driver printed its report on the cluster: tell it here too.
             for line in report_lines(result):
@@ -544,46 +617,22 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         pipe_definition_for(settings.destination_type, settings.pipe_definition, settings.destination)
         region = kinesis.region_name or "us-east-1"
         run = ContinuousRun(settings, region, owner, max_runtime_minutes * 60, idle_seconds)
-        argument = encode_run(run)
-        self._plan_argument = argument
-        self._plan_label = f"<continuous run of {run.settings.application_name}: {len(argument)} characters>"
         attempt_id = uuid.uuid4().hex
-        workdir = Path(tempfile.mkdtemp(prefix="kinesis-continuous-"))
-        try:
-            self.submit_job(
-                application or DEFAULT_APPLICATION,
-                application_args=[CONTINUOUS_ARG, argument, ATTEMPT_ARG, attempt_id],
-                kinesis=kinesis,
-                snowflake=snowflake,
-                name=f"kinesis-to-snowflake-{run.settings.application_name}",
-                py_files=str(package_core(workdir)),
-            )
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        with closing(snowflake.get_conn()) as conn:
-            results = SnowflakeSink(conn, run.settings.destination).read_attempt_outcomes(attempt_id)
+        self.submit_work(
+            run,
+            application=application or DEFAULT_APPLICATION,
+            aws=kinesis,
+            snowflake=snowflake,
+            name=f"kinesis-to-snowflake-{settings.application_name}",
+            label=f"continuous run of {settings.application_name}",
+            attempt_id=attempt_id,
+        )
+        results = self.read_attempt_outcomes(settings.destination, attempt_id, snowflake, names=KINESIS_SUPPORT_NAMES)
         if self.deploy_mode == CLUSTER:
             for _, result in results:
                 for line in report_lines(result):
                     self.log.info("%s", line)
         return outcome_of_results(settings.application_name, results)
-
-    def read_outcome(self, plan: BatchPlan, key: OutcomeKey, snowflake: KinesisSnowflakeHook) -> BatchResult:
-        """The outcome the job recorded for ``key``, read from Snowflake's batch outcomes table.
-
-        :raises AirflowException: when the job exited successfully but recorded none.
-        """
-        with closing(snowflake.get_conn()) as conn:
-            sink = SnowflakeSink(conn, plan.destination)
-            result = sink.read_outcome(key)
-        if result is None:
-            raise AirflowException(
-                f"the Spark job of batch {plan.batch_id} (attempt {key.attempt_id}) exited successfully but "
-                f"recorded no outcome in {sink.outcomes}. Whether or not it committed, nothing is lost or loaded "
-                "twice: the next run fast-forwards each shard's checkpoint to the ledger's mark and reads on from "
-                "there."
-            )
-        return result
 
     def run_table_batch(
         self,
@@ -593,48 +642,31 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         snowflake: KinesisSnowflakeHook,
         application: str | None = None,
     ) -> TableBatchResult:
-        """Run the data plane of one DynamoDB table batch on Spark and read back what it applied.
-
-        As :meth:`run_batch` does for Kinesis: the plan goes as the ``--plan`` argument (encoded, no
-        credential in it) with a fresh ``--attempt`` id, the credentials as spark-submit's
-        environment only (:meth:`submit_job`), ``core`` as ``--py-files``; the job records its
-        :class:`~.dynamodb_job.TableBatchResult` in the batch outcomes table, read here once
-        spark-submit returned. Give it as ``submit`` to :func:`~.dynamodb_sync.sync_table`.
+        """Run the data plane of one DynamoDB table batch on Spark (:meth:`submit_work`) and read back
+        what it applied. Give it as ``submit`` to :func:`~.dynamodb_sync.sync_table`.
 
         :param aws: the hook of the AWS connection the job reads DynamoDB and its stream with
             (anything with ``job_environment``, ``job_location`` and ``conn_config``).
         :raises AirflowException: the plan is too large for one argument (before anything is
             submitted), spark-submit fails, or the job recorded no outcome.
         """
-        self.check_credential_delivery()
-        try:
-            self._plan_argument = encode_table_plan(plan)
-        except TablePlanTooLargeError as err:
-            raise AirflowException(str(err)) from err
-        self._plan_label = f"<plan of batch {plan.batch_id} of {plan.table}: {len(self._plan_argument)} characters>"
         key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex)
-        workdir = Path(tempfile.mkdtemp(prefix=f"dynamodb-{plan.batch_id}-"))
-        streams = _StreamsLocation(aws)
-        try:
-            self.submit_job(
-                application or DYNAMODB_APPLICATION,
-                application_args=[PLAN_ARG, self._plan_argument, ATTEMPT_ARG, key.attempt_id],
-                kinesis=streams,  # type: ignore[arg-type]
-                snowflake=snowflake,
-                name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
-                py_files=str(package_core(workdir)),
-            )
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        with closing(snowflake.get_conn()) as conn:
-            sink = SnowflakeSink(conn, plan.target.destination, names=DYNAMODB_SUPPORT_NAMES)
-            recorded = sink.read_outcome(key)
-        if recorded is None:
-            raise AirflowException(
-                f"the Spark job of batch {plan.batch_id} of DynamoDB table {plan.table} (attempt {key.attempt_id}) "
-                f"exited successfully but recorded no outcome in {sink.outcomes}. Whether or not it applied the "
-                "batch, nothing is lost or applied twice: the next run plans from the ledgers in Snowflake."
-            )
+        self.submit_work(
+            plan,
+            application=application or DYNAMODB_APPLICATION,
+            aws=_StreamsLocation(aws),
+            snowflake=snowflake,
+            name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
+            label=f"plan of batch {plan.batch_id} of {plan.table}",
+            attempt_id=key.attempt_id,
+        )
+        recorded = self.read_outcome(
+            plan.target.destination,
+            key,
+            snowflake,
+            names=DYNAMODB_SUPPORT_NAMES,
+            what=f"batch {plan.batch_id} of DynamoDB table {plan.table}",
+        )
         result = TableBatchResult.from_batch_result(recorded)
         if self.deploy_mode == CLUSTER:
             self._log_entries(table_report_entries(result))
@@ -661,26 +693,19 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: spark-submit fails; the batches committed before stay committed,
             and the next run plans from the ledgers in Snowflake.
         """
-        self.check_credential_delivery()
-        self._plan_argument = encode_table_run(run)
-        self._plan_label = f"<continuous run of {run.sync.table}: {len(self._plan_argument)} characters>"
         attempt_id = uuid.uuid4().hex
-        workdir = Path(tempfile.mkdtemp(prefix="dynamodb-continuous-"))
-        try:
-            self.submit_job(
-                application or DYNAMODB_APPLICATION,
-                application_args=[CONTINUOUS_ARG, self._plan_argument, ATTEMPT_ARG, attempt_id],
-                kinesis=_StreamsLocation(aws),  # type: ignore[arg-type]
-                snowflake=snowflake,
-                name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
-                py_files=str(package_core(workdir)),
-            )
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        with closing(snowflake.get_conn()) as conn:
-            recorded = SnowflakeSink(
-                conn, run.sync.target.destination, names=DYNAMODB_SUPPORT_NAMES
-            ).read_attempt_outcomes(attempt_id)
+        self.submit_work(
+            run,
+            application=application or DYNAMODB_APPLICATION,
+            aws=_StreamsLocation(aws),
+            snowflake=snowflake,
+            name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
+            label=f"continuous run of {run.sync.table}",
+            attempt_id=attempt_id,
+        )
+        recorded = self.read_attempt_outcomes(
+            run.sync.target.destination, attempt_id, snowflake, names=DYNAMODB_SUPPORT_NAMES
+        )
         results = [TableBatchResult.from_batch_result(result) for _, result in recorded]
         if self.deploy_mode == CLUSTER:
             for result in results:
@@ -753,6 +778,18 @@ class KinesisJobSubmitHook(SparkSubmitHook):
                 self.log.warning("%s", text)
             else:
                 self.log.info("%s", text)
+
+
+class JobLocation(Protocol):
+    """Where a job reaches AWS: an AWS connection's hook (:class:`~.kinesis.KinesisStreamHook`) or alike."""
+
+    def job_environment(self) -> dict[str, str]:
+        """Region, endpoints and the connection's credentials, as ``AWS_*`` variables."""
+        ...
+
+    def job_location(self) -> dict[str, str]:
+        """Region and endpoints only (the driver uses its own identity)."""
+        ...
 
 
 class _StreamsLocation:

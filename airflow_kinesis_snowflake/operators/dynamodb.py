@@ -18,10 +18,10 @@ from airflow_kinesis_snowflake.config import (
     sync_target_from_dict,
     table_sync,
 )
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures, TableSync, describe_summary, sync_table
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner

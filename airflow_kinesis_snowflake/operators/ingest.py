@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition

@@ -1,15 +1,15 @@
-"""The PySpark entry point that the ingest operator submits.
+"""The PySpark entry point of a Kinesis connector's batches.
 
-``spark-submit [--py-files core.zip] kinesis_to_snowflake.py --plan PLAN --attempt ID
-[--snowflake-connection-ref SECRET]``: loads the micro-batch of the encoded plan ``PLAN`` and records
-its outcome in Snowflake under the batch id and ``ID``. The work lives in
-:mod:`airflow_kinesis_snowflake.core.job`; the driver and the executors import it from the
-installed package or from the ``--py-files`` zip of ``core``.
+``spark-submit [--py-files core.zip] kinesis_to_snowflake.py --plan WORK --attempt ID
+[--snowflake-connection-ref SECRET]``, or ``--continuous WORK`` instead of ``--plan``: the engine's
+driver (:mod:`airflow_kinesis_snowflake.core.engine.driver`) runs the work and records each batch's
+outcome in Snowflake under its batch id and ``ID``. The driver and the executors import the package
+from the installed wheel or from the ``--py-files`` zip of ``core``.
 """
 
 import sys
 
-from airflow_kinesis_snowflake.core.job import main
+from airflow_kinesis_snowflake.core.engine.driver import main
 
 if __name__ == "__main__":
     sys.exit(main())

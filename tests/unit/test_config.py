@@ -28,7 +28,7 @@ from airflow_kinesis_snowflake.config import (
     parse_connector_config,
 )
 from airflow_kinesis_snowflake.core.admin.iam import IamCheckMode
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.model import DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 

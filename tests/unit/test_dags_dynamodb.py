@@ -18,7 +18,7 @@ from airflow_kinesis_snowflake.config import (
     load_any_connector_configs,
     parse_dynamodb_connector_config,
 )
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute as RowKey
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, KeyColumn

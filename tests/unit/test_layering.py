@@ -28,13 +28,6 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def _modules_loaded_by(module: str) -> list[str]:
-    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    loaded: list[str] = json.loads(out)
-    return loaded
-
-
 @pytest.mark.parametrize("path", sorted((PACKAGE / "core").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_core_imports_nothing_of_airflow_hooks_operators_or_dags(path: Path) -> None:
     outward = tuple(f"airflow_kinesis_snowflake.{room}" for room in ("hooks", "operators", "dags", "config"))
@@ -42,8 +35,19 @@ def test_core_imports_nothing_of_airflow_hooks_operators_or_dags(path: Path) -> 
     assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
 
 
+def _modules_loaded_by(module: str, then: str = "") -> list[str]:
+    code = f"import json, sys, {module}; {then}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded: list[str] = json.loads(out)
+    return loaded
+
+
 def test_the_spark_job_loads_no_airflow_lease_table_or_admin_code() -> None:
-    loaded = _modules_loaded_by("airflow_kinesis_snowflake.spark_jobs.kinesis_to_snowflake")
+    # The entry point, then the job its driver finds for a Kinesis batch.
+    loaded = _modules_loaded_by(
+        "airflow_kinesis_snowflake.spark_jobs.kinesis_to_snowflake",
+        then="from airflow_kinesis_snowflake.core.engine.driver import source_job; source_job('kinesis')",
+    )
     forbidden = ("airflow.", "airflow_kinesis_snowflake.core.state", "airflow_kinesis_snowflake.core.admin")
     bad = [name for name in loaded if name == "airflow" or name.startswith(forbidden)]
     assert "airflow_kinesis_snowflake.core.job" in loaded

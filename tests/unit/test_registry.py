@@ -38,6 +38,7 @@ ROLE_PARAMETERS = {
     "status": ["batches"],
     "lag_section": [],
     "policy": [],
+    "job": ["credentials", "attempt_id"],
 }
 
 

@@ -21,7 +21,7 @@ import pytest
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_job import AwsAccess, TableBatchPlan, TableBatchResult, read_unit
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, _Batch, sync_table
-from airflow_kinesis_snowflake.core.job import JobCredentials
+from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBSink
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, SyncSettings, lease_key

@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from airflow_kinesis_snowflake.core.job import JobCredentials, snowflake_params_from_secret
+from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials, snowflake_params_from_secret
 from airflow_kinesis_snowflake.core.redaction import redacted_output
 from tests.conftest import create_stream, unique
 from tests.emulators import Emulators

@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_kinesis_snowflake.core.job import JobCredentials, commit
+from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
+from airflow_kinesis_snowflake.core.job import commit
 from airflow_kinesis_snowflake.core.load.schema import ColumnMap
 from airflow_kinesis_snowflake.core.load.snowflake_sink import ROWS_DIR, OutcomeKey, SnowflakeSink, StaleBatchError
 from airflow_kinesis_snowflake.core.model import (

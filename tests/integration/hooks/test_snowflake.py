@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from snowflake.connector.errors import DatabaseError
 
-from airflow_kinesis_snowflake.core.job import JobCredentials
+from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
 from airflow_kinesis_snowflake.get_provider_info import SNOWFLAKE_CONN_TYPE
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from tests.emulators import Emulators

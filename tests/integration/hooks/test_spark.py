@@ -42,10 +42,13 @@ def test_the_outcome_is_read_by_batch_and_attempt_and_a_missing_one_says_what_th
         sink.record_outcome(OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-1"), recorded)
     hook, snowflake = KinesisJobSubmitHook(conn_id="spark_default"), KinesisSnowflakeHook()
 
-    assert hook.read_outcome(plan, OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-1"), snowflake) == recorded
+    assert (
+        hook.read_outcome(plan.destination, OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-1"), snowflake)
+        == recorded
+    )
     # A retry of the batch whose job exited successfully without recording its outcome.
     with pytest.raises(AirflowException) as raised:
-        hook.read_outcome(plan, OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-2"), snowflake)
+        hook.read_outcome(plan.destination, OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-2"), snowflake)
 
     message = str(raised.value)
     assert f"the Spark job of batch {plan.batch_id} (attempt attempt-2) exited successfully" in message

@@ -51,7 +51,7 @@ import json, sys
 
 from pyspark.sql import SparkSession
 
-from airflow_kinesis_snowflake.core.job import JobCredentials
+from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
 
 credentials = JobCredentials.from_env()  # as the job's driver reads them, before Spark starts
 spark = SparkSession.builder.appName("hadoop-conf-probe").getOrCreate()
@@ -116,7 +116,7 @@ def test_the_drivers_hadoop_configuration_holds_no_aws_credential_in_client_mode
     hook.submit_job(
         str(probe),
         application_args=[str(report_path)],
-        kinesis=kinesis,
+        aws=kinesis,
         snowflake=snowflake,
         name="hadoop-conf-probe",
         py_files=str(package_core(tmp_path)),

@@ -137,7 +137,7 @@ def test_a_failed_jobs_lines_are_masked_in_its_exception(
         hook.submit_job(
             str(probe),
             application_args=[],
-            kinesis=KinesisStreamHook(aws_conn_id="aws_default"),
+            aws=KinesisStreamHook(aws_conn_id="aws_default"),
             snowflake=KinesisSnowflakeHook(),
             name="masking-probe",
             py_files=str(package_core(tmp_path)),

@@ -33,7 +33,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from structlog.testing import capture_logs
 
-from airflow_kinesis_snowflake.core.planning import decode_plan
+from airflow_kinesis_snowflake.core.engine.wire import decode
+from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
@@ -241,7 +242,7 @@ def test_no_secret_on_the_command_line_in_spark_settings_logs_or_errors(
     settings = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--conf"]
     assert not any(s.startswith(("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.")) for s in settings)
     # The plan travels in the command, compressed: no secret in it once decoded either.
-    plan = decode_plan(argv[argv.index("--plan") + 1])
+    plan = BatchPlan.from_work(decode(argv[argv.index("--plan") + 1]))
     assert plan.stream_name == operator.stream_name
     for secret in secrets:
         assert secret not in plan.to_json(), "a secret is in the batch plan"

@@ -29,7 +29,8 @@ from airflow_kinesis_snowflake.core.batch import (
     another_round,
     run_batch,
 )
-from airflow_kinesis_snowflake.core.job import JobCredentials, commit, process_range
+from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
+from airflow_kinesis_snowflake.core.job import commit, process_range
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.core.model import (
     BatchResult,

@@ -13,14 +13,9 @@ from dataclasses import replace
 import pytest
 
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings
-from airflow_kinesis_snowflake.core.continuous import (
-    ContinuousRun,
-    decode_run,
-    encode_run,
-    idle,
-    next_pause,
-    run_continuously,
-)
+from airflow_kinesis_snowflake.core.continuous import ContinuousRun, idle, run_continuously
+from airflow_kinesis_snowflake.core.engine.continuous import pause_after
+from airflow_kinesis_snowflake.core.engine.wire import decode, encode
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 from airflow_kinesis_snowflake.core.planning import BatchPlan
@@ -42,23 +37,23 @@ RUN = ContinuousRun(SETTINGS, "eu-west-1", "dag/run/1/abcd", max_runtime_seconds
 
 
 def test_a_run_travels_as_one_argument_and_comes_back_the_same() -> None:
-    text = encode_run(RUN)
+    text = encode(RUN)
 
-    assert decode_run(text) == RUN
+    assert ContinuousRun.from_work(decode(text)) == RUN
     assert " " not in text and "orders-app" not in text  # one opaque argument
-    with pytest.raises(ValueError, match="not an encoded continuous run"):
-        decode_run("not base64!")
+    with pytest.raises(ValueError, match="not a job's encoded work"):
+        decode("not base64!")
 
 
 def test_the_next_micro_batch_starts_at_once_after_records_and_after_a_short_sleep_when_idle() -> None:
     busy, quiet, nothing = outcome_of(batch_result(False)), outcome_of(replace_records(0)), outcome_of(None)
 
     assert not idle(busy) and idle(quiet) and idle(nothing)
-    assert next_pause(busy, elapsed=10, run=RUN) == 0.0
-    assert next_pause(quiet, elapsed=10, run=RUN) == 2  # idle_seconds
-    assert next_pause(nothing, elapsed=59.5, run=RUN) == 0.5  # never past the end
-    assert next_pause(busy, elapsed=60, run=RUN) is None  # no micro-batch starts after max_runtime
-    assert next_pause(nothing, elapsed=61, run=RUN) is None
+    assert pause_after(not idle(busy), elapsed=10, pace=RUN.pace) == 0.0
+    assert pause_after(not idle(quiet), elapsed=10, pace=RUN.pace) == 2  # idle_seconds
+    assert pause_after(not idle(nothing), elapsed=59.5, pace=RUN.pace) == 0.5  # never past the end
+    assert pause_after(not idle(busy), elapsed=60, pace=RUN.pace) is None  # no micro-batch starts after max_runtime
+    assert pause_after(not idle(nothing), elapsed=61, pace=RUN.pace) is None
 
 
 def test_a_run_without_an_idle_pause_or_a_runtime_is_refused() -> None:

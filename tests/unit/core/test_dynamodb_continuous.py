@@ -11,17 +11,16 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_kinesis_snowflake.core.continuous import pause_after
 from airflow_kinesis_snowflake.core.dynamodb_continuous import (
     TableContinuousRun,
-    decode_table_run,
     did_something,
-    encode_table_run,
     summary_of_results,
     sync_continuously,
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableOutcome, TableSync
+from airflow_kinesis_snowflake.core.engine.continuous import Pace, pause_after
+from airflow_kinesis_snowflake.core.engine.wire import decode, encode
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes, DynamoDBTarget, KeyColumn, MergeResult
 from airflow_kinesis_snowflake.core.model import Destination
@@ -60,12 +59,12 @@ RUN = TableContinuousRun(SYNC, "eu-west-1", "dag/sync_table/run/0/try-1/ab12", m
 
 
 def test_a_run_travels_as_one_argument_and_comes_back_the_same() -> None:
-    text = encode_table_run(RUN)
+    text = encode(RUN)
 
-    assert decode_table_run(text) == RUN
+    assert TableContinuousRun.from_work(decode(text)) == RUN
     assert " " not in text and "orders" not in text  # one opaque argument
-    with pytest.raises(ValueError, match="not an encoded continuous table run"):
-        decode_table_run("not base64!")
+    with pytest.raises(ValueError, match="not a job's encoded work"):
+        decode("not base64!")
 
 
 def test_a_run_that_applied_started_or_completed_something_is_followed_at_once_else_after_a_sleep() -> None:
@@ -75,10 +74,11 @@ def test_a_run_that_applied_started_or_completed_something_is_followed_at_once_e
     assert did_something(merged)
     assert did_something(TableOutcome("orders.v2", snapshots_completed=[0]))
 
-    assert pause_after(True, elapsed=10, max_runtime_seconds=90, idle_seconds=3) == 0.0
-    assert pause_after(False, elapsed=10, max_runtime_seconds=90, idle_seconds=3) == 3
-    assert pause_after(False, elapsed=89, max_runtime_seconds=90, idle_seconds=3) == 1  # never past the end
-    assert pause_after(True, elapsed=90, max_runtime_seconds=90, idle_seconds=3) is None  # none starts after
+    pace = Pace("dag/sync_table/run/0/try-1/ab12", max_runtime_seconds=90, idle_seconds=3)
+    assert pause_after(True, elapsed=10, pace=pace) == 0.0
+    assert pause_after(False, elapsed=10, pace=pace) == 3
+    assert pause_after(False, elapsed=89, pace=pace) == 1  # never past the end
+    assert pause_after(True, elapsed=90, pace=pace) is None  # none starts after
 
 
 def test_a_table_s_run_without_an_idle_pause_is_refused() -> None:

@@ -18,12 +18,10 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     ShardUnit,
     TableBatchPlan,
     TableBatchResult,
-    TablePlanTooLargeError,
-    decode_table_plan,
-    encode_table_plan,
     join_widenings,
 )
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, _Batch
+from airflow_kinesis_snowflake.core.engine.wire import PlanTooLargeError, decode, encode
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import KeyAttribute, Layout, Widening
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
@@ -96,7 +94,7 @@ def plan(**changes: Any) -> TableBatchPlan:
 def test_the_plan_round_trips_through_json_and_its_argument_exactly(variant: dict[str, Any]) -> None:
     original = plan(**variant)
     assert TableBatchPlan.from_json(original.to_json()) == original
-    again = decode_table_plan(encode_table_plan(original))
+    again = TableBatchPlan.from_work(decode(encode(original)))
     assert again == original
     assert again.to_json() == original.to_json()
     if original.segments:
@@ -122,8 +120,8 @@ def test_the_plan_holds_no_field_that_looks_like_a_secret() -> None:
 
 
 def test_a_plan_too_large_for_one_argument_is_refused_naming_the_setting_to_lower() -> None:
-    with pytest.raises(TablePlanTooLargeError, match="snapshot_total_segments"):
-        encode_table_plan(plan(), limit=100)
+    with pytest.raises(PlanTooLargeError, match="snapshot_total_segments"):
+        encode(plan(), limit=100)
 
 
 def test_each_segment_and_each_shard_is_one_unit_of_work() -> None:
@@ -165,7 +163,7 @@ def test_the_control_plane_plans_each_segment_from_its_cursor_and_each_shard_aft
     assert got.stream_not_before == generation.stream_not_before
     assert (got.max_items_per_segment, got.max_records_per_shard) == (11, 22)
     assert got.generation_id == "orders-v2/g2"
-    assert decode_table_plan(encode_table_plan(got)) == got
+    assert TableBatchPlan.from_work(decode(encode(got))) == got
 
 
 def test_the_result_round_trips_through_the_batch_outcomes_table_form() -> None:

@@ -11,18 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_kinesis_snowflake.core.engine.wire import MAX_PLAN_ARGUMENT, PlanTooLargeError, decode, encode
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, ConsumerType, Destination, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.planning import (
-    MAX_PLAN_ARGUMENT,
-    BatchPlan,
-    PlanTooLargeError,
-    ShardRange,
-    decode_plan,
-    eligible_leases,
-    encode_plan,
-    plan_ranges,
-)
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, eligible_leases, plan_ranges
 from airflow_kinesis_snowflake.core.state.leases import STATE_ACTIVE, STATE_SHARD_END, Lease
 
 NOW = 1_800_000_000.0
@@ -387,25 +379,26 @@ def _wide_plan(shards: int) -> BatchPlan:
 def test_an_encoded_plan_decodes_to_the_same_plan_and_batch_id() -> None:
     plan = replace(_plan(), pipe_definition="COPY INTO T FROM (SELECT $1 FROM @S)", schema_evolution=True)
 
-    text = encode_plan(plan)
+    text = encode(plan)
 
-    assert decode_plan(text) == plan and decode_plan(text).batch_id == plan.batch_id
+    decoded = BatchPlan.from_work(decode(text))
+    assert decoded == plan and decoded.batch_id == plan.batch_id
     # One argument of a command line: no whitespace, nothing a shell or YARN's launch script quotes.
     assert re.fullmatch(r"[A-Za-z0-9_=-]+", text)
     assert len(text) < len(plan.to_json(indent=None))
 
 
 def test_decoding_what_is_not_an_encoded_plan_says_so() -> None:
-    with pytest.raises(ValueError, match=r"not an encoded batch plan \(12 characters\)"):
-        decode_plan("plan.json!!!")
+    with pytest.raises(ValueError, match=r"not a job's encoded work \(12 characters\)"):
+        decode("plan.json!!!")
 
 
 def test_a_500_shard_plan_fits_in_one_argument_and_a_5000_shard_one_is_refused_saying_what_fits() -> None:
     # 500 ranges encode to about 24,500 characters, 5,000 to about 232,000: over the 98,304 allowed.
-    assert len(encode_plan(_wide_plan(500))) < MAX_PLAN_ARGUMENT
+    assert len(encode(_wide_plan(500))) < MAX_PLAN_ARGUMENT
 
     with pytest.raises(PlanTooLargeError) as raised:
-        encode_plan(_wide_plan(5000))
+        encode(_wide_plan(5000))
 
     message = str(raised.value)
     assert "(5000 shard ranges) encodes to" in message and f"more than the {MAX_PLAN_ARGUMENT} one" in message
@@ -413,7 +406,7 @@ def test_a_500_shard_plan_fits_in_one_argument_and_a_5000_shard_one_is_refused_s
     assert advice is not None
     fits = int(advice.group(1))
     assert 500 < fits < 5000
-    assert len(encode_plan(_wide_plan(fits))) <= MAX_PLAN_ARGUMENT  # the advice holds
+    assert len(encode(_wide_plan(fits))) <= MAX_PLAN_ARGUMENT  # the advice holds
 
 
 def test_a_plan_holds_no_credential() -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airflow_kinesis_snowflake.core.job import snowflake_params_from_secret
+from airflow_kinesis_snowflake.core.engine.credentials import snowflake_params_from_secret
 from airflow_kinesis_snowflake.core.snowflake_limits import DEFAULT_TIMEOUTS, bounded, statement_timeout
 
 

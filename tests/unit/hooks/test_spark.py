@@ -26,12 +26,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_kinesis_snowflake.core.batch import BatchRefused, BatchSettings
-from airflow_kinesis_snowflake.core.continuous import ContinuousRun, decode_run
-from airflow_kinesis_snowflake.core.dynamodb_job import encode_table_plan
-from airflow_kinesis_snowflake.core.job import SPARK_READ_AWS_CREDENTIAL_ENV, JobCredentials, job_credential_environment
+from airflow_kinesis_snowflake.core.continuous import ContinuousRun
+from airflow_kinesis_snowflake.core.engine.credentials import (
+    SPARK_READ_AWS_CREDENTIAL_ENV,
+    JobCredentials,
+    job_credential_environment,
+)
+from airflow_kinesis_snowflake.core.engine.wire import decode, encode
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange, decode_plan, encode_plan
+from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, KinesisJobSubmitHook
@@ -288,7 +292,7 @@ def test_in_client_mode_no_aws_credential_reaches_spark_submit_under_a_name_spar
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
     for master in ("local[2]", "yarn"):
         hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, master, **{"deploy-mode": "client"}))
-        hook.submit_job(DEFAULT_APPLICATION, application_args=[], kinesis=kinesis, snowflake=snowflake)
+        hook.submit_job(DEFAULT_APPLICATION, application_args=[], aws=kinesis, snowflake=snowflake)
 
         env = submitted.pop()
         assert not set(SPARK_READ_AWS_CREDENTIAL_ENV) & set(env), "an AWS credential under a name Spark reads"
@@ -354,10 +358,28 @@ def test_the_py_files_zip_holds_every_module_of_core_and_nothing_of_airflow(tmp_
         names = set(zf.namelist())
     core = {f"airflow_kinesis_snowflake/{p.relative_to(package).as_posix()}" for p in (package / "core").rglob("*.py")}
     assert "airflow_kinesis_snowflake/core/state/leases.py" in core  # subpackages too
-    assert names == {"airflow_kinesis_snowflake/__init__.py", *core}
-    # The file submitted is the packaged entry point, which runs core.job's main.
+    assert names == {"airflow_kinesis_snowflake/__init__.py", "airflow_kinesis_snowflake/registry.py", *core}
+    # The file submitted is the packaged entry point, which runs the engine's driver.
     assert DEFAULT_APPLICATION == str(package / "spark_jobs" / "kinesis_to_snowflake.py")
-    assert "from airflow_kinesis_snowflake.core.job import main" in Path(DEFAULT_APPLICATION).read_text()
+    assert "from airflow_kinesis_snowflake.core.engine.driver import main" in Path(DEFAULT_APPLICATION).read_text()
+
+
+def test_a_driver_with_only_the_py_files_zip_finds_the_job_of_every_registered_source(tmp_path: Any) -> None:
+    """A driver on a cluster node may have no wheel installed: the zip holds what finds each source's job."""
+    from airflow_kinesis_snowflake.hooks.spark import package_core
+    from airflow_kinesis_snowflake.registry import SOURCE_TYPES
+
+    archive = package_core(tmp_path)
+    code = (
+        f"import sys; sys.path.insert(0, {str(archive)!r}); "
+        "import airflow_kinesis_snowflake as p; from airflow_kinesis_snowflake.core.engine.driver import source_job; "
+        f"print(p.__file__); print(*[source_job(s).__name__ for s in {SOURCE_TYPES!r}])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+
+    where, jobs = out.splitlines()
+    assert where.startswith(str(archive))  # imported from the zip, not the installed package
+    assert jobs.split() == ["kinesis_job", "dynamodb_job"]
 
 
 def batch_plan(shards: int = 2) -> BatchPlan:
@@ -413,9 +435,10 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     plan = batch_plan()
     read: list[OutcomeKey] = []
 
-    def read_outcome(self: KinesisJobSubmitHook, p: BatchPlan, key: OutcomeKey, sf: Any) -> BatchResult:
+    def read_outcome(self: KinesisJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any) -> BatchResult:
+        assert destination == plan.destination
         read.append(key)
-        return outcome_of(p)
+        return outcome_of(plan)
 
     monkeypatch.setattr(KinesisJobSubmitHook, "read_outcome", read_outcome)
 
@@ -450,7 +473,7 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     # The application's arguments: the plan itself, this submission's attempt, the secret's name.
     args = command[command.index(DEFAULT_APPLICATION) + 1 :]
     assert args[0::2] == ["--plan", "--attempt", "--snowflake-connection-ref"]
-    assert decode_plan(args[1]) == plan
+    assert BatchPlan.from_work(decode(args[1])) == plan
     assert read == [OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, args[3])]
     assert args[5] == "kinesis/sf"
     # No file of this worker but the shipped code: no plan or result path, which a remote driver could not read.
@@ -474,7 +497,7 @@ def test_the_logged_command_names_the_plan_by_batch_and_length(
 
     argv = json.loads(spark_submit_fails.read_text())
     encoded = argv[argv.index("--plan") + 1]
-    assert decode_plan(encoded) == plan
+    assert BatchPlan.from_work(decode(encoded)) == plan
     assert encoded not in str(raised.value)
     # The exception says what failed and why, not the command; the log names the plan by batch and length.
     (logged,) = [str(e["event"]) for e in logs if str(e["event"]).startswith("Spark-Submit cmd: ")]
@@ -487,7 +510,7 @@ def test_a_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
     hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
-    monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode_plan", partial(encode_plan, limit=200))
+    monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode", partial(encode, limit=200))
 
     with pytest.raises(AirflowException, match=r"set batch\.max_shards_per_batch in the connector file to at most"):
         hook.run_batch(batch_plan(shards=20), kinesis=kinesis, snowflake=snowflake)
@@ -500,9 +523,7 @@ def test_a_dynamodb_table_plan_too_large_for_one_argument_is_refused_before_spar
 ) -> None:
     aws, snowflake = job_connections(monkeypatch)
     hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
-    monkeypatch.setattr(
-        "airflow_kinesis_snowflake.hooks.spark.encode_table_plan", partial(encode_table_plan, limit=100)
-    )
+    monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode", partial(encode, limit=100))
 
     with pytest.raises(AirflowException, match="lower snapshot_total_segments in the connector file; nothing was"):
         hook.run_table_batch(table_plan(), aws=aws, snowflake=snowflake)
@@ -592,7 +613,7 @@ def test_continuous_mode_submits_the_run_once_and_reads_every_outcome_of_its_att
     )
 
     (command,) = submitted
-    run = decode_run(command[command.index("--continuous") + 1])
+    run = ContinuousRun.from_work(decode(command[command.index("--continuous") + 1]))
     assert run == ContinuousRun(settings, "eu-west-1", "dag/run/1/ab", max_runtime_seconds=120, idle_seconds=7)
     assert "--plan" not in command
     assert read == [command[command.index("--attempt") + 1]]  # the outcomes of this submission only

@@ -81,7 +81,7 @@ def submitted_with(
 
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", run)
     kinesis, snowflake = job_hooks(monkeypatch)
-    submit.submit_job(DEFAULT_APPLICATION, application_args=[], kinesis=kinesis, snowflake=snowflake)
+    submit.submit_job(DEFAULT_APPLICATION, application_args=[], aws=kinesis, snowflake=snowflake)
     return seen[0]
 
 

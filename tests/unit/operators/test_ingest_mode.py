@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.config import load_connector_config
-from airflow_kinesis_snowflake.core.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.dags import build_ingest_dag
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.unit.test_config import _set, _with, _write

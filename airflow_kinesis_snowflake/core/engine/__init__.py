@@ -1,0 +1,9 @@
+"""The engine every source runs on: the work a Spark job is given, its driver, and the continuous loop.
+
+* :mod:`.wire`: one submission's work (a batch's plan or a continuous run) as one command-line
+  argument, tagged with its source;
+* :mod:`.driver`: the Spark job's driver: opens the work, builds the job's credentials, and runs the
+  source's job (found in the registry by the work's source) with its output redacted;
+* :mod:`.continuous`: batches back to back until a run's time is up, pausing when one found
+  nothing new.
+"""
