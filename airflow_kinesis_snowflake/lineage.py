@@ -141,25 +141,41 @@ def report_batch(
     destination: Destination,
     snowflake: Any,
     publish: Publish | None = None,
+    *,
+    metrics: bool = True,
 ) -> None:
-    """What the ingest ``operator`` reports of a committed batch: its metrics, and an event of the
-    table's Asset, through each ``AssetAlias`` outlet of the task, when rows landed in it.
+    """What the ingest ``operator`` reports of a committed batch: its metrics (:func:`emit_ingest_metrics`),
+    and an event of the table's Asset, through each ``AssetAlias`` outlet of the task, when rows landed in it.
 
     :param snowflake: the Snowflake hook (its ``account_and_region``), asked only for an event.
     :param publish: where the metrics go besides Airflow's (CloudWatch, ``metrics.cloudwatch``).
+    :param metrics: False when they went out as the batch committed (continuous mode).
     """
     from airflow.sdk import AssetAlias
 
-    from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
-
     assert outcome.result is not None
-    figures, app, stream = BatchFigures.from_result(outcome.result), outcome.application_name, operator.stream_name
-    table = destination.qualified_name
-    emit_batch_metrics(figures, application_name=app, source_name=stream, table=table, publish=publish)
+    if metrics:
+        emit_ingest_metrics(operator, outcome, destination, publish)
     aliases = [outlet for outlet in operator.outlets if isinstance(outlet, AssetAlias)]
     if aliases and outcome.result.rows_loaded:
         where = snowflake.account_and_region()
-        add_batch_asset_events(context["outlet_events"], aliases, where, destination, outcome, stream)
+        add_batch_asset_events(context["outlet_events"], aliases, where, destination, outcome, operator.stream_name)
+
+
+def emit_ingest_metrics(
+    operator: Any, outcome: BatchOutcome, destination: Destination, publish: Publish | None
+) -> None:
+    """The metrics of one committed batch of the ingest ``operator`` (``docs/operations.md``, "Metrics")."""
+    from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
+
+    assert outcome.result is not None
+    emit_batch_metrics(
+        BatchFigures.from_result(outcome.result),
+        application_name=outcome.application_name,
+        source_name=operator.stream_name,
+        table=destination.qualified_name,
+        publish=publish,
+    )
 
 
 def table_name(database: str, schema: str, table: str) -> str:
@@ -270,31 +286,24 @@ def report_table_batches(
     destination: Destination,
     snowflake: Any,
     publish: Publish | None = None,
+    metrics: bool = True,
 ) -> None:
     """What the sync ``operator`` reports of its committed batches: each one's metrics (the ingest's names),
     and an event of the destination table's Asset, through each ``AssetAlias`` outlet, for a batch that
     applied changes. A failure to report is logged: the batches are committed.
 
     :param publish: where the metrics go besides Airflow's (CloudWatch, ``metrics.cloudwatch``).
+    :param metrics: False when they went out as each batch committed (continuous mode).
     """
     from airflow.sdk import AssetAlias
-
-    from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
 
     table = destination.qualified_name
     aliases = [outlet for outlet in operator.outlets if isinstance(outlet, AssetAlias)]
     where: tuple[str | None, str | None] | None = None
     for batch in batches:
         try:
-            figures = BatchFigures.from_table_batch(batch)
-            emit_batch_metrics(
-                figures,
-                application_name=application_name,
-                source_name=source_table,
-                source_type="dynamodb",
-                table=table,
-                publish=publish,
-            )
+            if metrics:
+                emit_table_metrics(batch, application_name, source_table, destination, publish)
             if not (aliases and batch.merge.changes_loaded):
                 continue
             where = where or snowflake.account_and_region()
@@ -315,6 +324,26 @@ def report_table_batches(
             log.info("Asset event for %s: %s", asset.uri, extra)
         except Exception:
             log.warning("Could not report batch %s", batch.batch_id, exc_info=True)
+
+
+def emit_table_metrics(
+    batch: TableBatchFigures,
+    application_name: str,
+    source_table: str,
+    destination: Destination,
+    publish: Publish | None,
+) -> None:
+    """The metrics of one committed batch of a DynamoDB table, under the ingest's names (``docs/operations.md``)."""
+    from airflow_kinesis_snowflake.metrics import BatchFigures, emit_batch_metrics
+
+    emit_batch_metrics(
+        BatchFigures.from_table_batch(batch),
+        application_name=application_name,
+        source_name=source_table,
+        source_type="dynamodb",
+        table=destination.qualified_name,
+        publish=publish,
+    )
 
 
 def sync_lineage(operator: Any, task_instance: Any) -> OperatorLineage:

@@ -635,6 +635,20 @@ class AwsAccess:
         )
 
 
+@dataclass(frozen=True)
+class ClientAccess:
+    """How the units are read in the Airflow task's process: with the clients given (its hooks')."""
+
+    dynamodb_client: Any
+    streams_client: Any
+
+    def dynamodb(self) -> Any:
+        return self.dynamodb_client
+
+    def streams(self) -> Any:
+        return self.streams_client
+
+
 @dataclass
 class UnitRead:
     """A Spark task's read of one unit: its changes and figures, or the gap it found."""
@@ -647,8 +661,11 @@ class UnitRead:
     failures: list[ItemFailure] = field(default_factory=list)
 
 
-def read_unit(unit: Unit, plan: TableBatchPlan, access: AwsAccess, snapshot_table: Any, rate: float | None) -> UnitRead:
-    """Spark task: read one segment (from its cursor, at ``rate``) or one shard (after its mark)."""
+def read_unit(unit: Unit, plan: TableBatchPlan, access: Any, snapshot_table: Any, rate: float | None) -> UnitRead:
+    """Spark task: read one segment (from its cursor, at ``rate``) or one shard (after its mark).
+
+    :param access: makes the task's DynamoDB and DynamoDB Streams clients (:class:`AwsAccess` on Spark).
+    """
     from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter
     from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import Segment, SegmentCursor, scan_segment
     from airflow_kinesis_snowflake.core.sources.dynamodb.streams import StreamGap, read_stream_shard
@@ -701,19 +718,27 @@ def stage_unit(
         )
 
 
-def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None = None) -> TableBatchResult:
+def load(
+    sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None = None, access: Any = None
+) -> TableBatchResult:
     """Driver: read every unit (one task each), stage, apply once; the result recorded in Snowflake.
 
-    :param credentials: the job's :class:`~.job.JobCredentials`.
-    :param attempt_id: the submission's attempt id, which the result is recorded under.
-    """
-    from pyspark import StorageLevel
+    The same steps run on Spark (``sc`` a SparkContext) and in the Airflow task's process (``sc`` a
+    :class:`~.engine.local.LocalContext`, when the connector has no Spark connection).
 
+    :param credentials: the job's :class:`~.engine.credentials.JobCredentials`, or anything whose
+        ``snowflake_connection()`` gives a Snowflake connection (:class:`~.engine.local.SharedConnection`).
+    :param attempt_id: the submission's attempt id, which the result is recorded under.
+    :param access: the DynamoDB and DynamoDB Streams clients' maker (``dynamodb()``, ``streams()``);
+        an :class:`AwsAccess` with ``credentials`` when None.
+    """
+    from airflow_kinesis_snowflake.core.engine.local import kept
     from airflow_kinesis_snowflake.core.sources.dynamodb.rate import segment_read_rate
     from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import SnapshotTable
 
-    endpoint = credentials.aws.get(STREAMS_ENDPOINT_ENV) or os.environ.get(STREAMS_ENDPOINT_ENV)
-    access = AwsAccess(credentials, plan.region, endpoint)
+    if access is None:
+        endpoint = credentials.aws.get(STREAMS_ENDPOINT_ENV) or os.environ.get(STREAMS_ENDPOINT_ENV)
+        access = AwsAccess(credentials, plan.region, endpoint)
     snapshot_table, rate = None, None
     if plan.segments:
         snapshot_table = SnapshotTable.from_description(access.dynamodb().describe_table(TableName=plan.table)["Table"])
@@ -722,11 +747,8 @@ def load(sc: Any, plan: TableBatchPlan, credentials: Any, attempt_id: str | None
             rate = segment_read_rate(snapshot_table.capacity, plan.read_rate, len(plan.segments))
     units = plan.units
     stage_dir = new_stage_dir(plan)
-    reads = (
-        sc.parallelize(units, max(1, len(units)))
-        .map(lambda u: read_unit(u, plan, access, snapshot_table, rate))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    parallel = sc.parallelize(units, max(1, len(units)))
+    reads = kept(parallel.map(lambda u: read_unit(u, plan, access, snapshot_table, rate)))
     try:
         figures = reads.map(lambda r: (r.segment, r.shard, r.gap, r.failures)).collect()
         failures = [f for *_, unit_failures in figures for f in unit_failures]

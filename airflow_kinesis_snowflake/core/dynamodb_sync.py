@@ -19,7 +19,7 @@ reads what, and a cache of the positions. Each batch:
    age, :func:`.progress.reads_from_first_record`), up to the run's cut-off and the caps. A
    trimmed position is a gap (:class:`.streams.StreamGap`).
 4. **Applies** the changes (``unpacked``: after widening and adding the columns they need,
-   :func:`_staging_columns`) and moves the ledgers in one Snowflake transaction, guarded by the marks
+   :func:`~.dynamodb_job.staging_columns`) and moves the ledgers in one Snowflake transaction, guarded by the marks
    the batch read (:meth:`.load.dynamodb_sink.DynamoDBSink.apply_batch`): a batch replayed or run
    twice applies nothing the second time. *Crash before the commit:* nothing is visible, the next
    batch reads the same. *After it:* the next batch starts from the new marks.
@@ -49,28 +49,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kinesis_snowflake.core.dynamodb_job import (
-    SegmentOutcome,
+    ClientAccess,
     SegmentUnit,
-    ShardOutcome,
     ShardUnit,
     TableBatchPlan,
     TableBatchResult,
-    apply_units,
-    committed_outcome,
-    new_stage_dir,
-    stage_changes,
-    staging_columns,
+    load,
     target_from_dict,
     target_to_dict,
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
 from airflow_kinesis_snowflake.core.dynamodb_progress import report_snapshot_progress
-from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX, set_aside
+from airflow_kinesis_snowflake.core.engine.local import LocalContext, SharedConnection
+from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     KeyAttribute,
-    summarize,
     table_columns,
-    widenings,
 )
 from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
     Deletes,
@@ -85,7 +79,6 @@ from airflow_kinesis_snowflake.core.load.ownership import owner_conflict, owner_
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases
-from airflow_kinesis_snowflake.core.sources.dynamodb.model import ItemChange
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     CompleteSnapshot,
     Gap,
@@ -104,21 +97,15 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     shard_gap,
     stream_replaced,
 )
-from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateLimiter, ReadRateSettings, segment_read_rate
+from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import (
-    Segment,
     SegmentCursor,
-    SegmentRead,
     SegmentState,
     SegmentTask,
-    SnapshotTable,
-    scan_segment,
 )
 from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
     StreamGap,
-    StreamRead,
     list_stream_shards,
-    read_stream_shard,
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError
@@ -639,7 +626,9 @@ def _read_batch(
         try:
             with keeper.keep(list(held.values())):
                 if data_plane.submit is None:
-                    result = _run_here(plan, sink, data_plane.source_dynamodb, data_plane.streams)
+                    # The Spark job's steps, run here: one unit after the other, on the hooks' clients.
+                    access = ClientAccess(data_plane.source_dynamodb, data_plane.streams)
+                    result = load(LocalContext(), plan, SharedConnection(sink.connection), access=access)
                 else:
                     result = data_plane.submit(plan)
         finally:
@@ -760,77 +749,3 @@ class _Batch:
             shards_ended=tuple(sorted(s.shard_id for s in result.shards if s.shard_end)),
             merge=merge,
         )
-
-
-def _run_here(plan: TableBatchPlan, sink: DynamoDBSink, source_dynamodb: Any, streams: Any) -> TableBatchResult:
-    """The data plane in this process: read each unit, stage the changes, apply them with the ledgers."""
-    segment_reads = _scan(plan, source_dynamodb)
-    stream_reads: dict[str, StreamRead] = {}
-    for unit in plan.shards:
-        stream_reads[unit.key] = read_stream_shard(
-            streams,
-            plan.stream_arn,
-            unit.shard_id,
-            table=plan.table,
-            snapshot=plan.generation,
-            cutoff=plan.cutoff,
-            max_records=plan.max_records_per_shard,
-            after=unit.start.sequence_number if unit.start else None,
-            not_before=plan.stream_not_before,
-            first_record=unit.first_record,
-        )
-    read: list[ItemChange] = [c for r in segment_reads for c in r.changes]
-    read += [c for r in stream_reads.values() for c in r.changes]
-    changes, failures = set_aside(read, plan.keys, plan.target.layout)
-    stage_dir = new_stage_dir(plan)
-    columns = plan.destination_columns
-    if changes:
-        columns = _staging_columns(sink, plan, changes)
-        stage_changes(sink.sink.put_file, changes, plan.keys, columns, stage_dir)
-    segments = tuple(
-        SegmentOutcome(r.segment.number, len(r.changes), None if r.cursor is None else r.cursor.to_text())
-        for r in segment_reads
-    )
-    shards = tuple(
-        ShardOutcome(u.key, u.shard_id, r.records_read, r.last_sequence_number, r.shard_end)
-        for u, r in ((u, stream_reads[u.key]) for u in plan.shards)
-    )
-    merge = apply_units(
-        plan,
-        sink,
-        stage_dir=stage_dir,
-        rows=len(changes),
-        columns=columns,
-        segments=segments,
-        shards=shards,
-        outcome=committed_outcome(plan, segments, shards, stage_dir),
-        failures=failures,
-    )
-    return TableBatchResult(plan.batch_id, merge, segments, shards)
-
-
-def _scan(plan: TableBatchPlan, client: Any) -> list[SegmentRead]:
-    if not plan.segments:
-        return []
-    description = client.describe_table(TableName=plan.table)["Table"]
-    table = SnapshotTable.from_description(description)
-    limiter = None
-    if plan.read_rate is not None:
-        rate = segment_read_rate(table.capacity, plan.read_rate, len(plan.segments))
-        limiter = ReadRateLimiter(rate)
-    reads = []
-    for unit in plan.segments:
-        segment = Segment(plan.generation, unit.number, plan.total_segments)
-        cursor = SegmentCursor.from_text(unit.cursor) if unit.cursor is not None else None
-        reads.append(scan_segment(client, table, segment, cursor, plan.max_items_per_segment, limiter))
-    return reads
-
-
-def _staging_columns(sink: DynamoDBSink, plan: TableBatchPlan, changes: Sequence[ItemChange]) -> list[TableColumn]:
-    """The columns the batch is staged with (:func:`~.dynamodb_job.staging_columns`, over every change)."""
-    return staging_columns(
-        sink,
-        plan,
-        lambda columns: widenings(changes, columns, plan.keys),
-        lambda columns: summarize(changes, columns, plan.keys),
-    )

@@ -21,7 +21,8 @@ import tempfile
 import uuid
 import warnings
 import zipfile
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,6 +50,7 @@ from airflow_kinesis_snowflake.core.engine.driver import (
     PLAN_ARG,
     SNOWFLAKE_CONNECTION_REF_ARG,
 )
+from airflow_kinesis_snowflake.core.engine.outcomes import OUTCOME_POLL_SECONDS, OutcomeWatcher
 from airflow_kinesis_snowflake.core.engine.wire import PlanTooLargeError, Submittable, WorkKind, encode
 from airflow_kinesis_snowflake.core.job import report_lines
 from airflow_kinesis_snowflake.core.job_log import (
@@ -68,17 +70,11 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     SupportNames,
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
-from airflow_kinesis_snowflake.environment import (
-    SparkDistributionError,
-    check_spark_distribution,
-    check_spark_submit,
-)
+from airflow_kinesis_snowflake.environment import SparkDistributionError, check_spark_distribution
 from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE, SPARK_CONNECTION, field_behaviour
 from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from airflow_kinesis_snowflake.core.planning import BatchPlan
     from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
     from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
@@ -200,6 +196,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         self._plan_argument: str | None = None
         self._plan_label = ""
         self._output_tail: OutputTail | None = None
+        # Seconds between two reads of a continuous submission's outcomes (:meth:`watching_outcomes`).
+        self.outcome_poll_seconds = OUTCOME_POLL_SECONDS
 
     # Any Spark connection works; this type gives the extras above fields of their own in the UI.
     conn_type = SPARK_CONN_TYPE
@@ -222,7 +220,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Check, without submitting anything, what a submission would be refused for
-        (:meth:`check_submission`, the Spark binary among it).
+        (:meth:`check_submission`), and that the Spark binary is found.
 
         :return: whether the connection can submit the job, and a message naming the connection.
         """
@@ -231,7 +229,13 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             self.check_submission()
         except (AirflowException, SparkDistributionError) as err:  # each refusal says what to change
             return False, f"{conn}: {err}"
-        found = check_spark_submit(str(self._connection["spark_binary"]))
+        binary = str(self._connection["spark_binary"])
+        found = shutil.which(binary) or shutil.which(binary, path=str(Path(sys.executable).parent))
+        if found is None:
+            return False, (
+                f"{conn}: {binary} is not on the PATH, nor next to {sys.executable}; install pyspark (which brings "
+                "it) or a Spark distribution where the task runs"
+            )
         identity = f", driver identity, Snowflake from {self.snowflake_connection_ref}" if self.driver_identity else ""
         return True, f"{conn}: master {self.master}, {self.deploy_mode} deploy mode, {found}{identity}"
 
@@ -255,18 +259,13 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
     def check_submission(self) -> None:
         """Everything that refuses a submission, before any side effect: the deploy mode and how
-        credentials reach the driver (:meth:`check_credential_delivery`), a Spark binary to run
-        (:func:`~airflow_kinesis_snowflake.environment.check_spark_submit`: pyspark comes with the
-        ``spark-submit`` extra), and one Spark version in this environment
-        (:func:`~airflow_kinesis_snowflake.environment.check_spark_distribution`).
+        credentials reach the driver (:meth:`check_credential_delivery`), and one Spark version in
+        this environment (:func:`~airflow_kinesis_snowflake.environment.check_spark_distribution`).
 
         :raises AirflowException: see :meth:`check_credential_delivery`.
-        :raises SparkSubmitNotFoundError: when the connection's ``spark-binary`` is nowhere to be found,
-            naming the ``spark-submit`` extra.
         :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
         self.check_credential_delivery()
-        check_spark_submit(str(self._connection["spark_binary"]))
         check_spark_distribution()
 
     def check_credential_delivery(self) -> None:
@@ -550,6 +549,42 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         with closing(snowflake.get_conn()) as conn:
             return SnowflakeSink(conn, destination, names=names).read_attempt_outcomes(attempt_id)
 
+    @contextmanager
+    def watching_outcomes(
+        self,
+        destination: Destination,
+        attempt_id: str,
+        snowflake: KinesisSnowflakeHook,
+        on_outcome: Callable[[tuple[str, BatchResult]], None] | None,
+        *,
+        names: SupportNames,
+    ) -> Iterator[None]:
+        """Within the block (a continuous submission), each batch outcome the submission records is read
+        as it commits and handed to ``on_outcome`` once, oldest first, the last ones after the block
+        (:class:`~airflow_kinesis_snowflake.core.engine.outcomes.OutcomeWatcher`); one Snowflake
+        connection reads them, opened at the first read. Nothing is watched when ``on_outcome`` is None.
+        """
+        if on_outcome is None:
+            yield
+            return
+        connection: list[Any] = []
+
+        def read() -> list[tuple[str, BatchResult]]:
+            if not connection:
+                connection.append(snowflake.get_conn())
+            try:
+                return SnowflakeSink(connection[0], destination, names=names).read_attempt_outcomes(attempt_id)
+            except Exception:
+                connection.pop().close()  # opened again at the next read
+                raise
+
+        try:
+            with OutcomeWatcher(read, on_outcome, self.outcome_poll_seconds):
+                yield
+        finally:
+            for conn in connection:
+                conn.close()
+
     def run_batch(
         self,
         plan: BatchPlan,
@@ -595,6 +630,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         kinesis: KinesisStreamHook,
         snowflake: KinesisSnowflakeHook,
         application: str | None = None,
+        on_batch: Callable[[BatchOutcome], None] | None = None,
     ) -> BatchOutcome:
         """Run the Spark job in continuous mode and read back, from Snowflake, every batch it loaded.
 
@@ -611,6 +647,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :param owner: the lease owner of the application (of every micro-batch).
         :param max_runtime_minutes: no micro-batch starts after this long.
         :param idle_seconds: the pause after a micro-batch that read nothing.
+        :param on_batch: called with each micro-batch as it commits, while the application runs (its metrics).
         :returns: the micro-batches, as :func:`~airflow_kinesis_snowflake.core.batch.outcome_of_results` reads them.
         :raises AirflowException: when spark-submit fails; the micro-batches committed before stay
             committed, and the next run reads on from the ledger.
@@ -621,15 +658,19 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         region = kinesis.region_name or "us-east-1"
         run = ContinuousRun(settings, region, owner, max_runtime_minutes * 60, idle_seconds)
         attempt_id = uuid.uuid4().hex
-        self.submit_work(
-            run,
-            application=application or DEFAULT_APPLICATION,
-            aws=kinesis,
-            snowflake=snowflake,
-            name=f"kinesis-to-snowflake-{settings.application_name}",
-            label=f"continuous run of {settings.application_name}",
-            attempt_id=attempt_id,
-        )
+        committed = None if on_batch is None else lambda item: on_batch(outcome_of_results(item[0], [item]))
+        with self.watching_outcomes(
+            settings.destination, attempt_id, snowflake, committed, names=KINESIS_SUPPORT_NAMES
+        ):
+            self.submit_work(
+                run,
+                application=application or DEFAULT_APPLICATION,
+                aws=kinesis,
+                snowflake=snowflake,
+                name=f"kinesis-to-snowflake-{settings.application_name}",
+                label=f"continuous run of {settings.application_name}",
+                attempt_id=attempt_id,
+            )
         results = self.read_attempt_outcomes(settings.destination, attempt_id, snowflake, names=KINESIS_SUPPORT_NAMES)
         if self.deploy_mode == CLUSTER:
             for _, result in results:
@@ -682,6 +723,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         aws: KinesisStreamHook,
         snowflake: KinesisSnowflakeHook,
         application: str | None = None,
+        on_batch: Callable[[TableBatchResult], None] | None = None,
     ) -> list[TableBatchResult]:
         """Sync one DynamoDB table in continuous mode and read back, from Snowflake, every batch it applied.
 
@@ -692,23 +734,25 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         spark-submit returned.
 
         :param aws: as for :meth:`run_table_batch`.
+        :param on_batch: called with each batch as it commits, while the application runs (its metrics).
         :returns: the batches' results, oldest first.
         :raises AirflowException: spark-submit fails; the batches committed before stay committed,
             and the next run plans from the ledgers in Snowflake.
         """
         attempt_id = uuid.uuid4().hex
-        self.submit_work(
-            run,
-            application=application or DYNAMODB_APPLICATION,
-            aws=_StreamsLocation(aws),
-            snowflake=snowflake,
-            name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
-            label=f"continuous run of {run.sync.table}",
-            attempt_id=attempt_id,
-        )
-        recorded = self.read_attempt_outcomes(
-            run.sync.target.destination, attempt_id, snowflake, names=DYNAMODB_SUPPORT_NAMES
-        )
+        destination = run.sync.target.destination
+        committed = None if on_batch is None else lambda item: on_batch(TableBatchResult.from_batch_result(item[1]))
+        with self.watching_outcomes(destination, attempt_id, snowflake, committed, names=DYNAMODB_SUPPORT_NAMES):
+            self.submit_work(
+                run,
+                application=application or DYNAMODB_APPLICATION,
+                aws=_StreamsLocation(aws),
+                snowflake=snowflake,
+                name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
+                label=f"continuous run of {run.sync.table}",
+                attempt_id=attempt_id,
+            )
+        recorded = self.read_attempt_outcomes(destination, attempt_id, snowflake, names=DYNAMODB_SUPPORT_NAMES)
         results = [TableBatchResult.from_batch_result(result) for _, result in recorded]
         if self.deploy_mode == CLUSTER:
             for result in results:

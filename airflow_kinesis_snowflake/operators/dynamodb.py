@@ -30,6 +30,7 @@ from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoD
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.metrics import Publish
 
 # The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
@@ -131,9 +132,17 @@ class SyncDynamoDBTableOperator(BaseOperator):
             spark.check_submission()  # before anything is leased or recorded
             if self.max_runtime_minutes is not None:
                 run = TableContinuousRun(sync, region, owner, self.max_runtime_minutes * 60, self.idle_seconds)
-                results = spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake)
+                publish, destination = self.publisher(), sync.target.destination
+                from airflow_kinesis_snowflake.lineage import emit_table_metrics  # not loaded before it is needed
+
+                def committed(result: TableBatchResult) -> None:  # as each batch commits: its metrics
+                    if (batch := TableBatchFigures.of_result(result)) is not None:
+                        emit_table_metrics(batch, sync.application_name, sync.table, destination, publish)
+
+                results = spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake, on_batch=committed)
                 batches = [f for r in results if (f := TableBatchFigures.of_result(r)) is not None]
-                return self._report(context, sync, snowflake, summary_of_results(sync, results), batches)
+                figures = summary_of_results(sync, results)
+                return self._report(context, sync, snowflake, figures, batches, continuous=True)
 
             def submit(plan: TableBatchPlan) -> TableBatchResult:
                 return spark.run_table_batch(plan, aws=job_aws, snowflake=snowflake)
@@ -153,24 +162,42 @@ class SyncDynamoDBTableOperator(BaseOperator):
         batches = [TableBatchFigures.of_batch(b) for b in outcome.batches]
         return self._report(context, sync, snowflake, outcome.summary(sync), batches)
 
-    def _report(self, context: Context, sync: TableSync, snowflake: Any, figures: dict[str, Any], batches: Any) -> Any:
+    def _report(
+        self,
+        context: Context,
+        sync: TableSync,
+        snowflake: Any,
+        figures: dict[str, Any],
+        batches: Any,
+        *,
+        continuous: bool = False,
+    ) -> Any:
         """Log the run's figures, report each committed batch (metrics, Asset event) and keep them for the lineage."""
         from airflow_kinesis_snowflake.lineage import report_table_batches  # not loaded before it is needed
 
         self.log.info("%s", describe_summary(figures))
         self._destination, self._batches = sync.target.destination, batches
-        where = {"application_name": sync.application_name, "source_table": sync.table}
-        publish = cloudwatch_publisher(
+        report_table_batches(
+            self,
+            context,
+            batches,
+            application_name=sync.application_name,
+            source_table=sync.table,
+            destination=sync.target.destination,
+            snowflake=snowflake,
+            publish=self.publisher(),
+            metrics=not continuous,  # in continuous mode each batch's went out as it committed
+        )
+        return figures
+
+    def publisher(self) -> Publish | None:
+        """Where the metrics go besides Airflow's (CloudWatch, with ``metrics.cloudwatch``)."""
+        return cloudwatch_publisher(
             self.cloudwatch_namespace,
             self.cloudwatch_dimensions,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
         )
-        destination = sync.target.destination
-        report_table_batches(
-            self, context, batches, destination=destination, snowflake=snowflake, publish=publish, **where
-        )
-        return figures
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import sync_lineage

@@ -163,10 +163,25 @@ class SparkKinesisIngestOperator(BaseOperator):
         # A retry takes over what an earlier try of this task instance still holds.
         owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
         clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
+        from airflow_kinesis_snowflake.lineage import emit_ingest_metrics, report_batch  # loaded when needed
+
+        publish = cloudwatch_publisher(
+            self.cloudwatch_namespace,
+            self.cloudwatch_dimensions,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+        )
+        continuous = self.max_runtime_minutes is not None
         try:
-            if (minutes := self.max_runtime_minutes) is not None:  # continuous: the Spark driver runs the protocol
+            if self.max_runtime_minutes is not None:  # continuous: the Spark driver runs the protocol
                 outcome = spark.run_continuous(
-                    settings, owner=owner, max_runtime_minutes=minutes, idle_seconds=self.idle_seconds, **clients
+                    settings,
+                    owner=owner,
+                    max_runtime_minutes=self.max_runtime_minutes,
+                    idle_seconds=self.idle_seconds,
+                    # Each micro-batch's metrics as it commits, not when the application ends.
+                    on_batch=lambda batch: emit_ingest_metrics(self, batch, destination, publish),
+                    **clients,
                 )
             else:
                 outcome = run_batch(
@@ -185,17 +200,9 @@ class SparkKinesisIngestOperator(BaseOperator):
             raise AirflowException(str(err)) from err
         self._last_summary = outcome if outcome.result is not None else None
         summary = outcome.summary()
-        from airflow_kinesis_snowflake.lineage import report_batch  # not loaded before it is needed
-
-        publish = cloudwatch_publisher(
-            self.cloudwatch_namespace,
-            self.cloudwatch_dimensions,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-        )
         for batch in outcome.batches:  # several when a reshard made the run plan again
             try:
-                report_batch(self, context, batch, destination, snowflake, publish)
+                report_batch(self, context, batch, destination, snowflake, publish, metrics=not continuous)
             except Exception:  # the batch is committed: reporting it must not fail the task
                 self.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
         if outcome.result is not None:  # per-shard lag and checkpoint age: logged, returned, measured (docs/lag.md)

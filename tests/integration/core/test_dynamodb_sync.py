@@ -44,6 +44,8 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
 )
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Destination
+from airflow_kinesis_snowflake.core.sources.dynamodb import snapshot as dynamodb_snapshot
+from airflow_kinesis_snowflake.core.sources.dynamodb import streams as dynamodb_streams
 from airflow_kinesis_snowflake.core.sources.dynamodb import types
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation, OnGap, StreamGapError, SyncSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.types import item_to_json
@@ -58,12 +60,13 @@ from tests.emulators.dynamodb_streams import expire_item, remove_shard, roll_sha
 pytestmark = pytest.mark.integration
 
 KILLED = 9
-# Where a run dies: the function of the sync whose call (before or after it returns) ends the process.
+# Where a run dies: the function of the sync whose call (before or after it returns) ends the process
+# (Class.method, or module.function for the readers the data plane calls).
 STEPS: list[tuple[str, str, str]] = [
     ("after the generation is recorded", "DynamoDBSink.record_generation", "after"),
     ("after the leases are taken", "LeaseTable.take", "after"),
-    ("in the middle of the Scan", "scan_segment", "after"),
-    ("in the middle of the stream's read", "read_stream_shard", "after"),
+    ("in the middle of the Scan", "snapshot.scan_segment", "after"),
+    ("in the middle of the stream's read", "streams.read_stream_shard", "after"),
     ("before the transaction", "DynamoDBSink.apply_batch", "before"),
     ("after the commit, before the lease table", "DynamoDBSink.apply_batch", "after"),
     ("after the lease table, before the release", "LeaseTable.release", "before"),
@@ -224,13 +227,11 @@ def run_until_complete(
 
 
 def _die_at(target: str, when: str) -> None:
-    """Make ``target`` (a name in dynamodb_sync, or Class.method) end the process before or after it runs."""
-    owner_name, _, method = target.partition(".")
-    owner: Any = dynamodb_sync
-    if method:
-        owner, name = getattr(dynamodb_sync, owner_name), method
-    else:
-        name = owner_name
+    """Make ``target`` (a class of dynamodb_sync's and its method, or a reader module and its function)
+    end the process before or after it runs."""
+    owner_name, _, name = target.partition(".")
+    readers = {"snapshot": dynamodb_snapshot, "streams": dynamodb_streams}
+    owner: Any = readers.get(owner_name) or getattr(dynamodb_sync, owner_name)
     original: Callable[..., Any] = getattr(owner, name)
 
     def dying(*args: Any, **kwargs: Any) -> Any:
@@ -1127,9 +1128,9 @@ def test_a_batch_that_outlives_the_lease_duration_keeps_its_leases_and_another_w
     workload.put(10, start=0)
     table = LeaseTable(client(emulators, "dynamodb"), sync.application_name)
     seen: dict[str, Any] = {}
-    run_here = dynamodb_sync._run_here
+    load = dynamodb_sync.load  # the data plane, here run in the task's process
 
-    def slow_data_plane(plan: Any, *args: Any) -> Any:
+    def slow_data_plane(context: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
         held = {k: v for k, v in table.leases().items() if v.lease_owner is not None}
         taken_until = max(lease.lease_expires_at for lease in held.values())
         deadline = time.time() + 120
@@ -1141,9 +1142,9 @@ def test_a_batch_that_outlives_the_lease_duration_keeps_its_leases_and_another_w
         seen["workers"] = [w for w in table.workers()]
         # Another worker's sync, taking what is free as sync_table does.
         seen["stolen"] = sorted(dynamodb_sync._take(table, after, set(held), "another-worker/try-1", 60))
-        return run_here(plan, *args)
+        return load(context, plan, *args, **kwargs)
 
-    monkeypatch.setattr(dynamodb_sync, "_run_here", slow_data_plane)
+    monkeypatch.setattr(dynamodb_sync, "load", slow_data_plane)
     outcome = run(emulators, sync, 0)
 
     assert seen["expired"] == [] and seen["stolen"] == []

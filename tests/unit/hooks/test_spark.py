@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 import zipfile
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -25,7 +27,7 @@ from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from airflow_kinesis_snowflake.core.batch import BatchRefused, BatchSettings
+from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun
 from airflow_kinesis_snowflake.core.engine.credentials import (
     SPARK_READ_AWS_CREDENTIAL_ENV,
@@ -36,7 +38,6 @@ from airflow_kinesis_snowflake.core.engine.wire import decode, encode
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
-from airflow_kinesis_snowflake.environment import SparkSubmitNotFoundError
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, KinesisJobSubmitHook
@@ -176,21 +177,6 @@ def test_local_master_in_cluster_mode_is_refused_as_spark_refuses_it(monkeypatch
         assert b'Cluster deploy mode is not compatible with master "local"' in jar.read(
             "org/apache/spark/deploy/SparkSubmit.class"
         )
-
-
-def test_without_spark_submit_a_submission_is_refused_naming_the_extra_that_brings_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
-    # A worker without pyspark and without a Spark distribution on its PATH.
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-
-    with pytest.raises(SparkSubmitNotFoundError) as raised:
-        hook.check_submission()
-
-    assert "spark-submit is not on the PATH" in str(raised.value)
-    assert "`pip install 'airflow-provider-kinesis-snowflake[spark-submit]'`" in str(raised.value)
 
 
 DETACHING: list[tuple[str, dict[str, Any], str]] = [
@@ -635,6 +621,43 @@ def test_continuous_mode_submits_the_run_once_and_reads_every_outcome_of_its_att
     assert read == [command[command.index("--attempt") + 1]]  # the outcomes of this submission only
     assert outcome.summary()["rows_loaded"] == 6 and len(outcome.batches) == 2
     assert not [c for c in ("AKIAJOBENVTEST000001", "job-env-secret-key-3Xq9") if c in " ".join(command)]
+
+
+def test_continuous_mode_hands_on_each_micro_batch_as_it_commits_while_the_application_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kinesis, snowflake = job_connections(monkeypatch)
+    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    hook.outcome_poll_seconds = 0.01
+    plan = batch_plan()
+    recorded: list[tuple[str, BatchResult]] = []  # the outcomes table of this submission
+    handed: list[str] = []
+    reported_while_running = threading.Event()
+
+    def submit(self: spark_submit.SparkSubmitHook, application: str = "", **kwargs: Any) -> None:
+        # The driver commits a micro-batch, then another; spark-submit returns only after both.
+        recorded.append(("orders-app", outcome_of(plan)))
+        assert reported_while_running.wait(timeout=30), "the first micro-batch was not reported while running"
+        recorded.append(("orders-app", replace(outcome_of(plan), batch_id="second")))
+
+    def on_batch(batch: BatchOutcome) -> None:
+        assert batch.result is not None
+        handed.append(batch.result.batch_id)
+        reported_while_running.set()
+
+    monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
+    monkeypatch.setattr(KinesisSnowflakeHook, "get_conn", lambda self: io.StringIO())
+    monkeypatch.setattr(SnowflakeSink, "read_attempt_outcomes", lambda sink, attempt_id: list(recorded))
+    settings = BatchSettings(
+        stream_name="orders", application_name="orders-app", destination=plan.destination, connector_id="orders"
+    )
+
+    outcome = hook.run_continuous(
+        settings, owner="o", max_runtime_minutes=1, kinesis=kinesis, snowflake=snowflake, on_batch=on_batch
+    )
+
+    assert handed == [plan.batch_id, "second"]  # each once, in order; the last after spark-submit returned
+    assert [b.result.batch_id for b in outcome.batches if b.result] == handed
 
 
 def test_continuous_mode_refuses_a_pipe_without_its_statement_before_submitting(

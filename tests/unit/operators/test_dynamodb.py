@@ -146,6 +146,7 @@ def test_continuous_mode_needs_a_spark_connection() -> None:
 def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_batches_it_recorded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from airflow_kinesis_snowflake import lineage
     from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
     from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
     from airflow_kinesis_snowflake.operators import dynamodb as module
@@ -157,15 +158,28 @@ def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_b
     def merged(changes: int, completed: int | None = None) -> MergeResult:
         return MergeResult(changes_loaded=changes, completed_snapshot=completed)
 
-    def run_table_continuous(self: Any, run: Any, *, aws: Any, snowflake: Any) -> list[TableBatchResult]:
+    emitted: list[tuple[str, bool]] = []
+    running = False
+
+    def run_table_continuous(self: Any, run: Any, *, aws: Any, snowflake: Any, on_batch: Any) -> list[TableBatchResult]:
+        nonlocal running
         runs.append(run)
-        return [
+        results = [
             TableBatchResult("b1", merged(7, completed=0), (), ()),
             TableBatchResult("b2", None, (), (), superseded="generation 1 was recorded meanwhile"),
             TableBatchResult("b3", merged(2), (), ()),
         ]
+        running = True  # each batch commits while the application runs
+        for result in results:
+            on_batch(result)
+        running = False
+        return results
+
+    def emit_table_metrics(batch: Any, application_name: str, source_table: str, *args: Any) -> None:
+        emitted.append((batch.batch_id, running))
 
     monkeypatch.setattr(module.KinesisJobSubmitHook, "run_table_continuous", run_table_continuous)
+    monkeypatch.setattr(lineage, "emit_table_metrics", emit_table_metrics)
     task = SyncDynamoDBTableOperator(
         task_id="sync_table",
         target=sync_target_to_dict(TARGET),
@@ -188,3 +202,5 @@ def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_b
         "changes": 9,
         "snapshots_completed": [0],
     }
+    # Each applied batch's metrics once, as it committed (the superseded one applied nothing).
+    assert emitted == [("b1", True), ("b3", True)]

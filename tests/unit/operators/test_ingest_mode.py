@@ -77,3 +77,45 @@ def test_a_continuous_task_hands_its_runtime_and_idle_pause_to_the_spark_applica
 
     [call] = asked
     assert (call["application_name"], call["max_runtime_minutes"], call["idle_seconds"]) == ("app", 3, 25)
+
+
+@pytest.mark.usefixtures("unit_connections")
+def test_a_continuous_task_emits_each_micro_batch_s_metrics_once_as_it_commits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from datetime import UTC, datetime
+
+    from airflow_kinesis_snowflake import lineage
+    from airflow_kinesis_snowflake.core.batch import BatchOutcome, outcome_of_results
+    from airflow_kinesis_snowflake.core.model import BatchResult
+    from airflow_kinesis_snowflake.operators import ingest as module
+
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "check_submission", lambda self: None)
+    results = [("app", BatchResult(f"b{n}", f"app/b{n}", True, n, 0, (), datetime.now(UTC), {})) for n in (1, 2)]
+    emitted: list[tuple[str, bool]] = []
+    running = False
+
+    def run_continuous(self: Any, settings: Any, *, on_batch: Any, **kwargs: Any) -> BatchOutcome:
+        nonlocal running
+        running = True  # the Spark application commits its micro-batches, one after the other
+        for item in results:
+            on_batch(outcome_of_results("app", [item]))
+        running = False
+        return outcome_of_results("app", results)
+
+    def emit_ingest_metrics(operator: Any, outcome: BatchOutcome, destination: Any, publish: Any) -> None:
+        assert outcome.result is not None
+        emitted.append((outcome.result.batch_id, running))
+
+    monkeypatch.setattr(module.KinesisJobSubmitHook, "run_continuous", run_continuous)
+    monkeypatch.setattr(lineage, "emit_ingest_metrics", emit_ingest_metrics)
+    task = SparkKinesisIngestOperator(
+        task_id="ingest", **TABLE, mode="continuous", max_runtime_minutes=3,
+        aws_conn_id="aws_unit", spark_conn_id="spark_unit", snowflake_conn_id="snowflake_unit",
+    )  # fmt: skip
+
+    summary = task.execute({})
+
+    # While the application ran, each micro-batch once; not again when it ended.
+    assert emitted == [("b1", True), ("b2", True)]
+    assert summary["batch_ids"] == ["b1", "b2"] and summary["rows_loaded"] == 3
