@@ -81,9 +81,10 @@ test: install check-java check-chromium
 	echo "--- make test: pytest exit $$tests, lint exit $$lint_status, typecheck exit $$types_status, docs exit $$docs_status"; \
 	test $$tests -eq 0 && test $$lint_status -eq 0 && test $$types_status -eq 0 && test $$docs_status -eq 0
 
-# The lower bounds, tested: in a fresh venv, every direct dependency at its floor in pyproject.toml and the
-# rest resolved by uv's --resolution lowest-direct; then the unit tests and one ingest DAG test
-# (scripts/lowest-versions.sh; minutes, so not part of make test: .ci/run runs it after make test).
+# The lower bounds, tested: in a fresh venv, every direct dependency (and the spark-submit extra's pyspark,
+# Spark 3.5) at its floor in pyproject.toml and the rest resolved by uv's --resolution lowest-direct; then
+# the unit tests and the tests that run spark-submit (scripts/lowest-versions.sh; minutes, so not part of
+# make test: .ci/run runs it after make test).
 lowest: install check-java
 	UV=$(CURDIR)/$(VENV)/bin/uv PYTHON=$(PYTHON) scripts/lowest-versions.sh
 

@@ -1,4 +1,11 @@
-"""One Spark distribution on the Airflow worker: ``pyspark``, not ``pyspark-client`` laid over it.
+"""Where spark-submit runs, a ``spark-submit`` to run and one Spark distribution: ``pyspark``, not
+``pyspark-client`` laid over it.
+
+pyspark is needed only where spark-submit runs (the Airflow workers that run the ingest and sync
+tasks), and comes with the package's ``spark-submit`` extra; DAG parsing, the scheduler, the API
+server and the command line never import it. :func:`check_spark_submit` finds the ``spark-submit``
+to run (on the ``PATH``, else the one pyspark installs next to the interpreter) and, without one,
+names the extra to install.
 
 ``pyspark`` (the Python API, Spark's jars and ``spark-submit``) and ``pyspark-client`` (the Spark
 Connect client, which the Apache Spark provider 6.x requires) install the same ``pyspark/*.py``
@@ -15,6 +22,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +31,19 @@ _VERSION_LINE = re.compile(r"""^__version__(?:\s*:\s*str)?\s*=\s*["']([^"']+)["'
 _CORE_JAR = re.compile(r"^spark-core_[0-9.]+-(.+)\.jar$")
 
 
+# The distribution's name, and what installs spark-submit with it.
+DISTRIBUTION = "airflow-provider-kinesis-snowflake"
+SPARK_SUBMIT_EXTRA = "spark-submit"
+INSTALL_SPARK_SUBMIT = f"pip install '{DISTRIBUTION}[{SPARK_SUBMIT_EXTRA}]'"
+
+
 class SparkDistributionError(RuntimeError):
-    """The Python environment holds pyspark files of more than one Spark version."""
+    """This Python environment cannot run the job's spark-submit as it is: pyspark files of more
+    than one Spark version, or no spark-submit at all (:class:`SparkSubmitNotFoundError`)."""
+
+
+class SparkSubmitNotFoundError(SparkDistributionError):
+    """No spark-submit where the job would be submitted from: the ``spark-submit`` extra is missing."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,30 @@ def spark_distribution() -> SparkDistribution:
     )
 
 
+def spark_submit_path(binary: str = "spark-submit") -> str | None:
+    """The ``binary`` (``spark-submit``, or a distribution's ``spark3-submit``) a submission runs: the
+    one on the ``PATH``, else the one pyspark installs next to this interpreter; None without either."""
+    return shutil.which(binary) or shutil.which(binary, path=str(Path(sys.executable).parent))
+
+
+def check_spark_submit(binary: str = "spark-submit") -> str:
+    """Refuse a submission from an environment without ``binary``, naming the extra that brings it.
+
+    :param binary: the Spark connection's ``spark-binary``.
+    :returns: the path of ``binary``.
+    :raises SparkSubmitNotFoundError: naming ``pip install 'airflow-provider-kinesis-snowflake[spark-submit]'``.
+    """
+    found = spark_submit_path(binary)
+    if found is None:
+        raise SparkSubmitNotFoundError(
+            f"{binary} is not on the PATH, nor next to {sys.executable}: the Spark job is submitted from here, "
+            f"which needs pyspark (Spark 3.5 or 4.x) with its spark-submit. Install the provider's "
+            f"{SPARK_SUBMIT_EXTRA} extra where the ingest and sync tasks run (`{INSTALL_SPARK_SUBMIT}`), or put "
+            "the bin directory of a Spark distribution on the PATH"
+        )
+    return found
+
+
 def check_spark_distribution() -> SparkDistribution:
     """Refuse an environment whose pyspark files come from more than one Spark version.
 
@@ -119,6 +162,7 @@ def main() -> int:
         ("pyspark-client", found.pyspark_client),
         ("pyspark.__version__", found.module),
         ("spark-core jar", found.jars),
+        ("spark-submit", spark_submit_path()),
     ):
         print(f"{name:20} {value or '-'}")
     problems = found.problems()

@@ -288,7 +288,8 @@ def test_airflow_dockerfile_installs_the_project() -> None:
     assert any(re.search(r"\b(default-jre-headless|openjdk-\d+-jre-headless)\b", r) for r in runs), "no Java"
     (install,) = [r for r in runs if "pip install" in r]
     assert '"apache-airflow==${AIRFLOW_VERSION}"' in install
-    assert "." in install.split(), "pip install does not install the project (.)"
+    # Its workers run spark-submit and its Spark daemons the job: the project with its pyspark extra.
+    assert '".[spark-submit]"' in install.split(), "pip install does not install the project with pyspark"
     users = [rest for keyword, rest in instructions[: instructions.index(("RUN", install))] if keyword == "USER"]
     assert users and users[-1] == "airflow", "pip install must run as the airflow user"
 

@@ -70,7 +70,11 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     SupportNames,
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
-from airflow_kinesis_snowflake.environment import SparkDistributionError, check_spark_distribution
+from airflow_kinesis_snowflake.environment import (
+    SparkDistributionError,
+    check_spark_distribution,
+    check_spark_submit,
+)
 from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE, SPARK_CONNECTION, field_behaviour
 from airflow_kinesis_snowflake.spark_jobs import dynamodb_to_snowflake, kinesis_to_snowflake
 
@@ -220,7 +224,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Check, without submitting anything, what a submission would be refused for
-        (:meth:`check_submission`), and that the Spark binary is found.
+        (:meth:`check_submission`, the Spark binary among it).
 
         :return: whether the connection can submit the job, and a message naming the connection.
         """
@@ -229,13 +233,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             self.check_submission()
         except (AirflowException, SparkDistributionError) as err:  # each refusal says what to change
             return False, f"{conn}: {err}"
-        binary = str(self._connection["spark_binary"])
-        found = shutil.which(binary) or shutil.which(binary, path=str(Path(sys.executable).parent))
-        if found is None:
-            return False, (
-                f"{conn}: {binary} is not on the PATH, nor next to {sys.executable}; install pyspark (which brings "
-                "it) or a Spark distribution where the task runs"
-            )
+        found = check_spark_submit(str(self._connection["spark_binary"]))
         identity = f", driver identity, Snowflake from {self.snowflake_connection_ref}" if self.driver_identity else ""
         return True, f"{conn}: master {self.master}, {self.deploy_mode} deploy mode, {found}{identity}"
 
@@ -259,13 +257,18 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
     def check_submission(self) -> None:
         """Everything that refuses a submission, before any side effect: the deploy mode and how
-        credentials reach the driver (:meth:`check_credential_delivery`), and one Spark version in
-        this environment (:func:`~airflow_kinesis_snowflake.environment.check_spark_distribution`).
+        credentials reach the driver (:meth:`check_credential_delivery`), a Spark binary to run
+        (:func:`~airflow_kinesis_snowflake.environment.check_spark_submit`: pyspark comes with the
+        ``spark-submit`` extra), and one Spark version in this environment
+        (:func:`~airflow_kinesis_snowflake.environment.check_spark_distribution`).
 
         :raises AirflowException: see :meth:`check_credential_delivery`.
+        :raises SparkSubmitNotFoundError: when the connection's ``spark-binary`` is nowhere to be found,
+            naming the ``spark-submit`` extra.
         :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
         self.check_credential_delivery()
+        check_spark_submit(str(self._connection["spark_binary"]))
         check_spark_distribution()
 
     def check_credential_delivery(self) -> None:

@@ -31,6 +31,7 @@ from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
 from tests.emulators.spark_cluster import SparkCluster
+from tests.emulators.spark_env import SPARK_SETTINGS
 from tests.integration.core.sources.dynamodb.test_discovery import create
 from tests.integration.test_dynamodb_dag import loaded, scanned
 from tests.integration.test_ingest_dag import write_connector
@@ -232,7 +233,9 @@ def test_two_connectors_load_side_by_side_on_the_cluster_each_on_one_core(
         assert [e["memory"] for e in executors if e["appid"] == app_id] == [512], app
     runs_log = spark_standalone.executor_python_runs.read_text()
     assert "kinesis_to_snowflake.py" in runs_log  # the drivers (client mode, spark.pyspark.python)
-    assert "pyspark.worker" in runs_log  # the executors' Python workers
+    # The executors' Python workers: Spark's Python daemon, which forks them (Spark 4 names the worker
+    # module in its arguments, Spark 3.5 does not).
+    assert f"-m {SPARK_SETTINGS['spark.python.daemon.module']}" in runs_log
 
     # Side by side: at one moment both applications held executors, one core each; never more. Without
     # spark.cores.max the first would take both cores, the second would wait for it (its readers held)

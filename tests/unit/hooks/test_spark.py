@@ -38,6 +38,7 @@ from airflow_kinesis_snowflake.core.engine.wire import decode, encode
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
+from airflow_kinesis_snowflake.environment import SparkSubmitNotFoundError
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, KinesisJobSubmitHook
@@ -177,6 +178,21 @@ def test_local_master_in_cluster_mode_is_refused_as_spark_refuses_it(monkeypatch
         assert b'Cluster deploy mode is not compatible with master "local"' in jar.read(
             "org/apache/spark/deploy/SparkSubmit.class"
         )
+
+
+def test_without_spark_submit_a_submission_is_refused_naming_the_extra_that_brings_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
+    # A worker without pyspark and without a Spark distribution on its PATH.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+
+    with pytest.raises(SparkSubmitNotFoundError) as raised:
+        hook.check_submission()
+
+    assert "spark-submit is not on the PATH" in str(raised.value)
+    assert "`pip install 'airflow-provider-kinesis-snowflake[spark-submit]'`" in str(raised.value)
 
 
 DETACHING: list[tuple[str, dict[str, Any], str]] = [
