@@ -396,11 +396,11 @@ def _snowflake_namespace_of(conn_id: str, what: str) -> str | None:
     from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
     try:
-        params = KinesisSnowflakeHook(snowflake_conn_id=conn_id)._get_conn_params()
+        account, region = KinesisSnowflakeHook(snowflake_conn_id=conn_id).account_and_region()
     except Exception as err:  # noqa: BLE001 - lineage must not fail a task whose batches are committed
         log.warning("Could not read Snowflake connection %s (%s): %s is left out of the lineage", conn_id, err, what)
         return None
-    if not (account := params.get("account")):
+    if not account:
         log.warning("Snowflake connection %s names no account: %s is left out of the lineage", conn_id, what)
         return None
-    return snowflake_namespace(str(account), params.get("region") or None)
+    return snowflake_namespace(str(account), region)

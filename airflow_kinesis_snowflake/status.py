@@ -512,7 +512,7 @@ def dynamodb_connector_status(
                 sync = config.table_sync(target)
                 sink = DynamoDBSink(connection, sync.target)
                 if recent is None:
-                    recent = sink.sink.recent_outcomes(src.application_name, batches)
+                    recent = sink.recent_outcomes(src.application_name, batches)
                 generation = sink.current_generation(src.application_name)
                 segments = sink.read_segments(src.application_name, generation.number) if generation else []
                 shard_leases: dict[str, Lease] = {}

@@ -205,19 +205,20 @@ class BatchOutcome:
         if not batches:
             return {"rows_loaded": 0, "dead_letters": 0, "shards": {}}
         if len(batches) == 1:
-            return batches[0]._own_summary()
+            return batches[0].own_summary()
         shards: dict[str, Any] = {}
         for batch in batches:
-            shards.update(batch._own_summary()["shards"])
+            shards.update(batch.own_summary()["shards"])
         return {
-            "batch_id": batches[-1]._own_summary()["batch_id"],
-            "batch_ids": [b._own_summary()["batch_id"] for b in batches],
+            "batch_id": batches[-1].own_summary()["batch_id"],
+            "batch_ids": [b.own_summary()["batch_id"] for b in batches],
             "rows_loaded": sum(b.result.rows_loaded for b in batches if b.result is not None),
             "dead_letters": sum(b.result.dead_letters_loaded for b in batches if b.result is not None),
             "shards": shards,
         }
 
-    def _own_summary(self) -> dict[str, Any]:
+    def own_summary(self) -> dict[str, Any]:
+        """This micro-batch alone, as plain JSON (without ``earlier``)."""
         assert self.result is not None
         return {
             "batch_id": self.result.batch_id,

@@ -483,7 +483,7 @@ def staging_columns(
     changes = plan_changes(summary, columns, evolve=True, max_new_columns=max(len(summary.keys), 1))
     if changes.add:
         log.info("%s: adding columns %s", plan.table, ", ".join(f"{c.name} {c.type.sql}" for c in changes.add))
-        columns = sink.sink.evolve([(c.name, c.type.sql) for c in changes.add], ())
+        columns = sink.add_columns([(c.name, c.type.sql) for c in changes.add])
     return columns
 
 
@@ -714,7 +714,7 @@ def stage_unit(
     with credentials.snowflake_connection() as conn:
         sink = DynamoDBSink(conn, plan.target)
         return stage_changes(
-            sink.sink.put_file, read.changes, plan.keys, columns, stage_dir, f"{_unit_name(read.unit)}-{plan.batch_id}"
+            sink.put_file, read.changes, plan.keys, columns, stage_dir, f"{_unit_name(read.unit)}-{plan.batch_id}"
         )
 
 
@@ -831,7 +831,7 @@ def _record(
     """
     key = _outcome_key(plan, stage_dir, attempt_id)
     with credentials.snowflake_connection() as conn:
-        DynamoDBSink(conn, plan.target).sink.record_outcome_alone(key, result.as_batch_result(stage_dir))
+        DynamoDBSink(conn, plan.target).record_outcome_alone(key, result.as_batch_result(stage_dir))
 
 
 def report_lines(result: TableBatchResult) -> list[str]:

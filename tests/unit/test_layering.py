@@ -177,3 +177,27 @@ def test_every_import_goes_to_the_same_room_or_a_lower_one() -> None:
         if rank[room(imported)] > rank[room(module)]
     )
     assert upward == []
+
+
+#: Private names of other modules the package may call (the standard library's, documented there).
+ALLOWED_PRIVATE_CALLS = {"sys._getframe"}
+
+
+def test_no_object_calls_another_objects_private_methods() -> None:
+    """A sink, a hook or a protocol that needs another's private step gets a public one instead."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            name, owner = node.func.attr, node.func.value
+            if not name.startswith("_") or name.startswith("__"):
+                continue
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+                continue
+            if f"{ast.unparse(owner)}.{name}" in ALLOWED_PRIVATE_CALLS:
+                continue
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node.func)}")
+    assert not found, found

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import (
@@ -74,8 +75,10 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     SnowflakeSink,
     StaleBatchError,
     SupportObjectDDL,
+    execute,
     qualified_name,
     quote_identifier,
+    rowcount,
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Version
@@ -499,10 +502,28 @@ class DynamoDBSink:
         self.sink = SnowflakeSink(connection, target.destination, names=DYNAMODB_SUPPORT_NAMES)
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        return self.sink._execute(sql, params)
+        return execute(self.connection, sql, params)
 
     def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
-        return self.sink._rowcount(sql, params)
+        return rowcount(self.connection, sql, params)
+
+    # -- what it shares with the Kinesis connectors' sink, which owns the stage, ledger and outcomes --
+
+    def put_file(self, local_path: str | Path, stage_dir: str) -> None:
+        """Upload one local file to ``@stage/<stage_dir>/`` of the connector's stage, under its own name."""
+        self.sink.put_file(local_path, stage_dir)
+
+    def add_columns(self, columns: Sequence[tuple[str, str]]) -> list[TableColumn]:
+        """Add ``(name, SQL type)`` columns to the destination; its columns after."""
+        return self.sink.evolve(columns, ())
+
+    def record_outcome_alone(self, key: OutcomeKey, result: BatchResult) -> None:
+        """Record the outcome of a batch that applied nothing, in a transaction of its own."""
+        self.sink.record_outcome_alone(key, result)
+
+    def recent_outcomes(self, application_name: str, limit: int = 20) -> list[BatchResult]:
+        """The application's latest outcomes, newest first."""
+        return self.sink.recent_outcomes(application_name, limit)
 
     def ensure_support_objects(self, application_name: str | None = None) -> None:
         """The stream ledger, stage and outcomes table, the snapshot ledger, the sync generations and the

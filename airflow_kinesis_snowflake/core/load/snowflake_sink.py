@@ -357,6 +357,26 @@ class OutcomeKey:
     attempt_id: str
 
 
+def execute(connection: Any, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Run one statement on ``connection``; the rows it returned (none for a statement without a result)."""
+    cur = connection.cursor()
+    try:
+        cur.execute(sql, params)
+        return list(cur.fetchall()) if cur.description else []
+    finally:
+        cur.close()
+
+
+def rowcount(connection: Any, sql: str, params: Sequence[Any]) -> int:
+    """Run one DML statement on ``connection``; the rows it changed."""
+    cur = connection.cursor()
+    try:
+        cur.execute(sql, params)
+        return int(cur.rowcount or 0)
+    finally:
+        cur.close()
+
+
 class SnowflakeSink:
     """Everything the ingestion does in Snowflake, over a snowflake-connector-python connection.
 
@@ -394,20 +414,10 @@ class SnowflakeSink:
         return self._generations
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        cur = self.connection.cursor()
-        try:
-            cur.execute(sql, params)
-            return list(cur.fetchall()) if cur.description else []
-        finally:
-            cur.close()
+        return execute(self.connection, sql, params)
 
     def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
-        cur = self.connection.cursor()
-        try:
-            cur.execute(sql, params)
-            return int(cur.rowcount or 0)
-        finally:
-            cur.close()
+        return rowcount(self.connection, sql, params)
 
     # -- objects --------------------------------------------------------------------------------
 
