@@ -14,7 +14,8 @@ consult it.
 
 To add a source: write its connector model and one part for each role of :class:`RegisteredSource`
 in the room the role belongs to, and add its entry to :data:`SOURCES`. ``tests/unit/test_registry.py``
-checks that every part of every entry exists and has the role's signature.
+checks that every part of every entry exists and has the role's signature, and ``tests/contract`` runs
+the source contract suite against every entry's ``source``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class RegisteredSource:
     :param job: ``(work, *, credentials, attempt_id) -> int``: runs one batch's or a continuous run's
         work on the Spark driver (``core``, a :class:`~.core.engine.driver.SourceJob`); the driver finds
         it by the work's source.
+    :param source: the class that reads it (``core``, a :class:`~.core.engine.source.Source`): its
+        units with their lineage, its positions as text, and a reader of one unit's range. The
+        source contract suite (``tests/contract``) runs against every registered one.
     """
 
     source_type: str
@@ -63,6 +67,7 @@ class RegisteredSource:
     lag_section: str
     policy: str
     job: str
+    source: str
 
     def part(self, role: str) -> Any:
         """The object that serves ``role`` (a field name: ``dags``, ``status``, ...) for this source."""
@@ -88,6 +93,7 @@ SOURCES: Mapping[str, RegisteredSource] = {
         lag_section=f"{_PACKAGE}.plugins.render:kinesis_section",
         policy=f"{_PACKAGE}.__main__:kinesis_policy",
         job=f"{_PACKAGE}.core.job:kinesis_job",
+        source=f"{_PACKAGE}.core.sources.kinesis:KinesisSource",
     ),
     DYNAMODB_SOURCE: RegisteredSource(
         source_type=DYNAMODB_SOURCE,
@@ -98,6 +104,7 @@ SOURCES: Mapping[str, RegisteredSource] = {
         lag_section=f"{_PACKAGE}.plugins.render:dynamodb_section",
         policy=f"{_PACKAGE}.__main__:dynamodb_policy",
         job=f"{_PACKAGE}.core.dynamodb_driver:dynamodb_job",
+        source=f"{_PACKAGE}.core.sources.dynamodb.source:DynamoDBSource",
     ),
 }
 

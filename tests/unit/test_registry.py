@@ -15,6 +15,7 @@ from airflow_kinesis_snowflake.config import (
     kinesis_connectors,
     parse_any_connector_config,
 )
+from airflow_kinesis_snowflake.core.engine.source import Source
 from airflow_kinesis_snowflake.registry import ROLES, SOURCE_TYPES, SOURCES, of_source, registered, source_of
 from airflow_kinesis_snowflake.status import ConnectorStatus, DynamoDBConnectorStatus
 
@@ -31,15 +32,44 @@ DYNAMODB = {
     "destination": {"database": "RAW", "schema": "DDB"},
 }
 
-#: Each role's parameters after the first (the connector, or its status, or the CLI's arguments).
-ROLE_PARAMETERS = {
+#: Each role's parameters after the first (the connector, or its status, or the CLI's arguments); a
+#: role filled by a class names the protocol the class implements.
+ROLE_PARAMETERS: dict[str, list[str] | type | None] = {
     "connector_model": None,
     "dags": ["backup_dir"],
     "status": ["batches"],
     "lag_section": [],
     "policy": [],
     "job": ["credentials", "attempt_id"],
+    "source": Source,
 }
+
+
+def protocol_members(protocol: type) -> tuple[list[str], list[str]]:
+    """A protocol's class attributes (its annotations) and its methods, by name."""
+    attributes = [name for name in protocol.__annotations__ if not name.startswith("_")]
+    methods = [name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_")]
+    return attributes, methods
+
+
+def check_implements(part: object, protocol: type, source_type: str) -> None:
+    """``part`` is a class with every attribute and method of ``protocol``, each method with the
+    protocol's parameters (names and kinds), and it names ``source_type``."""
+    assert inspect.isclass(part), f"{source_type}: {part!r} is not a class implementing {protocol.__name__}"
+    attributes, methods = protocol_members(protocol)
+    assert attributes and methods
+    for name in attributes:
+        assert hasattr(part, name), f"{source_type}: {part.__name__} has no {name} ({protocol.__name__})"
+    assert getattr(part, "source_type", None) == source_type
+    for name in methods:
+        method = getattr(part, name, None)
+        assert inspect.isfunction(method), f"{source_type}: {part.__name__}.{name} is missing ({protocol.__name__})"
+        expected = inspect.signature(getattr(protocol, name)).parameters.values()
+        found = inspect.signature(method).parameters.values()
+        assert [(p.name, p.kind) for p in found] == [(p.name, p.kind) for p in expected], (
+            f"{source_type}: {part.__name__}.{name}{inspect.signature(method)} is not "
+            f"{protocol.__name__}.{name}{inspect.signature(getattr(protocol, name))}"
+        )
 
 
 def test_every_role_is_described_here() -> None:
@@ -53,6 +83,9 @@ def test_every_part_of_every_source_exists_with_its_roles_signature(source_type:
     expected = ROLE_PARAMETERS[role]
     if expected is None:  # the connector model
         assert part.model_fields["source"] is not None
+        return
+    if isinstance(expected, type):  # a class implementing a protocol
+        check_implements(part, expected, source_type)
         return
     parameters = list(inspect.signature(part).parameters.values())
     assert len(parameters) == 1 + len(expected), f"{source_type}.{role}: {parameters}"
@@ -108,3 +141,27 @@ def test_no_room_dispatches_on_a_connectors_class() -> None:
         if pattern.search(line)
     ]
     assert not found
+
+
+class _SourceMissingARead:
+    source_type = "kinesis"
+
+    def units(self) -> list[object]:
+        return []
+
+    def position_to_text(self, unit: object, position: object) -> str:
+        return ""
+
+    def position_from_text(self, unit: object, text: str) -> object:
+        return None
+
+
+class _SourceReadingWithoutACutoff(_SourceMissingARead):
+    def read(self, unit: object, start: object, *, max_records: int) -> object:
+        return None
+
+
+@pytest.mark.parametrize("part", [_SourceMissingARead, _SourceReadingWithoutACutoff])
+def test_the_source_check_refuses_a_class_that_misses_a_method_or_a_parameter(part: type) -> None:
+    with pytest.raises(AssertionError, match=r"\.read"):
+        check_implements(part, Source, "kinesis")
