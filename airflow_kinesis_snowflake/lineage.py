@@ -134,6 +134,38 @@ def add_batch_asset_events(
     log.info("Asset event for %s: %s", asset.uri, extra)
 
 
+def report_run(
+    operator: Any,
+    context: Any,
+    outcome: BatchOutcome,
+    destination: Destination,
+    snowflake: Any,
+    kinesis: Any,
+    publish: Publish | None,
+    *,
+    metrics: bool = True,
+) -> dict[str, Any]:
+    """What the ingest ``operator`` reports of its run: each committed batch (:func:`report_batch`; several
+    when a reshard made the run plan again), then every shard's lag and checkpoint age (logged, measured,
+    returned: ``docs/lag.md``). A failure to report a batch is logged: it is committed.
+
+    :param kinesis: the Kinesis hook the lag is read with.
+    :returns: the run's summary (the task's XCom), with its ``lag``.
+    """
+    from airflow_kinesis_snowflake.status import report_lag
+
+    summary = outcome.summary()
+    for batch in outcome.batches:
+        try:
+            report_batch(operator, context, batch, destination, snowflake, publish, metrics=metrics)
+        except Exception:  # the batch is committed: reporting it must not fail the task
+            operator.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
+    if outcome.result is not None:
+        table = destination.qualified_name
+        summary["lag"] = report_lag(outcome, kinesis, operator.stream_name, table, operator.log, publish)
+    return summary
+
+
 def report_batch(
     operator: Any,
     context: Any,

@@ -73,8 +73,9 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.model import ItemChange
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
 from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE
 
-#: The key of the :class:`TableBatchResult` inside the recorded :class:`~.model.BatchResult`'s ``schema``.
-RESULT_KEY = "dynamodb_batch"
+#: Where outcomes recorded by earlier releases kept the :class:`TableBatchResult`: under this key of the
+#: recorded :class:`~.model.BatchResult`'s ``schema`` (it is its ``detail`` now).
+LEGACY_RESULT_KEY = "dynamodb_batch"
 #: Widenings a batch runs at most before it stages (each pass widens every column it can).
 WIDENING_PASSES = 3
 STREAMS_ENDPOINT_ENV = "AWS_ENDPOINT_URL_DYNAMODBSTREAMS"
@@ -426,7 +427,7 @@ class TableBatchResult:
         return cls.from_dict(json.loads(text))
 
     def as_batch_result(self, stage_dir: str) -> BatchResult:
-        """The outcome as the batch outcomes table holds it (this result under :data:`RESULT_KEY`)."""
+        """The outcome as the batch outcomes table holds it: a DynamoDB source's, this result its ``detail``."""
         return BatchResult(
             batch_id=self.batch_id,
             stage_dir=stage_dir,
@@ -435,18 +436,22 @@ class TableBatchResult:
             dead_letters_loaded=0,
             shards=(),
             finished_at=datetime.now(UTC),
-            schema={RESULT_KEY: self.to_dict()},
+            schema={},
+            source=DYNAMODB_SOURCE,
+            detail=self.to_dict(),
         )
 
     @classmethod
     def from_batch_result(cls, result: BatchResult) -> TableBatchResult:
-        """The result :meth:`as_batch_result` recorded.
+        """The result :meth:`as_batch_result` recorded (or an earlier release, under :data:`LEGACY_RESULT_KEY`).
 
         :raises ValueError: the outcome is not a DynamoDB batch's.
         """
-        if RESULT_KEY not in result.schema:
-            raise ValueError(f"the outcome of batch {result.batch_id} holds no DynamoDB batch result")
-        return cls.from_dict(result.schema[RESULT_KEY])
+        if result.source == DYNAMODB_SOURCE and result.detail:
+            return cls.from_dict(result.detail)
+        if LEGACY_RESULT_KEY in result.schema:
+            return cls.from_dict(result.schema[LEGACY_RESULT_KEY])
+        raise ValueError(f"the outcome of batch {result.batch_id} holds no DynamoDB batch result")
 
 
 # -- the data plane's steps, shared by Spark and the in-process run ---------------------------------------------

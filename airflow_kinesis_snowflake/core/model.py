@@ -6,7 +6,7 @@ import it) and by the control plane.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import total_ordering
@@ -261,6 +261,9 @@ class BatchResult:
     :param finished_at: when the driver finished the commit.
     :param schema: how the table's schema evolved (the report of
         :func:`~airflow_kinesis_snowflake.core.job.evolve_schema`).
+    :param source: the ``source.type`` whose batch it was (``kinesis``, ``dynamodb``).
+    :param detail: what the source's own result holds beyond these figures (a DynamoDB batch's
+        :class:`~airflow_kinesis_snowflake.core.dynamodb_job.TableBatchResult`); empty for Kinesis.
     """
 
     batch_id: str
@@ -271,6 +274,9 @@ class BatchResult:
     shards: tuple[ShardResult, ...]
     finished_at: datetime
     schema: dict[str, Any]
+    # registry.KINESIS_SOURCE (this module imports nothing of the package; a test holds them equal).
+    source: str = "kinesis"
+    detail: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: what the job records as the batch's outcome."""
@@ -283,6 +289,8 @@ class BatchResult:
             "shards": [s.to_dict() for s in self.shards],
             "finished_at": self.finished_at.isoformat(),
             "schema": self.schema,
+            "source": self.source,
+            "detail": self.detail,
         }
 
     @classmethod
@@ -296,4 +304,6 @@ class BatchResult:
             shards=tuple(ShardResult.from_dict(s) for s in data["shards"]),
             finished_at=datetime.fromisoformat(data["finished_at"]),
             schema=dict(data.get("schema") or {}),
+            source=str(data.get("source") or "kinesis"),  # outcomes recorded before sources were named
+            detail=dict(data.get("detail") or {}),
         )

@@ -8,8 +8,8 @@ from functools import partial
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
@@ -22,7 +22,6 @@ from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
-from airflow_kinesis_snowflake.status import report_lag
 
 
 class SparkKinesisIngestOperator(BaseOperator):
@@ -163,7 +162,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         # A retry takes over what an earlier try of this task instance still holds.
         owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
         clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
-        from airflow_kinesis_snowflake.lineage import emit_ingest_metrics, report_batch  # loaded when needed
+        from airflow_kinesis_snowflake.lineage import emit_ingest_metrics, report_run  # loaded when needed
 
         publish = cloudwatch_publisher(
             self.cloudwatch_namespace,
@@ -171,7 +170,6 @@ class SparkKinesisIngestOperator(BaseOperator):
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
         )
-        continuous = self.max_runtime_minutes is not None
         try:
             if self.max_runtime_minutes is not None:  # continuous: the Spark driver runs the protocol
                 outcome = spark.run_continuous(
@@ -199,16 +197,9 @@ class SparkKinesisIngestOperator(BaseOperator):
         except BatchRefused as err:
             raise AirflowException(str(err)) from err
         self._last_summary = outcome if outcome.result is not None else None
-        summary = outcome.summary()
-        for batch in outcome.batches:  # several when a reshard made the run plan again
-            try:
-                report_batch(self, context, batch, destination, snowflake, publish, metrics=not continuous)
-            except Exception:  # the batch is committed: reporting it must not fail the task
-                self.log.warning("Could not report batch %s", batch.summary().get("batch_id"), exc_info=True)
-        if outcome.result is not None:  # per-shard lag and checkpoint age: logged, returned, measured (docs/lag.md)
-            table = destination.qualified_name
-            summary["lag"] = report_lag(outcome, kinesis, self.stream_name, table, self.log, publish)
-        return summary
+        # In continuous mode each micro-batch's metrics went out as it committed.
+        continuous = self.max_runtime_minutes is not None
+        return report_run(self, context, outcome, destination, snowflake, kinesis, publish, metrics=not continuous)
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
         """The spark-submit hook of the Spark connection, with this operator's Spark settings."""

@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-from airflow_kinesis_snowflake.core.dynamodb_job import RESULT_KEY
 from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
 from tests.conftest import query, unique
 from tests.emulators import Emulators
@@ -133,7 +132,7 @@ def committed_results(emulators: Emulators, app: str) -> list[dict[str, Any]]:
         "SELECT RESULT FROM ANALYTICS.RAW.DYNAMODB_INGEST_BATCH_OUTCOMES "
         f"WHERE APPLICATION_NAME = '{app}' AND COMMITTED ORDER BY RECORDED_AT",
     )
-    return [json.loads(r[0])["schema"][RESULT_KEY] for r in rows]
+    return [json.loads(r[0])["detail"] for r in rows]
 
 
 def count_loss(expected: dict[str, Any], actual: dict[str, Any]) -> int:

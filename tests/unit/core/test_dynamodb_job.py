@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_kinesis_snowflake.core.dynamodb_job import (
-    RESULT_KEY,
+    LEGACY_RESULT_KEY,
     GapFound,
     SegmentOutcome,
     SegmentUnit,
@@ -35,6 +35,7 @@ from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destin
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation
 from airflow_kinesis_snowflake.core.sources.dynamodb.rate import ReadRateSettings
 from airflow_kinesis_snowflake.core.sources.dynamodb.snapshot import Segment, SegmentCursor, SegmentTask, SnapshotStart
+from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE, KINESIS_SOURCE
 
 # A cursor holding what must survive exactly: a number's digits and trailing zeros, binary in base64.
 CURSOR = '{"pk":{"S":"a\\u00e9"},"sk":{"N":"10.50"},"b":{"B":"AAE="}}'
@@ -190,9 +191,27 @@ def test_a_gap_travels_back_with_nothing_applied() -> None:
 
 def test_an_outcome_of_a_kinesis_batch_is_not_read_as_a_dynamodb_result() -> None:
     kinesis = BatchResult("b", "d", True, 1, 0, (), STARTED, {"evolution": True})
-    assert RESULT_KEY not in kinesis.schema
+    assert LEGACY_RESULT_KEY not in kinesis.schema and kinesis.source == KINESIS_SOURCE
     with pytest.raises(ValueError, match="no DynamoDB batch result"):
         TableBatchResult.from_batch_result(kinesis)
+
+
+def test_an_outcome_names_its_source_and_carries_the_sources_result_as_its_detail() -> None:
+    result = TableBatchResult("b" * 24, MergeResult(changes_loaded=3), segments=(SegmentOutcome(0, 3, None),))
+
+    stored = result.as_batch_result("d").to_dict()  # the outcomes table's JSON
+
+    assert (stored["source"], stored["detail"], stored["schema"]) == (DYNAMODB_SOURCE, result.to_dict(), {})
+    # An outcome recorded by an earlier release (the result inside ``schema``, no source) still reads.
+    legacy = {k: v for k, v in stored.items() if k not in ("source", "detail")}
+    legacy["schema"] = {LEGACY_RESULT_KEY: result.to_dict()}
+    earlier = BatchResult.from_dict(legacy)
+    assert earlier.source == KINESIS_SOURCE  # what an unnamed outcome defaults to ...
+    assert TableBatchResult.from_batch_result(earlier) == result  # ... and DynamoDB's still reads back
+
+
+def test_an_outcome_defaults_to_the_registrys_kinesis_source() -> None:
+    assert BatchResult("b", "d", True, 0, 0, (), STARTED, {}).source == KINESIS_SOURCE
 
 
 def test_the_units_widenings_join_to_the_widest_per_column_in_column_order() -> None:
