@@ -127,3 +127,21 @@ def test_no_message_or_template_of_the_package_points_at_a_docs_file(suffix: str
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 found += [f"{path.relative_to(REPO)}:{node.lineno}: {m[0]}" for m in DOCS_FILE.finditer(node.value)]
     assert not found, "\n".join(found)
+
+
+def test_the_published_site_is_the_one_make_docs_builds() -> None:
+    """The Pages workflow builds with the Makefile's target (the one `make test` runs with warnings as
+    errors) and publishes the directory that build writes, from main."""
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "docs.yml").read_text())
+    build = workflow["jobs"]["build"]["steps"]
+    runs = [step["run"] for step in build if "run" in step]
+    uploads = [step["with"]["path"] for step in build if str(step.get("uses", "")).startswith("actions/upload-pages")]
+    (command,) = [r for r in runs if r.startswith("make docs")]
+    site = re.search(r"SITE=(\S+)", command)
+    assert site is not None and uploads == [site.group(1)]
+    assert workflow[True]["push"]["branches"] == ["main"]  # YAML reads the key `on` as true
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^docs: install\n\t\$\(MKDOCS\) --site-dir \$\(SITE\)$", makefile, re.M)
+    mkdocs = re.search(r"^MKDOCS := (.*)$", makefile, re.M)
+    assert mkdocs is not None and "--strict" in mkdocs.group(1)
+    assert workflow["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages@")
