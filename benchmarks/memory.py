@@ -58,7 +58,7 @@ from tests.emulators.spark_env import spark_env
 
 STREAM = "orders-memory"
 TABLE = "ORDERS_MEMORY"
-JOB = REPO_ROOT / "airflow_kinesis_snowflake" / "spark_jobs" / "kinesis_to_snowflake.py"
+JOB = REPO_ROOT / "spark_jobs" / "kinesis_to_snowflake.py"
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
 PUT_CHUNK = 500
 SAMPLE_SECONDS = 0.02

@@ -278,6 +278,11 @@ def test_airflow_dockerfile_installs_the_project() -> None:
             *sources, _ = [a for a in rest.split() if not a.startswith("--")]
             copied.extend(s.rstrip("/") for s in sources)
     assert {"pyproject.toml", "README.md", "airflow_kinesis_snowflake"} <= set(copied)
+    # Every link of the package resolves inside what is copied (spark_jobs -> ../spark_jobs).
+    package = REPO_ROOT / "airflow_kinesis_snowflake"
+    for link in (p for p in package.rglob("*") if p.is_symlink()):
+        target = link.resolve().relative_to(REPO_ROOT).as_posix()
+        assert any(target == c or target.startswith(f"{c}/") for c in copied), f"{link} points out of the image"
     # The files the package metadata names (the readme, the license) are in the image's build of it.
     metadata_files = {pyproject()["readme"], *pyproject()["license-files"]}
     assert metadata_files <= set(copied), f"the image builds the package without {metadata_files - set(copied)}"

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,16 +56,16 @@ def uv(args: Sequence[str], cwd: Path) -> None:
 
 
 def source_tree(target: Path) -> Path:
-    """What the wheel is built from: the package and the repository's top-level files (pyproject, README...)."""
+    """What the wheel is built from: the package (its links kept: ``spark_jobs`` is a link to the
+    top-level folder, copied too) and the repository's top-level files (pyproject, README...)."""
     target.mkdir()
     for path in REPO_ROOT.iterdir():
         if path.is_file() and not path.name.startswith("."):
             shutil.copy2(path, target)
-    shutil.copytree(
-        REPO_ROOT / "airflow_kinesis_snowflake",
-        target / "airflow_kinesis_snowflake",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
+    for folder in ("airflow_kinesis_snowflake", "spark_jobs"):
+        shutil.copytree(
+            REPO_ROOT / folder, target / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     return target
 
 
@@ -80,6 +81,10 @@ def test_the_wheel_alone_sets_up_a_dags_folder_airflow_loads(tmp_path: Path) -> 
     dist = tmp_path / "dist"
     uv(["build", "--wheel", "--out-dir", str(dist), str(source_tree(tmp_path / "src"))], cwd=tmp_path)
     (wheel,) = dist.glob("*.whl")
+    # The entry points spark-submit runs are shipped from the top-level spark_jobs/ folder, as files.
+    with zipfile.ZipFile(wheel) as archive:
+        for job in sorted((REPO_ROOT / "spark_jobs").glob("*.py")):
+            assert archive.read(f"airflow_kinesis_snowflake/spark_jobs/{job.name}") == job.read_bytes()
 
     # The project venv's versions: what the suite tests, and what uv's cache holds.
     freeze = subprocess.run(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,16 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_kinesis_snowflake"
+
+
+def _package_files() -> list[Path]:
+    """Every module of the package, ``spark_jobs`` (a link to the top-level folder) included."""
+    return sorted(
+        Path(root) / name
+        for root, _, names in os.walk(PACKAGE, followlinks=True)
+        for name in names
+        if name.endswith(".py")
+    )
 
 
 def _imports(path: Path) -> set[str]:
@@ -95,7 +106,7 @@ def _module(path: Path) -> str:
 
 def _package_graph() -> dict[str, set[str]]:
     """Each module of the package -> the package's modules it imports, at its top or inside a function."""
-    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    modules = {_module(p): p for p in _package_files()}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         found: set[str] = set()
@@ -186,7 +197,7 @@ ALLOWED_PRIVATE_CALLS = {"sys._getframe"}
 def test_no_object_calls_another_objects_private_methods() -> None:
     """A sink, a hook or a protocol that needs another's private step gets a public one instead."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _package_files():
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
