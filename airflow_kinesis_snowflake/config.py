@@ -132,8 +132,7 @@ def validate_schedule(value: str | None) -> str | None:
     """
     if value is None or value in SCHEDULE_TIMETABLES:
         return value
-    from airflow.sdk import CronTriggerTimetable
-    from airflow.sdk.exceptions import AirflowTimetableInvalid
+    from airflow_kinesis_snowflake.compat import AirflowTimetableInvalid, CronTriggerTimetable
 
     try:
         CronTriggerTimetable(value, timezone="UTC").validate()

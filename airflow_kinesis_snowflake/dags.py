@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetAlias, AssetWatcher, Param
-from airflow.task.trigger_rule import TriggerRule
 
 from airflow_kinesis_snowflake import docs_url
+from airflow_kinesis_snowflake.compat import TriggerRule
 from airflow_kinesis_snowflake.config import (
     APPLICATION_NAME_PATTERN,
     ON_NEW_RECORDS,

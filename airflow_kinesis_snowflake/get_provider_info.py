@@ -10,7 +10,10 @@ from typing import Any
 from airflow_kinesis_snowflake import __version__
 
 # Connection types of this provider: the Spark and Snowflake connections with the extras its hooks
-# read, as form fields (``conn-fields``, which Airflow's UI shows without importing the hooks).
+# read, as form fields (``conn-fields``, which Airflow's UI shows without importing the hooks). Airflow
+# reads conn-fields from 3.2 on; on 3.0 and 3.1 the connection types are listed all the same and their
+# extras are typed into the connection's Extra field as JSON, under the same names.
+CONN_FIELDS_SINCE = "3.2.0"
 SPARK_CONN_TYPE = "kinesis_snowflake_spark"
 SNOWFLAKE_CONN_TYPE = "kinesis_snowflake_snowflake"
 _TEXT = {"type": ["string", "null"]}

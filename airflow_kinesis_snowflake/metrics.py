@@ -40,7 +40,7 @@ class _Stats(Protocol):
 
 
 def _airflow_stats() -> _Stats:
-    from airflow.sdk.observability.stats import Stats
+    from airflow_kinesis_snowflake.compat import Stats
 
     return Stats
 

@@ -5,8 +5,9 @@ Only the public key is ever read; provisioning shows it by its fingerprint alone
 
 from __future__ import annotations
 
-from airflow.sdk import BaseHook, Variable
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import Variable
+
+from airflow_kinesis_snowflake.compat import AirflowException, BaseHook
 
 
 def read_public_key(variable: str | None, conn_id: str | None) -> str | None:

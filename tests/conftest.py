@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 # Airflow reads its home when first imported: give this test session its own, on SQLite.
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
@@ -35,6 +37,28 @@ from tests.emulators.dag_runner import SERVER_ENV, dag_runner  # noqa: E402
 from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
 from tests.emulators.spark_cluster import SparkCluster, spark_cluster  # noqa: E402
 from tests.emulators.spark_env import spark_env  # noqa: E402
+
+
+@pytest.fixture
+def hook_log(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[tuple[str, str]]]]:
+    """What the hooks logged so far in the test, as ``(level, message)`` pairs, the level in lower case.
+
+    Airflow 3.1 and later log a hook's lines through structlog, Airflow 3.0 through the standard library's
+    logging (its ``airflow.task.hooks.*`` loggers): the pairs come from whichever of the two this Airflow used.
+    """
+    caplog.set_level(logging.DEBUG, logger="airflow.task.hooks")
+    with structlog.testing.capture_logs() as events:
+
+        def logged() -> list[tuple[str, str]]:
+            if events:
+                return [(str(event["log_level"]), str(event["event"])) for event in events]
+            return [
+                (record.levelname.lower(), record.getMessage())
+                for record in caplog.records
+                if record.name.startswith("airflow.task.hooks.")
+            ]
+
+        yield logged
 
 
 @pytest.fixture

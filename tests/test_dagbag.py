@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
-from airflow.sdk.exceptions import ParamValidationError
 
 from airflow_kinesis_snowflake.__main__ import main
+from airflow_kinesis_snowflake.compat import ParamValidationError
 from airflow_kinesis_snowflake.operators.cleanup import CleanupOrphanedTablesOperator
 from airflow_kinesis_snowflake.operators.iam import CheckIamPermissionsOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator

@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk.exceptions import AirflowException
-from airflow.sdk.log import redact
 
 import airflow_kinesis_snowflake
 from airflow_kinesis_snowflake import docs_url
+from airflow_kinesis_snowflake.compat import AirflowException, redact
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchSettings, outcome_of_results, pipe_definition_for
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.backups import BackupStore
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.admin.cleanup import DEFAULT_RETENTION_SECONDS
 from airflow_kinesis_snowflake.core.admin.cleanup_run import (
     CONFIRMATION,

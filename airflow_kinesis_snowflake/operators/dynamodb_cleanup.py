@@ -7,9 +7,9 @@ from contextlib import closing
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.backups import BackupStore
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.admin.cleanup_run import parse_cleanup_request
 from airflow_kinesis_snowflake.core.admin.dynamodb_cleanup import prune_generations
 from airflow_kinesis_snowflake.core.admin.window import AdminError

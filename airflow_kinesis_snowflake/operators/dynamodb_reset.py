@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import sync_target_from_dict, table_sync
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import parse_reset_params, plan_table_reset
 from airflow_kinesis_snowflake.core.admin.params import ParameterError

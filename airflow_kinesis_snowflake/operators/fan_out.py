@@ -7,8 +7,8 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.triggers.kinesis import FanOutConsumerActiveTrigger
 

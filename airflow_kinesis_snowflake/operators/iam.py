@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
+from airflow_kinesis_snowflake.compat import AirflowException, AirflowFailException, AirflowSkipException
 from airflow_kinesis_snowflake.core.admin.iam import (
     CheckCannotRun,
     IamCheckMode,

@@ -8,8 +8,8 @@ from functools import partial
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS

@@ -7,9 +7,9 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.backups import BackupStore
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import validate_application_name
 from airflow_kinesis_snowflake.core.admin.impact import DEFAULT_MAX_RECORDS
 from airflow_kinesis_snowflake.core.admin.intent import GenerationLog

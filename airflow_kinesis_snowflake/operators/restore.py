@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_kinesis_snowflake.backups import BackupStore, read_checkpoint_backup
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.admin.intent import GenerationLog
 from airflow_kinesis_snowflake.core.admin.restore import parse_restore_request, restore_checkpoints
 from airflow_kinesis_snowflake.core.admin.window import AdminError, maintenance_owner

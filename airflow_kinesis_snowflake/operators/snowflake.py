@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import mask_secret
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.admin.params import renamed
 from airflow_kinesis_snowflake.core.admin.provisioning import (
     SNOWFLAKE_CATALOG,

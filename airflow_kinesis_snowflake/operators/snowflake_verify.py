@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.admin.provisioning import expected_objects
 from airflow_kinesis_snowflake.core.admin.provisioning_run import SnowflakeObjectsError, find_missing
 from airflow_kinesis_snowflake.core.load.snowflake_sink import qualified_name

@@ -10,6 +10,9 @@ Snowflake's tables, through Airflow's connections), keeps what it read for
 batches, or a DynamoDB connector's tables (their snapshot's progress) and their stream shards'
 checkpoint ages (:mod:`.render`). Only a signed-in user allowed to see the plugins view gets it.
 
+The navigation entry needs Airflow 3.1 or later (``external_views``); on Airflow 3.0 the page is served all
+the same, at ``/kinesis-snowflake/lag``, without a menu entry, and the plugin says so when it loads.
+
 The provider registers the plugin twice, as providers do: ``plugins`` in ``get_provider_info()``
 and the ``airflow.plugins`` entry point (Airflow loads the latter by default, the former when
 ``[core] lazy_discover_providers`` is off).
@@ -17,9 +20,11 @@ and the ``airflow.plugins`` entry point (Airflow loads the latter by default, th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from html import escape
+from typing import Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
 from airflow.api_fastapi.core_api.security import requires_access_view
@@ -28,6 +33,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import HTMLResponse
 
+from airflow_kinesis_snowflake.compat import airflow_at_least
 from airflow_kinesis_snowflake.core.lag_page import (
     CACHE_SECONDS_OPTION,
     CONFIG_SECTION,
@@ -48,6 +54,10 @@ from airflow_kinesis_snowflake.status import (
 
 URL_PREFIX = "/kinesis-snowflake"
 PAGE_PATH = "/lag"
+#: The first Airflow whose UI links plugin pages from its menus (a plugin's ``external_views``).
+MENU_ENTRIES_SINCE = "3.1.0"
+
+log = logging.getLogger(__name__)
 
 app = FastAPI(title="Kinesis to Snowflake: lag", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -120,3 +130,19 @@ class KinesisSnowflakeLagPlugin(AirflowPlugin):
             "url_route": "kinesis-snowflake-lag",
         }
     ]
+
+    @classmethod
+    def on_load(cls, *args: Any, **kwargs: Any) -> None:
+        """Say where the page is when this Airflow has no menu entries for plugin pages (Airflow 3.0).
+
+        :param args: what Airflow passes, unused.
+        :param kwargs: what Airflow passes, unused.
+        """
+        if not airflow_at_least(MENU_ENTRIES_SINCE):
+            log.warning(
+                "The Kinesis lag page is at %s%s on the API server, without an entry under Browse: menu entries "
+                "for plugin pages need Airflow %s or later (upgrade Airflow to get it in the menu)",
+                URL_PREFIX,
+                PAGE_PATH,
+                MENU_ENTRIES_SINCE,
+            )

@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
+from airflow_kinesis_snowflake.compat import AirflowSensorTimeout, AirflowSkipException
 from airflow_kinesis_snowflake.core.freshness import Freshness
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.triggers.kinesis import KinesisNewRecordsTrigger

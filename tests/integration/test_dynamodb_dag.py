@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import DynamoDBConnectorConfig, load_any_connector_config, sync_target_to_dict
 from airflow_kinesis_snowflake.core.admin.dynamodb_cleanup import BACKUP_REASON
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import TableSelection, discover

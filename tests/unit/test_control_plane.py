@@ -50,7 +50,10 @@ modules = sorted(m.name for m in pkgutil.walk_packages(package.__path__, "airflo
 for name in modules:
     importlib.import_module(name)
 
-from airflow.dag_processing.dagbag import DagBag
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:  # Airflow 3.0 and 3.1 keep it in airflow.models
+    from airflow.models.dagbag import DagBag
 
 from airflow_kinesis_snowflake.dags import build_connector_file_dags
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from airflow.sdk import Asset
 from airflow.sdk.definitions.asset import AssetAll
-from airflow.task.trigger_rule import TriggerRule
 
+from airflow_kinesis_snowflake.compat import TriggerRule
 from airflow_kinesis_snowflake.config import ConnectorConfigError, load_connector_config
 from airflow_kinesis_snowflake.dags import build_ingest_dag, build_provision_dag, new_records_asset_name
 from airflow_kinesis_snowflake.sensors.kinesis import KinesisNewRecordsSensor

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 from airflow.sdk import DAG
-from airflow.task.trigger_rule import TriggerRule
 
+from airflow_kinesis_snowflake.compat import TriggerRule
 from airflow_kinesis_snowflake.config import (
     ConnectorConfigError,
     DynamoDBConnectorConfig,

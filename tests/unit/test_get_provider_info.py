@@ -13,7 +13,8 @@ import jsonschema
 import pytest
 
 import airflow_kinesis_snowflake
-from airflow_kinesis_snowflake.get_provider_info import get_provider_info
+from airflow_kinesis_snowflake.compat import airflow_at_least
+from airflow_kinesis_snowflake.get_provider_info import CONN_FIELDS_SINCE, get_provider_info
 
 
 def test_entry_point_returns_the_provider_info() -> None:
@@ -90,6 +91,10 @@ def test_each_connection_type_names_its_hook_and_the_extras_its_hook_reads() -> 
             assert field["label"] and field["schema"]["type"], field
 
 
+@pytest.mark.skipif(
+    not airflow_at_least(CONN_FIELDS_SINCE),
+    reason=f"Airflow reads conn-fields from {CONN_FIELDS_SINCE} on; before, the extras go in the Extra JSON",
+)
 def test_airflow_lists_the_connection_types_with_their_form_fields() -> None:
     from airflow.providers_manager import ProvidersManager
 

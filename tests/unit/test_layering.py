@@ -89,7 +89,7 @@ def test_operators_do_not_import_each_other() -> None:
 
 #: The package's rooms from the bottom up: a module imports only from its own room or a lower one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "core", "spark_jobs", "registry"),
+    ("__init__", "core", "spark_jobs", "registry", "compat"),
     ("config", "environment", "public_key", "get_provider_info", "backups", "metrics"),
     ("hooks",),
     ("lineage", "status", "triggers"),

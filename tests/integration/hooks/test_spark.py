@@ -7,8 +7,8 @@ from contextlib import closing
 from datetime import UTC, datetime
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import structlog
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import sync_table
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import Layout

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SinkObjects, support_objects_ddl
 from airflow_kinesis_snowflake.core.model import Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.operators.fan_out import RegisterStreamConsumerOperator
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator

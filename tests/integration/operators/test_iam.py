@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from airflow.exceptions import AirflowProviderDeprecationWarning
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from botocore.exceptions import ClientError
 
+from airflow_kinesis_snowflake.compat import AirflowFailException, AirflowSkipException
 from airflow_kinesis_snowflake.core.admin.iam import (
     dynamodb_source_permissions,
     permission_check_permissions,

@@ -27,12 +27,11 @@ from typing import Any, cast
 import pytest
 from airflow.providers.apache.spark.hooks import spark_submit
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowException
-from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from structlog.testing import capture_logs
 
+from airflow_kinesis_snowflake.compat import AirflowException, redact
 from airflow_kinesis_snowflake.core.engine.wire import decode
 from airflow_kinesis_snowflake.core.planning import BatchPlan
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException, TaskDeferred
 
+from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException, TaskDeferred
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.sources.shards import list_shards
 from airflow_kinesis_snowflake.core.state.backups import CheckpointBackup, snapshot

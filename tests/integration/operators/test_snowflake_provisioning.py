@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import load_connector_config
 from airflow_kinesis_snowflake.core.admin.provisioning import parse_public_key
 from airflow_kinesis_snowflake.operators.snowflake import ProvisionSnowflakeObjectsOperator

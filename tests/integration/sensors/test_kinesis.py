@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowSkipException, TaskDeferred
 
+from airflow_kinesis_snowflake.compat import AirflowSkipException, TaskDeferred
 from airflow_kinesis_snowflake.sensors.kinesis import KinesisNewRecordsSensor
 from airflow_kinesis_snowflake.triggers.kinesis import KinesisNewRecordsTrigger
 from tests.conftest import create_stream, put_json, unique

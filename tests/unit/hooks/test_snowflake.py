@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from airflow_kinesis_snowflake.compat import redact
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 
 PASSPHRASE = "key-passphrase-4f1c2e"

@@ -11,6 +11,7 @@ import sys
 import threading
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -19,14 +20,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import structlog
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks import spark_submit
-from airflow.sdk.exceptions import AirflowException
-from airflow.sdk.log import redact
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from airflow_kinesis_snowflake.compat import AirflowException, redact
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings
 from airflow_kinesis_snowflake.core.continuous import ContinuousRun
 from airflow_kinesis_snowflake.core.engine.credentials import (
@@ -503,14 +502,14 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
 
 
 def test_the_logged_command_names_the_plan_by_batch_and_length(
-    monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path
+    monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path, hook_log: Callable[[], list[tuple[str, str]]]
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
     conn_id = spark_connection(monkeypatch, "local[2]", **IDENTITY)
     hook = KinesisJobSubmitHook(conn_id=conn_id)
     plan = batch_plan(shards=50)
 
-    with structlog.testing.capture_logs() as logs, pytest.raises(AirflowException) as raised:
+    with pytest.raises(AirflowException) as raised:
         hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
 
     argv = json.loads(spark_submit_fails.read_text())
@@ -518,7 +517,7 @@ def test_the_logged_command_names_the_plan_by_batch_and_length(
     assert BatchPlan.from_work(decode(encoded)) == plan
     assert encoded not in str(raised.value)
     # The exception says what failed and why, not the command; the log names the plan by batch and length.
-    (logged,) = [str(e["event"]) for e in logs if str(e["event"]).startswith("Spark-Submit cmd: ")]
+    (logged,) = [message for _, message in hook_log() if message.startswith("Spark-Submit cmd: ")]
     assert encoded not in logged
     assert f"--plan <plan of batch {plan.batch_id}: {len(encoded)} characters> --attempt " in logged
 

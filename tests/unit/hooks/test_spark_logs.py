@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from airflow.providers.apache.spark.hooks import spark_submit
 
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
@@ -36,14 +36,13 @@ def hook(monkeypatch: pytest.MonkeyPatch, conf: dict[str, str] | None = None, **
 
 
 def test_the_jobs_and_sparks_warnings_and_errors_reach_the_task_log_at_their_level(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, hook_log: Callable[[], list[tuple[str, str]]]
 ) -> None:
     submit = hook(monkeypatch)
 
-    with structlog.testing.capture_logs() as logs:
-        submit._process_spark_submit_log(iter(OUTPUT))
+    submit._process_spark_submit_log(iter(OUTPUT))
 
-    assert [(e["log_level"], e["event"]) for e in logs] == [
+    assert hook_log() == [
         ("info", "26/11/27 18:07:34 INFO SparkContext: Running Spark version 4.3.0"),
         ("warning", "26/11/27 18:07:36 WARN NativeCodeLoader: Unable to load native-hadoop library"),
         ("warning", "staged files under a/b/c were not removed: REMOVE failed"),

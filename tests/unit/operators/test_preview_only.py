@@ -30,8 +30,8 @@ def test_preview_only_is_the_name_and_off_by_default(build: Any) -> None:
         warnings.simplefilter("error")
         assert build().preview_only is False
         assert build(preview_only=True).preview_only is True
-    # BaseOperator's dry_run() stays a method.
-    assert callable(build().dry_run)
+    # BaseOperator's dry_run() stays a method, where this Airflow's BaseOperator has one (3.1 and later).
+    assert callable(build().dry_run) if hasattr(BaseOperator, "dry_run") else "dry_run" not in vars(build())
 
 
 @pytest.mark.parametrize("build", BUILDERS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,3 +118,24 @@ def test_the_time_to_live_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert lag_page.page_cache().ttl_seconds == 5
     monkeypatch.delenv("AIRFLOW__KINESIS_SNOWFLAKE__LAG_PAGE_CACHE_SECONDS")
     assert lag_page.page_cache().ttl_seconds == 30
+
+
+def test_on_an_airflow_without_menu_entries_for_plugins_the_plugin_says_where_the_page_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(lag_page, "airflow_at_least", lambda version: version != lag_page.MENU_ENTRIES_SINCE)
+    with caplog.at_level(logging.WARNING, logger=lag_page.__name__):
+        lag_page.KinesisSnowflakeLagPlugin.on_load()
+    assert caplog.messages == [
+        "The Kinesis lag page is at /kinesis-snowflake/lag on the API server, without an entry under Browse: "
+        "menu entries for plugin pages need Airflow 3.1.0 or later (upgrade Airflow to get it in the menu)"
+    ]
+
+
+def test_where_airflow_has_menu_entries_for_plugins_the_plugin_loads_without_a_word(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(lag_page, "airflow_at_least", lambda version: True)
+    with caplog.at_level(logging.DEBUG, logger=lag_page.__name__):
+        lag_page.KinesisSnowflakeLagPlugin.on_load()
+    assert caplog.messages == []
