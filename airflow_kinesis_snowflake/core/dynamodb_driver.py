@@ -26,7 +26,7 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
     report_entries,
 )
 from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
-from airflow_kinesis_snowflake.core.engine.driver import package_log_to_stdout, spark_context
+from airflow_kinesis_snowflake.core.engine.driver import package_log_to_stdout, spark_application
 from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.core.job_log import say
 
@@ -45,11 +45,8 @@ def dynamodb_job(work: Work, *, credentials: JobCredentials, attempt_id: str) ->
 
 def run(plan: TableBatchPlan, credentials: JobCredentials, attempt_id: str | None = None) -> TableBatchResult:
     """Driver: the batch of ``plan`` in a SparkContext of its own."""
-    sc = spark_context(f"dynamodb-to-snowflake:{plan.application_name}:{plan.table}:{plan.batch_id}")
-    try:
+    with spark_application(f"dynamodb-to-snowflake:{plan.application_name}:{plan.table}:{plan.batch_id}") as sc:
         return load(sc, plan, credentials, attempt_id)
-    finally:
-        sc.stop()
 
 
 def run_continuous(run_spec: TableContinuousRun, credentials: JobCredentials, attempt_id: str) -> int:
@@ -61,27 +58,24 @@ def run_continuous(run_spec: TableContinuousRun, credentials: JobCredentials, at
     """
     sync = run_spec.sync
     # The sync's steps are logged as a scheduled run's task log shows them, through the redacted stdout.
-    with package_log_to_stdout():
-        sc = spark_context(f"dynamodb-to-snowflake:{sync.application_name}:{sync.table}:continuous")
-        endpoint = credentials.aws.get(STREAMS_ENDPOINT_ENV) or os.environ.get(STREAMS_ENDPOINT_ENV)
-        access = AwsAccess(credentials, run_spec.region, endpoint)
-        try:
+    endpoint = credentials.aws.get(STREAMS_ENDPOINT_ENV) or os.environ.get(STREAMS_ENDPOINT_ENV)
+    access = AwsAccess(credentials, run_spec.region, endpoint)
+    name = f"dynamodb-to-snowflake:{sync.application_name}:{sync.table}:continuous"
+    with package_log_to_stdout(), spark_application(name) as sc:
 
-            def submit(plan: TableBatchPlan) -> TableBatchResult:
-                result = load(sc, plan, credentials, attempt_id)
-                report(result)
-                return result
+        def submit(plan: TableBatchPlan) -> TableBatchResult:
+            result = load(sc, plan, credentials, attempt_id)
+            report(result)
+            return result
 
-            outcomes = sync_continuously(
-                run_spec,
-                lease_dynamodb=credentials.dynamodb_client(run_spec.region),
-                source_dynamodb=access.dynamodb(),
-                streams=access.streams(),
-                connect_snowflake=credentials.connect_snowflake,
-                submit=submit,
-            )
-        finally:
-            sc.stop()
+        outcomes = sync_continuously(
+            run_spec,
+            lease_dynamodb=credentials.dynamodb_client(run_spec.region),
+            source_dynamodb=access.dynamodb(),
+            streams=access.streams(),
+            connect_snowflake=credentials.connect_snowflake,
+            submit=submit,
+        )
     return sum(len(outcome.batches) for outcome in outcomes)
 
 

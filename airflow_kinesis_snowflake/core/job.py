@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
-from airflow_kinesis_snowflake.core.engine.driver import JobRefused, package_log_to_stdout, spark_context
+from airflow_kinesis_snowflake.core.engine.driver import JobRefused, package_log_to_stdout, spark_application
 from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.core.job_log import say
 from airflow_kinesis_snowflake.core.load.evolution import (
@@ -291,11 +291,8 @@ def run(plan: BatchPlan, credentials: JobCredentials, attempt_id: str | None = N
 
     :param attempt_id: the submission's attempt id, which the outcome is recorded under.
     """
-    sc = spark_context(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}")
-    try:
+    with spark_application(f"kinesis-to-snowflake:{plan.application_name}:{plan.batch_id}") as sc:
         return load(sc, plan, credentials, attempt_id)
-    finally:
-        sc.stop()
 
 
 def run_continuous(run_spec: ContinuousRun, credentials: JobCredentials, attempt_id: str) -> list[BatchResult]:
@@ -305,24 +302,21 @@ def run_continuous(run_spec: ContinuousRun, credentials: JobCredentials, attempt
 
     # The protocol's steps are logged as a scheduled run's task log shows them, through the redacted
     # stdout of the driver.
-    with package_log_to_stdout():
-        sc = spark_context(f"kinesis-to-snowflake:{run_spec.settings.application_name}:continuous")
-        try:
+    name = f"kinesis-to-snowflake:{run_spec.settings.application_name}:continuous"
+    with package_log_to_stdout(), spark_application(name) as sc:
 
-            def submit(plan: BatchPlan) -> BatchResult:
-                result = load(sc, plan, credentials, attempt_id)
-                report(result)
-                return result
+        def submit(plan: BatchPlan) -> BatchResult:
+            result = load(sc, plan, credentials, attempt_id)
+            report(result)
+            return result
 
-            outcomes = run_continuously(
-                run_spec,
-                dynamodb=credentials.dynamodb_client(run_spec.region),
-                stream=KinesisStream(credentials.kinesis_client(run_spec.region), run_spec.region),
-                connect_snowflake=credentials.connect_snowflake,
-                submit=submit,
-            )
-        finally:
-            sc.stop()
+        outcomes = run_continuously(
+            run_spec,
+            dynamodb=credentials.dynamodb_client(run_spec.region),
+            stream=KinesisStream(credentials.kinesis_client(run_spec.region), run_spec.region),
+            connect_snowflake=credentials.connect_snowflake,
+            submit=submit,
+        )
     return [batch.result for outcome in outcomes for batch in outcome.batches if batch.result is not None]
 
 

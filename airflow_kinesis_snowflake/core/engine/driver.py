@@ -98,6 +98,16 @@ def spark_context(name: str) -> Any:
 
 
 @contextmanager
+def spark_application(name: str) -> Iterator[Any]:
+    """The driver's SparkContext (:func:`spark_context`) for the block, stopped after it, also when it fails."""
+    sc = spark_context(name)
+    try:
+        yield sc
+    finally:
+        sc.stop()
+
+
+@contextmanager
 def package_log_to_stdout() -> Iterator[None]:
     """The package's log lines on stdout, each at its level (:class:`~..job_log.JobLogFormatter`), as a
     scheduled run's task log shows them: a continuous run's driver runs the protocol itself."""

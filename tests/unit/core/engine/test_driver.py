@@ -102,3 +102,25 @@ def test_work_given_under_the_wrong_flag_is_refused_before_any_job_runs(monkeypa
 def test_work_of_an_unregistered_source_is_refused_naming_the_registered_ones() -> None:
     with pytest.raises(KeyError, match=r"source\.type 'kafka' is not registered; the sources are kinesis, dynamodb"):
         source_job("kafka")
+
+
+def test_the_spark_application_is_stopped_after_its_block_also_when_the_block_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stopped: list[str] = []
+
+    class Context:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def stop(self) -> None:
+            stopped.append(self.name)
+
+    monkeypatch.setattr(driver, "spark_context", Context)
+
+    with driver.spark_application("a") as sc:
+        assert sc.name == "a" and stopped == []
+    with pytest.raises(RuntimeError, match="the batch failed"), driver.spark_application("b"):
+        raise RuntimeError("the batch failed")
+
+    assert stopped == ["a", "b"]
