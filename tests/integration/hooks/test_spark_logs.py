@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import structlog
 
 from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
@@ -70,32 +70,33 @@ def kinesis_plan(emulators: Emulators, records: list[dict[str, object]]) -> Batc
     )
 
 
-def test_a_batch_logs_no_spark_info_line(aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_logs_no_spark_info_line(
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch, hook_log: Callable[[], list[tuple[str, str]]]
+) -> None:
     use_spark_and_a_snowflake_password(aws_connections, monkeypatch)
     plan = kinesis_plan(aws_connections, [{"id": i, "name": f"n{i}"} for i in range(5)])
     hook = KinesisJobSubmitHook(conn_id="spark_default")
 
-    with structlog.testing.capture_logs() as logs:
-        result = hook.run_batch(
-            plan, kinesis=KinesisStreamHook(aws_conn_id="aws_default"), snowflake=KinesisSnowflakeHook()
-        )
+    result = hook.run_batch(
+        plan, kinesis=KinesisStreamHook(aws_conn_id="aws_default"), snowflake=KinesisSnowflakeHook()
+    )
 
     assert result.rows_loaded == 5
-    lines = [str(entry["event"]) for entry in logs]
+    lines = [message for _, message in hook_log()]
     assert f"batch {plan.batch_id}: 5 rows loaded, 0 dead letters, 1 shards" in lines
     spark_info = [line for line in lines if (m := SPARK_LINE.match(line)) and m.group(1) in ("INFO", "DEBUG", "TRACE")]
     assert spark_info == []
 
 
 def test_a_failed_job_raises_with_its_last_error_lines(
-    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch, hook_log: Callable[[], list[tuple[str, str]]]
 ) -> None:
     use_spark_and_a_snowflake_password(aws_connections, monkeypatch)
     plan = kinesis_plan(aws_connections, [{"id": 1, "name": "n1"}])
     plan = replace(plan, destination=Destination("NO_SUCH_DATABASE", "RAW", plan.destination.table))
     hook = KinesisJobSubmitHook(conn_id="spark_default")
 
-    with structlog.testing.capture_logs() as logs, pytest.raises(AirflowException) as raised:
+    with pytest.raises(AirflowException) as raised:
         hook.run_batch(plan, kinesis=KinesisStreamHook(aws_conn_id="aws_default"), snowflake=KinesisSnowflakeHook())
 
     message = str(raised.value)
@@ -109,7 +110,7 @@ def test_a_failed_job_raises_with_its_last_error_lines(
     assert re.match(r"^[\w.]*(ProgrammingError|Error): .*NO_SUCH_DATABASE", last, re.IGNORECASE), message
     assert PASSWORD not in message
     # In the task log, the traceback is at ERROR.
-    errors = [str(e["event"]) for e in logs if e["log_level"] == "error"]
+    errors = [message for level, message in hook_log() if level == "error"]
     assert errors[0] == "Traceback (most recent call last):"
     assert last in [line.strip() for line in errors]
 
@@ -150,7 +151,7 @@ def test_a_failed_jobs_lines_are_masked_in_its_exception(
 
 
 def test_a_warning_of_the_job_reaches_the_task_log_at_warning(
-    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
+    aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch, hook_log: Callable[[], list[tuple[str, str]]]
 ) -> None:
     use_spark_and_a_snowflake_password(aws_connections, monkeypatch)
     workload, sync = make_source(aws_connections, Layout.UNPACKED, Deletes.HARD, SyncSettings(total_segments=1))
@@ -164,22 +165,21 @@ def test_a_warning_of_the_job_reaches_the_task_log_at_warning(
         results.append(spark.run_table_batch(plan, aws=aws, snowflake=snowflake))  # type: ignore[arg-type]
         return results[-1]
 
-    with structlog.testing.capture_logs() as logs:
-        sync_table(
-            sync,
-            lease_dynamodb=client(aws_connections, "dynamodb"),
-            source_dynamodb=None,
-            streams=client(aws_connections, "dynamodbstreams"),
-            connect_snowflake=aws_connections.snowflake_connect,
-            owner=f"logs/spark/{os.getpid()}",
-            now=lambda: datetime.now(UTC),
-            submit=submit,
-            region=REGION,
-        )
+    sync_table(
+        sync,
+        lease_dynamodb=client(aws_connections, "dynamodb"),
+        source_dynamodb=None,
+        streams=client(aws_connections, "dynamodbstreams"),
+        connect_snowflake=aws_connections.snowflake_connect,
+        owner=f"logs/spark/{os.getpid()}",
+        now=lambda: datetime.now(UTC),
+        submit=submit,
+        region=REGION,
+    )
 
     # The item's put, read by the snapshot and from the stream.
     assert results and results[0].merge is not None and results[0].merge.items_set_aside == 2
-    warnings = [str(e["event"]) for e in logs if e["log_level"] == "warning"]
+    warnings = [message for level, message in hook_log() if level == "warning"]
     assert "2 item change(s) set aside: an attribute cannot be a column" in warnings
-    infos = [str(e["event"]) for e in logs if e["log_level"] == "info"]
+    infos = [message for level, message in hook_log() if level == "info"]
     assert not [line for line in infos if "set aside" in line]
