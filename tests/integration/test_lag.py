@@ -152,7 +152,14 @@ def test_status_shows_each_dynamodb_table_its_snapshot_its_stream_shards_and_exi
     assert (status["source"], status["error"], status["safe_age_hours"]) == ("dynamodb", None, 20)
     (table,) = status["tables"]
     assert (table["table"], table["destination"], table["generation"]) == (sync.table, sync.target.table, 0)
-    assert table["snapshot"] == {"total_segments": 2, "segments_done": 2, "items": 10, "completed": True}
+    snapshot = table["snapshot"]
+    assert {k: snapshot[k] for k in ("total_segments", "segments_done", "items", "completed")} == {
+        "total_segments": 2,
+        "segments_done": 2,
+        "items": 10,
+        "completed": True,
+    }
+    assert (snapshot["percent"], snapshot["eta_seconds"]) == (100, 0)  # its progress: done
     shards = table["shards"]
     assert shards and {s["level"] for s in shards} == {"error"}
     assert all(19 * 3600 <= s["checkpoint_age_seconds"] < 20 * 3600 for s in shards)
