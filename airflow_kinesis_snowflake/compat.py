@@ -2,9 +2,10 @@
 
 The package imports, and its unit tests pass, on Airflow 3.0.6 and later (the oldest Airflow 3 a
 managed scheduler offers); the lowest version it supports is the floor in ``pyproject.toml``, which the
-lower-bounds check proves (``docs/install.md``). Names that Airflow's task SDK gained after 3.0 (its exceptions, ``BaseHook``,
-``redact``, ``TriggerRule``, ``Stats``) come through the common.compat provider, which tries the newest location
-first and falls back to the older one; the few it does not carry are looked up here the same way.
+lower-bounds check proves (``docs/install.md``). Names that Airflow's task SDK gained after 3.0
+(its exceptions, ``BaseHook``, ``redact``, ``TriggerRule``, ``Stats``) come through the common.compat
+provider, which tries the newest location first and falls back to the older one; the few it does not
+carry are looked up here the same way.
 Every module of the package imports these names from here, never from their moving homes.
 """
 
