@@ -45,13 +45,13 @@ Logs go to this module's logger; Airflow's task log shows them.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from airflow_kinesis_snowflake.core.engine.leases import HeldLeases, release_leases, take_leases
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.ownership import owner_conflict, owner_refusal
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
@@ -66,7 +66,7 @@ from airflow_kinesis_snowflake.core.model import (
     InitialPosition,
     StartPosition,
 )
-from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, eligible_leases, plan_ranges
+from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD, BatchPlan, plan_ranges
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError, MaintenanceError
 from airflow_kinesis_snowflake.core.state.generations import (
@@ -76,7 +76,7 @@ from airflow_kinesis_snowflake.core.state.generations import (
     plan_adoption,
 )
 from airflow_kinesis_snowflake.core.state.holding import hold_leases
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start, lease_keys, open_to
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, earliest_start, lease_keys
 from airflow_kinesis_snowflake.core.state.marks import (
     Resolution,
     clear_superseded,
@@ -91,7 +91,6 @@ from airflow_kinesis_snowflake.core.state.metadata import (
     check_kinesis_use,
     read_marks,
 )
-from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -430,20 +429,18 @@ def _run_round(
         # Their children started: nothing of them is read again, and the table stays small.
         log.info("Removed the leases of finished parent shards %s", ", ".join(removed))
         leases = {k: v for k, v in leases.items() if k not in removed}
-    held = take_leases(table, leases, owner, settings.lease_duration_seconds, settings.max_shards_per_batch, skip)
-    if not held:
+    taken = take_leases(table, leases, owner, settings.lease_duration_seconds, settings.max_shards_per_batch, skip)
+    if not taken:
         if skip:
             log.info("No child shard left to read in this run: finished, held by another worker, or waiting")
         else:
             log.info("No shard to read: every shard is finished, held by another worker, or waits for its parents")
         return BatchOutcome(application)
-    keeper = LeaseKeeper(table, owner, settings.lease_duration_seconds)
-    # The freshest copy of each lease we hold: releasing needs its current counter.
-    fresh = {lease.shard_id: lease for lease in held}
-    try:
+    # 8 and 10: the leases are renewed while the job runs, and released whatever happened.
+    with HeldLeases(table, owner, settings.lease_duration_seconds, taken) as held:
         # 6. Fast-forward from the ledger.
-        held = [fast_forward(table, lease, ledger.get(lease.shard_id)) for lease in held]
-        fresh = {lease.shard_id: lease for lease in held}
+        for lease in taken:
+            held.update(fast_forward(table, lease, ledger.get(lease.shard_id)))
         # 7. Plan.
         plan = BatchPlan(
             application_name=application,
@@ -454,7 +451,7 @@ def _run_round(
             cutoff=cutoff,
             max_records_per_call=settings.max_records_per_call,
             ranges=plan_ranges(
-                held,
+                held.held.values(),
                 max_records_per_shard=settings.max_records_per_shard,
                 max_bytes_per_shard=settings.max_bytes_per_shard,
                 ending_sequence_numbers={s.shard_id: s.ending_sequence_number for s in shards},
@@ -476,26 +473,9 @@ def _run_round(
             f"through fan-out consumer {consumer_arn}" if consumer_arn else "with GetRecords",
         )
         # 8. Run, renewing the leases meanwhile so that a long batch keeps its shards.
-        try:
-            with keeper.keep(held):
-                result = submit(plan)
-        finally:
-            fresh = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
-        if keeper.lost:
-            log.warning(
-                "Leases lost during the batch (rows are in Snowflake; the ledger moves the next owner on): %s",
-                sorted(keeper.lost),
-            )
+        result = held.run(lambda: submit(plan))
         # 9. Commit the checkpoints.
-        outcome = BatchOutcome(application, result, commit_checkpoints(table, fresh, result))
-    finally:
-        # 10. Release, whatever happened.
-        for lease in fresh.values():
-            _release(table, lease)
-        try:
-            table.stop_heartbeat(owner)
-        except Exception:  # a stale heartbeat item is harmless, and its time to live ends it
-            log.warning("Could not delete the heartbeat item of %s", owner, exc_info=True)
+        outcome = BatchOutcome(application, result, commit_checkpoints(table, held, result))
     return outcome
 
 
@@ -688,43 +668,12 @@ def _catch_up(
         for shard_id, lease in list(held.items()):
             held[shard_id] = fast_forward(table, lease, marks.get(shard_id))
     finally:
-        for lease in held.values():
-            _release(table, lease)
+        release_leases(table, held.values())
     log.warning(
         "The shard leases of %s belonged to generation %s: moved to its ledger marks before the switch",
         table.table_name,
         generation,
     )
-
-
-def take_leases(
-    table: LeaseTable,
-    leases: Mapping[str, Lease],
-    owner: str,
-    duration_seconds: float,
-    max_shards: int | None = None,
-    skip: frozenset[str] = frozenset(),
-) -> list[Lease]:
-    """Step 5: take up to ``max_shards`` eligible leases (conditional writes; a lease another worker
-    took first is skipped). Leases an earlier try of this task holds are taken over at once.
-
-    :param skip: shards read earlier in the run, not taken again; they still count as parents, so a
-        child waits for a parent the run read but did not finish.
-    """
-    held: list[Lease] = []
-    now = time.time()
-    for lease in eligible_leases(open_to(leases, owner, now), now):
-        if max_shards is not None and len(held) >= max_shards:
-            break
-        if lease.shard_id in skip:
-            continue
-        taken = table.take(lease, owner, duration_seconds)
-        if taken is not None:
-            before = leases[lease.shard_id]
-            if before.is_held(now):
-                log.info("Shard %s: took over the lease of an earlier try, %s", lease.shard_id, before.lease_owner)
-            held.append(taken)
-    return held
 
 
 def fast_forward(table: LeaseTable, lease: Lease, mark: Checkpoint | None) -> Lease:
@@ -740,25 +689,25 @@ def fast_forward(table: LeaseTable, lease: Lease, mark: Checkpoint | None) -> Le
     return lease
 
 
-def commit_checkpoints(table: LeaseTable, by_shard: dict[str, Lease], result: BatchResult) -> dict[str, ShardOutcome]:
-    """Step 9: move each held shard's checkpoint to what the job committed; ``by_shard`` is updated in place.
+def commit_checkpoints(table: LeaseTable, held: HeldLeases, result: BatchResult) -> dict[str, ShardOutcome]:
+    """Step 9: move each held shard's checkpoint to what the job committed (``held`` keeps the new copies).
 
     A shard whose lease was lost (during the batch, or at this write) is left to its new owner,
     which fast-forwards from the ledger.
     """
     shards: dict[str, ShardOutcome] = {}
     for shard in result.shards:
-        lease = by_shard.get(shard.shard_id)
+        lease = held.held.get(shard.shard_id)
         if lease is None:  # lost during the batch: its new owner fast-forwards from the ledger
             continue
         if shard.end is not None or shard.shard_end:
             try:
                 lease = table.checkpoint(lease, shard.end, shard_end=shard.shard_end)
-                by_shard[lease.shard_id] = lease
+                held.update(lease)
             except LeaseLostError as err:
                 # Rows are safe in Snowflake; the ledger fast-forwards whoever holds it now.
                 log.warning("%s", err)
-                del by_shard[lease.shard_id]
+                held.drop(lease.shard_id)
         outcome = ShardOutcome(
             records=shard.records_read,
             dead_letters=shard.dead_letters_staged,
@@ -777,10 +726,3 @@ def commit_checkpoints(table: LeaseTable, by_shard: dict[str, Lease], result: Ba
         "Batch %s: %d rows loaded, %d dead letters", result.batch_id, result.rows_loaded, result.dead_letters_loaded
     )
     return shards
-
-
-def _release(table: LeaseTable, lease: Lease) -> None:
-    try:
-        table.release(lease)
-    except Exception:  # releasing is best effort: the lease expires anyway
-        log.warning("Could not release the lease on %s", lease.shard_id, exc_info=True)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
@@ -60,6 +59,7 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
 from airflow_kinesis_snowflake.core.dynamodb_progress import report_snapshot_progress
+from airflow_kinesis_snowflake.core.engine.leases import HeldLeases, take_leases
 from airflow_kinesis_snowflake.core.engine.local import LocalContext, SharedConnection
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
@@ -78,7 +78,6 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import (
 from airflow_kinesis_snowflake.core.load.ownership import owner_conflict, owner_refusal
 from airflow_kinesis_snowflake.core.load.schema import TableColumn
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
-from airflow_kinesis_snowflake.core.planning import eligible_leases
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import (
     CompleteSnapshot,
     Gap,
@@ -109,9 +108,8 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.streams import (
 )
 from airflow_kinesis_snowflake.core.sources.shards import Shard
 from airflow_kinesis_snowflake.core.state.errors import IdentityError, LeaseLostError
-from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys, open_to
+from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, lease_keys
 from airflow_kinesis_snowflake.core.state.metadata import TableClaim, check_claim, check_dynamodb_use
-from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -563,20 +561,6 @@ def _first_records(
     return {key: first[key] for key, lease in held.items() if key in first and not lease.checkpointed_at}
 
 
-def _take(
-    leases: LeaseTable, candidates: Mapping[str, Lease], wanted: set[str], owner: str, duration: float
-) -> dict[str, Lease]:
-    now = time.time()
-    held: dict[str, Lease] = {}
-    for lease in eligible_leases(open_to(candidates, owner, now), now):
-        if lease.shard_id not in wanted:
-            continue
-        taken = leases.take(lease, owner, duration)
-        if taken is not None:
-            held[taken.shard_id] = taken
-    return held
-
-
 @dataclass(frozen=True)
 class _DataPlane:
     """Where a batch's data plane runs: here with these clients, or through ``submit``."""
@@ -585,6 +569,14 @@ class _DataPlane:
     streams: Any
     submit: Submit | None = None
     region: str = ""
+
+    def load(self, plan: TableBatchPlan, sink: DynamoDBSink) -> TableBatchResult:
+        """Run the batch's data plane: through ``submit``, or the Spark job's steps here, one unit after the
+        other, on the hooks' clients and the run's Snowflake connection."""
+        if self.submit is not None:
+            return self.submit(plan)
+        access = ClientAccess(self.source_dynamodb, self.streams)
+        return load(LocalContext(), plan, SharedConnection(sink.connection), access=access)
 
 
 def _read_batch(
@@ -605,40 +597,25 @@ def _read_batch(
     task_of = {lease_key(sync.table, generation.number, t.segment.id): t for t in step.segments}
     units = _stream_leases(sync, generation.number, shards) + [Shard(shard_id=key) for key in task_of]
     candidates = leases.sync_shards(units, _ANYWHERE)
-    held = _take(leases, candidates, set(shard_of) | set(task_of), owner, sync.lease_duration_seconds)
-    if not held:
+    taken = take_leases(leases, candidates, owner, sync.lease_duration_seconds, wanted=set(shard_of) | set(task_of))
+    if not taken:
         log.info("%s: no lease free to take in generation %d", sync.table, generation.number)
         return None
-    keeper = LeaseKeeper(leases, owner, sync.lease_duration_seconds)
-    try:
+    # The data plane runs with the leases renewed (and the worker's heartbeat written) every third of
+    # their duration, so a batch that outlives the duration keeps its units; released whatever happens.
+    with HeldLeases(leases, owner, sync.lease_duration_seconds, taken, what=sync.table) as held:
+        keys = sorted(held.held)
         batch = _Batch(
             sync,
             generation,
-            segments=[task_of[k] for k in sorted(held) if k in task_of],
-            shards={k: shard_of[k] for k in sorted(held) if k in shard_of},
+            segments=[task_of[k] for k in keys if k in task_of],
+            shards={k: shard_of[k] for k in keys if k in shard_of},
             segment_marks=segment_marks,
             marks=sink.read_ledger(sync.application_name, generation_id(sync.table, generation.number)),
-            first_records=_first_records(sync, generation, shards, held, now()),
+            first_records=_first_records(sync, generation, shards, held.held, now()),
         )
         plan = batch.plan(cutoff, data_plane.region)
-        # The data plane runs with the leases renewed (and the worker's heartbeat written) every third
-        # of their duration, so a batch that outlives the duration keeps its units.
-        try:
-            with keeper.keep(list(held.values())):
-                if data_plane.submit is None:
-                    # The Spark job's steps, run here: one unit after the other, on the hooks' clients.
-                    access = ClientAccess(data_plane.source_dynamodb, data_plane.streams)
-                    result = load(LocalContext(), plan, SharedConnection(sink.connection), access=access)
-                else:
-                    result = data_plane.submit(plan)
-        finally:
-            held = {lease.shard_id: lease for lease in keeper.leases if lease.shard_id not in keeper.lost}
-        if keeper.lost:
-            log.warning(
-                "%s: leases lost during the batch (what it applied is in the ledger; the next owner starts there): %s",
-                sync.table,
-                sorted(keeper.lost),
-            )
+        result = held.run(lambda: data_plane.load(plan, sink))
         if result.gap is not None:
             gap = result.gap
             raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
@@ -647,16 +624,6 @@ def _read_batch(
         assert result.merge is not None  # a result without one carries its gap
         batch.cache(leases, held, task_of, result, now().timestamp())
         return batch.figures(result, result.merge)
-    finally:
-        for lease in held.values():
-            try:
-                leases.release(lease)
-            except Exception:  # best effort: the lease expires anyway
-                log.warning("Could not release the lease on %s", lease.shard_id, exc_info=True)
-        try:
-            leases.stop_heartbeat(owner)
-        except Exception:  # a stale heartbeat item is harmless, and its time to live ends it
-            log.warning("Could not delete the heartbeat item of %s", owner, exc_info=True)
 
 
 @dataclass
@@ -715,7 +682,7 @@ class _Batch:
     def cache(
         self,
         leases: LeaseTable,
-        held: dict[str, Lease],
+        held: HeldLeases,
         task_of: Mapping[str, SegmentTask],
         result: TableBatchResult,
         read_at: float,
@@ -728,16 +695,17 @@ class _Batch:
         """
         done = {s.number for s in result.segments if s.done}
         reads = {s.key: s for s in result.shards}
-        for key, lease in list(held.items()):
+        for key, lease in list(held.held.items()):
             try:
                 if key in reads:
                     read = reads[key]
                     mark = Checkpoint(read.last_sequence_number) if read.last_sequence_number else None
-                    held[key] = leases.checkpoint(lease, mark, shard_end=read.shard_end, now=read_at)
+                    held.update(leases.checkpoint(lease, mark, shard_end=read.shard_end, now=read_at))
                 elif key in task_of and task_of[key].segment.number in done:
-                    held[key] = leases.checkpoint(lease, None, shard_end=True, now=read_at)
+                    held.update(leases.checkpoint(lease, None, shard_end=True, now=read_at))
             except LeaseLostError:
                 log.warning("The lease on %s was taken meanwhile: its new owner reads from the ledger", key)
+                held.drop(key)
 
     def figures(self, result: TableBatchResult, merge: MergeResult) -> BatchFigures:
         return BatchFigures(

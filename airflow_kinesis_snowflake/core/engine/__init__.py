@@ -6,6 +6,8 @@
   source's job (found in the registry by the work's source) with its output redacted;
 * :mod:`.continuous`: batches back to back until a run's time is up, pausing when one found
   nothing new.
+* :mod:`.leases`: the units a batch holds: taken, renewed with the worker's heartbeat while the
+  batch runs, released whatever happens;
 * :mod:`.source`: what a source gives the engine (:class:`~.source.Source`): its units with their
   lineage, its positions as text, and a reader of one unit's range on an executor.
 """

@@ -27,6 +27,7 @@ import pytest
 from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
+from airflow_kinesis_snowflake.core.engine.leases import take_leases
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     WIDENING_SUFFIX,
     KeyAttribute,
@@ -1141,7 +1142,8 @@ def test_a_batch_that_outlives_the_lease_duration_keeps_its_leases_and_another_w
         seen["expired"] = sorted(k for k in held if not after[k].is_held(now))
         seen["workers"] = [w for w in table.workers()]
         # Another worker's sync, taking what is free as sync_table does.
-        seen["stolen"] = sorted(dynamodb_sync._take(table, after, set(held), "another-worker/try-1", 60))
+        stolen = take_leases(table, after, "another-worker/try-1", 60, wanted=set(held))
+        seen["stolen"] = sorted(lease.shard_id for lease in stolen)
         return load(context, plan, *args, **kwargs)
 
     monkeypatch.setattr(dynamodb_sync, "load", slow_data_plane)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kinesis_snowflake.core.batch import take_leases
+from airflow_kinesis_snowflake.core.engine.leases import take_leases
 from airflow_kinesis_snowflake.core.model import Checkpoint, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import eligible_leases
 from airflow_kinesis_snowflake.core.sources.shards import Shard
