@@ -12,6 +12,9 @@ connector is a DAG file of its own in Airflow.
 ``status`` prints, per connector and shard, the checkpoint, the lag and the last batch's rows and
 dead letters, read from the lease table and Snowflake's batch outcomes table through Airflow's
 connections (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/lag/).
+``artifacts upload`` builds the job's files (the connector's entry point and the package zip) and uploads
+them, content-addressed, to the artifacts location of a connector on a managed Spark platform
+(``spark.emr_serverless.artifacts``), printing their URIs.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     IamPolicyError,
     Requirement,
     dynamodb_source_permissions,
+    emr_serverless_permissions,
+    partition_for_region,
     permission_check_permissions,
     policy_document,
     required_permissions,
@@ -146,7 +151,46 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument("--batches", type=int, default=20, help="recent batches read per connector (default 20)")
+    artifacts = commands.add_parser(
+        "artifacts",
+        help="build and upload the job's files for a managed Spark platform",
+        description="Build the Spark job's files of a connector on a managed Spark platform (spark.platform: "
+        "emr_serverless): its source's entry point and the package zip, and upload them to spark.emr_serverless."
+        "artifacts under keys that hold a hash of their bytes (a file already there is not uploaded again), "
+        "through the connector's AWS connection. Prints each file's URI. The tasks upload them too on first use.",
+    )
+    actions = artifacts.add_subparsers(dest="action", required=True)
+    upload = actions.add_parser("upload", help="build and upload the job's files, print their URIs")
+    upload.add_argument("--connector", required=True, metavar="CONNECTOR_YAML", help="a connector file")
     return parser
+
+
+def _artifacts(args: argparse.Namespace) -> int:
+    try:
+        config = load_any_connector_config(args.connector)
+    except ConnectorConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    emr = config.spark.emr_serverless
+    if emr is None:
+        print(
+            f"error: {args.connector}: spark.platform is {config.spark.platform}, which runs the job from this "
+            "worker's files: nothing to upload. Set spark.platform: emr_serverless and spark.emr_serverless.artifacts "
+            f"({docs_url('spark', 'emr-serverless')})",
+            file=sys.stderr,
+        )
+        return 1
+    # Airflow's and the clients' log lines go to standard error: standard output is the URIs.
+    with contextlib.redirect_stdout(sys.stderr):
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        from airflow_kinesis_snowflake.hooks.artifacts import SOURCE_APPLICATIONS, upload_job_artifacts
+
+        s3 = S3Hook(aws_conn_id=config.connections.aws, region_name=config.source.region)
+        uploaded = upload_job_artifacts(s3, emr.artifacts, SOURCE_APPLICATIONS[config.source_type])
+    for artifact in uploaded:
+        print(f"{artifact.uri}\t{'uploaded' if artifact.uploaded else 'already there'}")
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -404,6 +448,21 @@ def _permission_check(args: argparse.Namespace, config: AnyConnectorConfig) -> l
         ) from err
 
 
+def _platform_permissions(args: argparse.Namespace, config: AnyConnectorConfig) -> list[Requirement]:
+    """What running the job on the connector's Spark platform needs of the Airflow side (nothing for spark-submit)."""
+    emr = config.spark.emr_serverless
+    if emr is None:
+        return []
+    return emr_serverless_permissions(
+        application_id=emr.application_id,
+        execution_role_arn=emr.execution_role_arn,
+        artifacts=emr.artifacts,
+        partition=args.partition or partition_for_region(config.source.region),
+        region=config.source.region,
+        account_id=args.account_id,
+    )
+
+
 def _print_policy(args: argparse.Namespace, requirements: list[Requirement]) -> int:
     print(json.dumps(policy_document(requirements), indent=2))
     if any(PRINCIPAL_ARN_PLACEHOLDER in r.resources for r in requirements):
@@ -432,6 +491,7 @@ def dynamodb_policy(args: argparse.Namespace) -> int:
             cloudwatch_namespace=config.metrics.cloudwatch_namespace,
         )
         requirements += _permission_check(args, config)
+        requirements += _platform_permissions(args, config)
     except (ConnectorConfigError, IamPolicyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -465,6 +525,7 @@ def kinesis_policy(args: argparse.Namespace) -> int:
             # Same statements, one more table each: the policy document merges them.
             requirements += required_permissions(application_name=args.active_application_name, **common)
         requirements += _permission_check(args, config)
+        requirements += _platform_permissions(args, config)
     except (ConnectorConfigError, IamPolicyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -483,6 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _validate(args)
     if args.command == "status":
         return _status(args)
+    if args.command == "artifacts":
+        return _artifacts(args)
     return 2  # argparse rejects unknown commands before this
 
 

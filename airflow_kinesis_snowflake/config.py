@@ -679,7 +679,12 @@ SPARK_SUBMIT_ARGUMENTS = (
 _SPARK_KEY = re.compile(r"^spark\.[A-Za-z0-9_.\-\[\]]+$")
 # Spark settings that become environment variables of the driver or of the executors: they show on
 # the spark-submit command line, in the Spark UI and in event logs.
-SPARK_ENV_PREFIXES = ("spark.yarn.appMasterEnv.", "spark.kubernetes.driverEnv.", "spark.executorEnv.")
+SPARK_ENV_PREFIXES = (
+    "spark.yarn.appMasterEnv.",
+    "spark.kubernetes.driverEnv.",
+    "spark.executorEnv.",
+    "spark.emr-serverless.driverEnv.",
+)
 # AWS_ENDPOINT_URL_* name endpoints (a Secrets Manager VPC endpoint), not secrets.
 _CREDENTIAL_ENV = re.compile(
     r"^(?!AWS_ENDPOINT_URL_).*(SECRET|PASSWORD|PASSWD|PASSPHRASE|TOKEN|PRIVATE_KEY|CREDENTIAL|^AWS_ACCESS_KEY_ID$"
@@ -811,6 +816,88 @@ def _spark_conf_problem(key: Any, value: Any) -> str | None:
     return None
 
 
+# Where the job runs (``spark.platform``): spark-submit on this worker, or a managed Spark service.
+SPARK_SUBMIT_PLATFORM = "spark_submit"
+EMR_SERVERLESS_PLATFORM = "emr_serverless"
+SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM)
+# The spark: fields that only spark-submit reads: a managed platform sizes and places the driver itself.
+_SPARK_SUBMIT_ONLY = ("deploy_mode", "total_executor_cores", "queue")
+_EMR_APPLICATION_ID = re.compile(r"^[0-9a-z]{1,64}$")
+_IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_S3_LOCATION = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\s]*)?$")
+# StartJobRun's executionTimeoutMinutes, within what EMR Serverless accepts.
+EMR_TIMEOUT_MAX_MINUTES = 1_000_000
+
+
+class EmrServerlessConfig(_Strict):
+    """Where and as whom the job runs on Amazon EMR Serverless (``spark.emr_serverless``).
+
+    :param application_id: the EMR Serverless application (type Spark) the job runs on.
+    :param execution_role_arn: the IAM role the job runs as: the driver's own AWS identity, which
+        reads the source, the lease table and the Snowflake connection's secret.
+    :param artifacts: ``s3://bucket/prefix`` where the entry point and the package zip are uploaded,
+        each under a key holding a hash of its bytes; the job's driver logs go under ``<artifacts>/logs``.
+    :param execution_timeout_minutes: StartJobRun's ``executionTimeoutMinutes``: EMR Serverless
+        cancels a run that lasts longer (at least 5; EMR Serverless's default, 720, when left out).
+    :param poll_seconds: seconds between two reads of a job run's state while the task waits (1 to 300).
+    """
+
+    application_id: str
+    execution_role_arn: str
+    artifacts: str
+    execution_timeout_minutes: int | None = None
+    poll_seconds: int = 30
+
+    @field_validator("application_id")
+    @classmethod
+    def _application_id(cls, value: str) -> str:
+        if not _EMR_APPLICATION_ID.match(value):
+            raise ValueError(
+                f"{value!r} is not an EMR Serverless application id: lower-case letters and digits, as "
+                "`aws emr-serverless list-applications` shows it (e.g. 00fabcdefghijklm)"
+            )
+        return value
+
+    @field_validator("execution_role_arn")
+    @classmethod
+    def _role(cls, value: str) -> str:
+        if not _IAM_ROLE_ARN.match(value):
+            raise ValueError(
+                f"{value!r} is not an IAM role ARN: give the job runtime role as arn:aws:iam::<account>:role/<name>"
+            )
+        return value
+
+    @field_validator("artifacts")
+    @classmethod
+    def _artifacts(cls, value: str) -> str:
+        if not _S3_LOCATION.match(value):
+            raise ValueError(f"{value!r} is not an S3 location: write it s3://<bucket>/<prefix>")
+        return value.rstrip("/")
+
+    @field_validator("execution_timeout_minutes", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 5 <= value <= EMR_TIMEOUT_MAX_MINUTES:
+            raise ValueError(
+                f"{value!r} must be a whole number of minutes from 5 to {EMR_TIMEOUT_MAX_MINUTES:,} "
+                "(EMR Serverless refuses a shorter one)"
+            )
+        return value
+
+    @field_validator("poll_seconds", mode="before")
+    @classmethod
+    def _poll(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 300:
+            raise ValueError(f"{value!r} must be a whole number of seconds from 1 to 300")
+        return value
+
+    def platform_arguments(self) -> dict[str, Any]:
+        """The section as the operators' ``spark_platform`` mapping."""
+        return {"platform": EMR_SERVERLESS_PLATFORM, **self.model_dump(exclude_none=True)}
+
+
 class SparkConfig(_Strict):
     """spark-submit settings of the ingest job; the master is the Spark connection's (``connections.spark``).
 
@@ -835,6 +922,12 @@ class SparkConfig(_Strict):
     :param log_level: Spark's own logging (``spark.log.level``): ``WARN`` when left out, so that the
         task log holds the job's lines and Spark's warnings and errors, not its INFO lines; one of
         ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF.
+    :param platform: where the job runs: ``spark_submit`` (spark-submit on the Airflow worker, the
+        master of the Spark connection) or ``emr_serverless`` (a job run on Amazon EMR Serverless,
+        :class:`EmrServerlessConfig`). On EMR Serverless ``conf``, the memory and core sizes, the
+        Pythons and the log level become the job run's Spark settings; ``deploy_mode``,
+        ``total_executor_cores`` and ``queue`` are spark-submit's only.
+    :param emr_serverless: the EMR Serverless application, role and artifacts location.
     """
 
     deploy_mode: str | None = None
@@ -848,6 +941,40 @@ class SparkConfig(_Strict):
     pyspark_driver_python: str | None = None
     queue: str | None = None
     log_level: str | None = None
+    platform: str = SPARK_SUBMIT_PLATFORM
+    emr_serverless: EmrServerlessConfig | None = None
+
+    @field_validator("platform", mode="before")
+    @classmethod
+    def _platform(cls, value: Any) -> Any:
+        if value not in SPARK_PLATFORMS:
+            raise ValueError(f"{value!r} is not a Spark platform: one of {', '.join(SPARK_PLATFORMS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _platform_fields(self) -> SparkConfig:
+        if self.platform == EMR_SERVERLESS_PLATFORM:
+            if self.emr_serverless is None:
+                raise ValueError(
+                    "spark.platform emr_serverless needs the spark.emr_serverless section: application_id, "
+                    "execution_role_arn and artifacts (s3://bucket/prefix)"
+                )
+            if given := [name for name in _SPARK_SUBMIT_ONLY if getattr(self, name) is not None]:
+                raise ValueError(
+                    f"{', '.join(f'spark.{name}' for name in given)}: spark-submit's only, and spark.platform is "
+                    "emr_serverless, which places the driver and executors itself; remove "
+                    f"{'them' if len(given) > 1 else 'it'}"
+                )
+        elif self.emr_serverless is not None:
+            raise ValueError(
+                f"spark.emr_serverless is set but spark.platform is {self.platform}: set spark.platform: "
+                "emr_serverless to run the job there, or remove spark.emr_serverless"
+            )
+        return self
+
+    def platform_arguments(self) -> dict[str, Any] | None:
+        """The operators' ``spark_platform``: None for spark-submit, else the platform's settings."""
+        return self.emr_serverless.platform_arguments() if self.emr_serverless is not None else None
 
     @field_validator(*_SPARK_TYPED, mode="before")
     @classmethod

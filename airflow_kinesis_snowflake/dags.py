@@ -283,6 +283,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             spark_conn_id=conns.spark,
             spark_conf=spark.spark_conf() or None,
             spark_submit=spark.submit_arguments(),
+            spark_platform=spark.platform_arguments(),
             cloudwatch_namespace=config.metrics.cloudwatch_namespace,
             cloudwatch_dimensions=list(config.metrics.dimensions),
             # The table's Asset (snowflake://<account>/<db>/<schema>/<table>) gets an event per batch
@@ -639,6 +640,7 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             spark_conn_id=conns.spark if config.source.engine == "spark" else None,
             spark_conf=config.spark.spark_conf() or None,
             spark_submit=config.spark.submit_arguments(),
+            spark_platform=config.spark.platform_arguments(),
             max_runtime_minutes=config.batch.max_runtime_minutes,
             idle_seconds=config.batch.idle_seconds,
             cloudwatch_namespace=config.metrics.cloudwatch_namespace,

@@ -126,6 +126,9 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.hooks.snowflake",
                     "airflow_kinesis_snowflake.hooks.spark",
                     "airflow_kinesis_snowflake.hooks.cloudwatch",
+                    "airflow_kinesis_snowflake.hooks.platforms",
+                    "airflow_kinesis_snowflake.hooks.emr_serverless",
+                    "airflow_kinesis_snowflake.hooks.artifacts",
                 ],
             },
             {

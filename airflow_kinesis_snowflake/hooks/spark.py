@@ -106,14 +106,19 @@ DEPRECATED_CONNECTION_REF_EXTRA = "snowflake_secret_id"
 
 def package_core(directory: Path) -> Path:
     """Zip ``airflow_kinesis_snowflake/core`` for ``--py-files``, with the registry of sources (where the
-    driver finds the job of the work's source): the driver and executors need nothing else."""
+    driver finds the job of the work's source): the driver and executors need nothing else.
+
+    The same files give the same bytes (entries in one order, one fixed time), so that the zip's
+    content-addressed key on object storage (:mod:`~airflow_kinesis_snowflake.hooks.artifacts`) is the
+    same from every worker."""
     package = Path(airflow_kinesis_snowflake.__file__).parent
     archive = directory / "kinesis_snowflake_core.zip"
+    files = [package / "__init__.py", package / "registry.py", *sorted((package / "core").rglob("*.py"))]
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.write(package / "__init__.py", "airflow_kinesis_snowflake/__init__.py")
-        zf.write(package / "registry.py", "airflow_kinesis_snowflake/registry.py")
-        for path in sorted((package / "core").rglob("*.py")):
-            zf.write(path, f"airflow_kinesis_snowflake/{path.relative_to(package).as_posix()}")
+        for path in files:
+            entry = zipfile.ZipInfo(f"airflow_kinesis_snowflake/{path.relative_to(package).as_posix()}")
+            entry.external_attr = 0o644 << 16
+            zf.writestr(entry, path.read_bytes())
     return archive
 
 
@@ -161,17 +166,24 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     With ``driver_identity``, ``--snowflake-connection-ref <name or ARN>`` is added to the
     application arguments (a secret's name, not a secret).
 
+    With a ``submitter`` (:mod:`~airflow_kinesis_snowflake.hooks.platforms`), the job runs on that
+    managed Spark platform instead of through spark-submit: the same entry point, arguments and
+    outcome, the driver on the platform with its own identity (cluster deploy mode, as far as this
+    hook is concerned).
+
+    :param submitter: the managed platform that runs the job; None: spark-submit on this worker.
     :param kwargs: passed to ``SparkSubmitHook`` (``conf``, ``deploy_mode``, ``executor_memory``
         ...); ``env_vars`` is refused.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, submitter: PlatformSubmitter | None = None, **kwargs: Any) -> None:
         if kwargs.get("env_vars"):
             raise ValueError(
                 "env_vars would reach the driver as Spark settings on the command line on YARN and "
                 "Kubernetes; the job's credentials go to the spark-submit process's environment only "
                 "(submit_job)"
             )
+        self.submitter = submitter
         super().__init__(**kwargs)
         extra = self._connection_extra()
         self.driver_identity = _flag(extra.get("driver_identity", False))
@@ -250,7 +262,10 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
     @property
     def deploy_mode(self) -> str:
-        """``client`` or ``cluster``: the connection's ``deploy-mode``, else ``spark.submit.deployMode``."""
+        """``client`` or ``cluster``: the connection's ``deploy-mode``, else ``spark.submit.deployMode``;
+        ``cluster`` on a managed platform (:attr:`submitter`)."""
+        if self.submitter is not None:
+            return CLUSTER
         mode = self._connection["deploy_mode"] or self._conf.get("spark.submit.deployMode") or CLIENT
         return str(mode).strip().lower()
 
@@ -267,6 +282,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises SparkDistributionError: when pyspark's files come from two Spark versions.
         """
         self.check_credential_delivery()
+        if self.submitter is not None:
+            return  # no spark-submit here
         check_spark_submit(str(self._connection["spark_binary"]))
         check_spark_distribution()
 
@@ -285,6 +302,9 @@ class KinesisJobSubmitHook(SparkSubmitHook):
 
         :raises AirflowException: naming the connection, the setting and what to set instead.
         """
+        if self.submitter is not None:
+            self.submitter.check(self)
+            return
         master, conn = self.master, f"Spark connection {self._conn_id!r}"
         if self.deploy_mode != CLUSTER:
             self._check_client_identity(master, conn)
@@ -487,7 +507,8 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         as spark-submit's environment only (:meth:`submit_job`); ``core`` as ``--py-files``, from a
         working directory removed afterwards. The job records each batch's outcome in Snowflake under
         the batch id and ``attempt_id``: nothing here needs a disk the driver shares, so client and
-        cluster deploy mode work alike.
+        cluster deploy mode work alike. On a managed platform the :attr:`submitter` runs the same entry
+        point with the same arguments (and ``--snowflake-connection-ref``), and waits for it.
 
         :param item: a source's plan or continuous run
             (:class:`~airflow_kinesis_snowflake.core.engine.wire.Submittable`).
@@ -504,6 +525,14 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             raise AirflowException(str(err)) from err
         self._plan_label = f"<{label}: {len(self._plan_argument)} characters>"
         flag = CONTINUOUS_ARG if item.work().kind is WorkKind.CONTINUOUS else PLAN_ARG
+        if self.submitter is not None:
+            assert self.snowflake_connection_ref is not None  # the submitter's check refuses a submission without it
+            arguments = [flag, self._plan_argument, ATTEMPT_ARG, attempt_id]
+            arguments += [SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
+            self.submitter.submit(
+                self, application, arguments, name=name, label=self._plan_label, location=aws.job_location()
+            )
+            return
         workdir = Path(tempfile.mkdtemp(prefix=f"{name}-"))
         try:
             self.submit_job(
@@ -761,6 +790,13 @@ class KinesisJobSubmitHook(SparkSubmitHook):
                 self._log_entries(table_report_entries(result))
         return results
 
+    def on_kill(self) -> None:
+        """Stop the job: cancel the platform's job run, else kill spark-submit as ``SparkSubmitHook`` does."""
+        if self.submitter is not None:
+            self.submitter.cancel()
+            return
+        super().on_kill()
+
     def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
         """The command as logged and quoted in errors: the encoded plan by its batch and length."""
         if self._plan_argument and isinstance(connection_cmd, list):
@@ -827,6 +863,44 @@ class KinesisJobSubmitHook(SparkSubmitHook):
                 self.log.warning("%s", text)
             else:
                 self.log.info("%s", text)
+
+
+class PlatformSubmitter(Protocol):
+    """How the job runs on a managed Spark platform, the driver there with its own identity
+    (:mod:`~airflow_kinesis_snowflake.hooks.platforms` builds one from ``spark.platform``)."""
+
+    platform: str
+
+    def check(self, hook: KinesisJobSubmitHook) -> None:
+        """Refuse, before any side effect, a submission that cannot run on the platform.
+
+        :raises AirflowException: naming the field to change and how.
+        """
+        ...
+
+    def submit(
+        self,
+        hook: KinesisJobSubmitHook,
+        application: str,
+        arguments: list[str],
+        *,
+        name: str,
+        label: str,
+        location: dict[str, str],
+    ) -> None:
+        """Run ``application`` (a local PySpark file) with ``arguments`` and wait until it ends.
+
+        :param hook: the job's hook: its Spark settings and sizes.
+        :param name: the job's name.
+        :param label: what stands for the encoded work in logs and errors.
+        :param location: region and endpoints of AWS for the driver (no credentials).
+        :raises AirflowException: the job did not succeed, with what its driver wrote last.
+        """
+        ...
+
+    def cancel(self) -> None:
+        """Stop the job this submitter is running, if any (the task is being killed)."""
+        ...
 
 
 class JobLocation(Protocol):

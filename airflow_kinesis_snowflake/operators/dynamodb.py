@@ -28,6 +28,7 @@ from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
+from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 from airflow_kinesis_snowflake.metrics import Publish
@@ -56,6 +57,8 @@ class SyncDynamoDBTableOperator(BaseOperator):
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
     :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`
         (e.g. ``total_executor_cores`` on a cluster shared with other connectors).
+    :param spark_platform: where the Spark job runs (e.g. the ``emr_serverless`` settings,
+        :meth:`~airflow_kinesis_snowflake.config.SparkConfig.platform_arguments`); None: spark-submit.
     :param max_runtime_minutes: continuous mode (needs ``spark_conn_id``): one Spark application syncs
         the table run after run for this long (:mod:`~airflow_kinesis_snowflake.core.dynamodb_continuous`);
         None syncs it once, up to the DAG run's start.
@@ -87,6 +90,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         spark_conn_id: str | None = None,
         spark_conf: dict[str, Any] | None = None,
         spark_submit: dict[str, Any] | None = None,
+        spark_platform: dict[str, Any] | None = None,
         max_runtime_minutes: float | None = None,
         idle_seconds: float = IDLE_SECONDS,
         cloudwatch_namespace: str | None = None,
@@ -103,6 +107,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         if max_runtime_minutes is not None and (spark_conn_id is None or max_runtime_minutes <= 0):
             raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
         self.spark_submit, self.max_runtime_minutes = dict(spark_submit or {}), max_runtime_minutes
+        self.spark_platform = dict(spark_platform) if spark_platform else None
         self.idle_seconds = idle_seconds
         if cloudwatch_namespace is not None:
             check_namespace(cloudwatch_namespace)
@@ -125,7 +130,13 @@ class SyncDynamoDBTableOperator(BaseOperator):
         submit, region = None, ""
         if self.spark_conn_id is not None:
             check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
-            spark = KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf, **self.spark_submit)
+            spark = job_submit_hook(
+                conn_id=self.spark_conn_id,
+                conf=self.spark_conf,
+                spark_submit=self.spark_submit,
+                spark_platform=self.spark_platform,
+                **aws,
+            )
             self._spark_hook = spark
             job_aws = KinesisStreamHook(**aws)
             region = job_aws.region_name or ""

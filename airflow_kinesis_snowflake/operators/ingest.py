@@ -20,6 +20,7 @@ from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
+from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 
@@ -62,6 +63,10 @@ class SparkKinesisIngestOperator(BaseOperator):
         (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/spark/).
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
     :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`.
+    :param spark_platform: where the job runs, as
+        :meth:`~airflow_kinesis_snowflake.config.SparkConfig.platform_arguments` gives it (e.g. the
+        ``emr_serverless`` settings); None: spark-submit on this worker
+        (:mod:`~airflow_kinesis_snowflake.hooks.platforms`).
     :param application: the PySpark job file; defaults to the packaged job.
     :param destination_type: TABLE, ICEBERG, INTERACTIVE or PIPE; Iceberg and interactive tables are not altered.
     :param pipe_definition: PIPE: the pipe's ``COPY INTO <table> FROM (SELECT ... FROM ...)``, run by
@@ -114,6 +119,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         spark_submit: dict[str, Any] | None = None,
+        spark_platform: dict[str, Any] | None = None,
         application: str | None = None,
         destination_type: str = DestinationType.TABLE,
         pipe_definition: str | None = None,
@@ -142,6 +148,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
             raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
         self.spark_submit = dict(spark_submit or {})
+        self.spark_platform = dict(spark_platform) if spark_platform else None
         self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
         self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
         if cloudwatch_namespace is not None:
@@ -202,9 +209,16 @@ class SparkKinesisIngestOperator(BaseOperator):
         return report_run(self, context, outcome, destination, snowflake, kinesis, publish, metrics=not continuous)
 
     def build_spark_hook(self) -> KinesisJobSubmitHook:
-        """The spark-submit hook of the Spark connection, with this operator's Spark settings."""
+        """The job's hook of the Spark connection, with this operator's Spark settings, on its platform."""
         check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
-        return KinesisJobSubmitHook(conn_id=self.spark_conn_id, conf=self.spark_conf, **self.spark_submit)
+        return job_submit_hook(
+            conn_id=self.spark_conn_id,
+            conf=self.spark_conf,
+            spark_submit=self.spark_submit,
+            spark_platform=self.spark_platform,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+        )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import ingest_lineage

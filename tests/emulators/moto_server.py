@@ -13,7 +13,14 @@ import threading
 
 from moto.server import ThreadedMotoServer
 
-from tests.emulators import dynamodb_scan_faults, dynamodb_streams, fan_out, kinesis_extensions, moto_extensions
+from tests.emulators import (
+    dynamodb_scan_faults,
+    dynamodb_streams,
+    emr_serverless,
+    fan_out,
+    kinesis_extensions,
+    moto_extensions,
+)
 from tests.emulators.faults import exit_with_parent
 
 
@@ -28,6 +35,7 @@ def main() -> None:
     dynamodb_streams.install()
     fan_out.install()
     dynamodb_scan_faults.install()
+    emr_serverless.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

@@ -26,6 +26,12 @@ down to the calls this provider makes with the connector's credentials:
   ``iam:SimulatePrincipalPolicy`` on the connector's own principal, the IAM user or role its AWS
   connection runs as (IAM authorises that action on the principal simulated, so no wider resource).
 
+* On EMR Serverless (``spark.platform: emr_serverless``), the Airflow side starts, reads and cancels
+  the job runs of the connector's application (and starts the application when it is stopped), passes
+  the execution role to EMR Serverless, and uploads the job's files to the artifacts prefix and reads
+  the driver's logs from it (ListBucket on that prefix only, so that a missing file is told apart from
+  a denied one). What the execution role itself needs is told in the Spark page of the docs.
+
 Unlike the Openflow table there is no DescribeStream: shards come from ListShards, and the stream
 ARN from DescribeStreamSummary.
 """
@@ -377,6 +383,63 @@ def cloudwatch_metrics_permissions(namespace: str) -> list[Requirement]:
             "the namespace by the cloudwatch:namespace condition key.",
             conditions=(("StringEquals", "cloudwatch:namespace", namespace),),
         )
+    ]
+
+
+def emr_serverless_permissions(
+    *,
+    application_id: str,
+    execution_role_arn: str,
+    artifacts: str,
+    partition: str,
+    region: str,
+    account_id: str,
+) -> list[Requirement]:
+    """What the Airflow side of a connector on EMR Serverless needs (``spark.emr_serverless``).
+
+    :param application_id: the EMR Serverless application.
+    :param execution_role_arn: the job runtime role passed to it.
+    :param artifacts: ``s3://bucket/prefix`` of the job's files and the driver logs.
+    """
+    _check(partition, region, account_id)
+    application = f"arn:{partition}:emr-serverless:{region}:{account_id}:/applications/{application_id}"
+    bucket, _, prefix = artifacts.removeprefix("s3://").partition("/")
+    prefix = prefix.strip("/")
+    objects = f"arn:{partition}:s3:::{bucket}/{prefix}/*" if prefix else f"arn:{partition}:s3:::{bucket}/*"
+    return [
+        Requirement(
+            sid="EmrServerlessJobRuns",
+            actions=(
+                "emr-serverless:GetApplication",
+                "emr-serverless:StartApplication",
+                "emr-serverless:StartJobRun",
+                "emr-serverless:GetJobRun",
+                "emr-serverless:CancelJobRun",
+            ),
+            resources=(application, f"{application}/jobruns/*"),
+            purpose="Run each batch's Spark job as a job run of the connector's EMR Serverless application, wait "
+            "for it, and cancel it when the task is killed; start the application when it is stopped.",
+        ),
+        Requirement(
+            sid="EmrServerlessPassRole",
+            actions=("iam:PassRole",),
+            resources=(execution_role_arn,),
+            purpose="Give the job runs their execution role (the driver's own AWS identity).",
+            conditions=(("StringEquals", "iam:PassedToService", "emr-serverless.amazonaws.com"),),
+        ),
+        Requirement(
+            sid="EmrServerlessArtifacts",
+            actions=("s3:GetObject", "s3:PutObject"),
+            resources=(objects,),
+            purpose="Upload the job's entry point and package zip (content-addressed) and read the driver's logs.",
+        ),
+        Requirement(
+            sid="EmrServerlessArtifactsList",
+            actions=("s3:ListBucket",),
+            resources=(f"arn:{partition}:s3:::{bucket}",),
+            purpose="Tell a file not uploaded yet from a denied one under the artifacts prefix.",
+            conditions=(("StringLike", "s3:prefix", f"{prefix}/*" if prefix else "*"),),
+        ),
     ]
 
 

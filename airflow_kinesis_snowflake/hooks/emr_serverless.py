@@ -1,0 +1,289 @@
+"""The job on Amazon EMR Serverless: a job run per submission, through the Amazon provider's
+:class:`~airflow.providers.amazon.aws.hooks.emr.EmrServerlessHook`.
+
+The entry point and the package zip are uploaded to the connector's artifacts location,
+content-addressed (:mod:`~airflow_kinesis_snowflake.hooks.artifacts`); StartJobRun runs the entry
+point with the job's arguments (the encoded plan, the attempt id, the Snowflake connection's secret
+name), ``--py-files`` the zip, and the driver's logs go to ``<artifacts>/logs``. The driver runs
+as the application's execution role and reads the Snowflake connection from Secrets Manager: no
+credential is in the job run's arguments or Spark settings. The task waits with the provider's
+waiter for the run to end, then reads the outcome from Snowflake as after spark-submit; a failed
+run's state details and its driver's last error lines (from the logs on S3) make the exception.
+``on_kill`` cancels the job run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import shlex
+import uuid
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.amazon.aws.exceptions import WaiterMaxAttemptsError
+from airflow.providers.amazon.aws.hooks.emr import EmrServerlessHook
+from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+from airflow.providers.amazon.aws.utils.waiter import waiter as wait_for_state
+from airflow.providers.amazon.aws.utils.waiter_with_logging import wait
+from botocore.exceptions import BotoCoreError, ClientError
+
+from airflow_kinesis_snowflake import docs_url
+from airflow_kinesis_snowflake.compat import AirflowException, redact
+from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM
+from airflow_kinesis_snowflake.core.job_log import OutputLine, OutputTail, read_output_line
+from airflow_kinesis_snowflake.hooks.artifacts import split_location, upload_job_artifacts
+
+if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+
+SPARK_DOC = docs_url("spark")
+# StartJobRun refuses an entry point argument longer than this (jobDriver.sparkSubmit.entryPointArguments).
+EMR_ARGUMENT_LIMIT = 10_280
+# Spark settings that give the driver and the executors environment variables on EMR Serverless.
+DRIVER_ENV_SETTING = "spark.emr-serverless.driverEnv."
+EXECUTOR_ENV_SETTING = "spark.executorEnv."
+# EMR Serverless's default executionTimeoutMinutes.
+DEFAULT_TIMEOUT_MINUTES = 720
+# Where EMR Serverless writes a job run's driver output under the monitoring configuration's logUri.
+DRIVER_LOG = "{log_uri}/applications/{application_id}/jobs/{job_run_id}/SPARK_DRIVER/{stream}.gz"
+# The SparkSubmitHook arguments a connector's spark: section may set, as the Spark settings they are.
+_SIZING = {
+    "_executor_memory": "spark.executor.memory",
+    "_driver_memory": "spark.driver.memory",
+    "_executor_cores": "spark.executor.cores",
+    "_num_executors": "spark.executor.instances",
+}
+
+
+class EmrServerlessSubmitter:
+    """Runs the job on an EMR Serverless application and waits for it (a
+    :class:`~airflow_kinesis_snowflake.hooks.platforms.PlatformSubmitter`).
+
+    :param application_id: the EMR Serverless application (type Spark).
+    :param execution_role_arn: the job runtime role: the driver's AWS identity.
+    :param artifacts: ``s3://bucket/prefix`` of the entry point, the package zip and the driver logs.
+    :param execution_timeout_minutes: StartJobRun's ``executionTimeoutMinutes`` (720 when None).
+    :param aws_conn_id: the AWS connection that calls EMR Serverless and S3.
+    :param region_name: its region; the connection's when None.
+    :param poll_seconds: seconds between two reads of the job run's state.
+    """
+
+    platform = EMR_SERVERLESS_PLATFORM
+
+    def __init__(
+        self,
+        *,
+        application_id: str,
+        execution_role_arn: str,
+        artifacts: str,
+        execution_timeout_minutes: int | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        poll_seconds: int = 30,
+    ) -> None:
+        self.log = logging.getLogger(f"airflow.task.hooks.{__name__}.{type(self).__name__}")
+        self.application_id, self.execution_role_arn = application_id, execution_role_arn
+        self.artifacts = artifacts.rstrip("/")
+        self.execution_timeout_minutes = execution_timeout_minutes
+        self.aws_conn_id, self.region_name = aws_conn_id, region_name
+        self.poll_seconds = poll_seconds
+        self.job_run_id: str | None = None
+
+    @cached_property
+    def emr(self) -> EmrServerlessHook:
+        """The Amazon provider's EMR Serverless hook of the AWS connection."""
+        return EmrServerlessHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    @cached_property
+    def s3(self) -> S3Hook:
+        """The Amazon provider's S3 hook of the AWS connection (artifacts and driver logs)."""
+        return S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    @property
+    def log_uri(self) -> str:
+        """Where the job runs' logs go: ``<artifacts>/logs``."""
+        return f"{self.artifacts}/logs"
+
+    def check(self, hook: KinesisJobSubmitHook) -> None:
+        """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``: on EMR
+        Serverless the driver can only use its own identity (the execution role), and the credentials
+        this worker holds could reach it only as job arguments or Spark settings, which the job run
+        shows to anyone who may read it."""
+        if hook.driver_identity and hook.snowflake_connection_ref:
+            return
+        raise AirflowException(
+            f"Spark connection {hook._conn_id!r} (connections.spark of the connector file): spark.platform "
+            f"emr_serverless runs the driver on EMR Serverless as the execution role {self.execution_role_arn}, and "
+            "the AWS and Snowflake credentials this worker holds could reach it only as job arguments or Spark "
+            'settings, which the job run shows. Set the connection\'s extras "driver_identity": true and '
+            '"snowflake_connection_ref": the AWS Secrets Manager secret (name or ARN) holding the Snowflake '
+            "connection, which the execution role may read; nothing was submitted "
+            f"({SPARK_DOC}#emr-serverless)."
+        )
+
+    def spark_parameters(self, hook: KinesisJobSubmitHook, package: str, location: dict[str, str]) -> str:
+        """StartJobRun's ``sparkSubmitParameters``: the package zip as ``--py-files``, the task's Spark
+        settings and sizes, and the region and endpoints of AWS (no credentials) as the driver's and
+        executors' environment."""
+        settings = {setting: str(value) for name, setting in _SIZING.items() if (value := getattr(hook, name, None))}
+        settings.update({key: str(value) for key, value in hook._conf.items()})
+        for name, value in location.items():
+            settings[f"{DRIVER_ENV_SETTING}{name}"] = value
+            settings[f"{EXECUTOR_ENV_SETTING}{name}"] = value
+        words = ["--py-files", package]
+        for key, value in settings.items():
+            words += ["--conf", f"{key}={value}"]
+        return shlex.join(words)
+
+    def submit(
+        self,
+        hook: KinesisJobSubmitHook,
+        application: str,
+        arguments: list[str],
+        *,
+        name: str,
+        label: str,
+        location: dict[str, str],
+    ) -> None:
+        """Upload the artifacts, start the job run, and wait until it ends (see the module).
+
+        :raises AirflowException: an argument too long for StartJobRun (before anything is submitted),
+            or the job run did not succeed: its state, state details and the driver's last lines.
+        """
+        self.check(hook)
+        if too_long := [argument for argument in arguments if len(argument) > EMR_ARGUMENT_LIMIT]:
+            shown = label if too_long[0] == hook._plan_argument else f"an argument of {len(too_long[0])} characters"
+            raise AirflowException(
+                f"{shown} is longer than the {EMR_ARGUMENT_LIMIT:,} characters EMR Serverless takes in one "
+                "job argument: lower batch.max_shards_per_batch (or the DynamoDB source's segments per batch) so "
+                "that a batch's plan is smaller; nothing was submitted"
+            )
+        entry_point, package = upload_job_artifacts(self.s3, self.artifacts, application)
+        self._start_application()
+        request: dict[str, Any] = {
+            "applicationId": self.application_id,
+            "executionRoleArn": self.execution_role_arn,
+            "clientToken": uuid.uuid4().hex,
+            "name": name,
+            "jobDriver": {
+                "sparkSubmit": {
+                    "entryPoint": entry_point.uri,
+                    "entryPointArguments": arguments,
+                    "sparkSubmitParameters": self.spark_parameters(hook, package.uri, location),
+                }
+            },
+            "configurationOverrides": {
+                "monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": f"{self.log_uri}/"}}
+            },
+        }
+        if self.execution_timeout_minutes is not None:
+            request["executionTimeoutMinutes"] = self.execution_timeout_minutes
+        self.job_run_id = self.emr.conn.start_job_run(**request)["jobRunId"]
+        self.log.info(
+            "EMR Serverless job run %s of application %s started: %s %s (%s), --py-files %s",
+            self.job_run_id,
+            self.application_id,
+            entry_point.uri,
+            label,
+            name,
+            package.uri,
+        )
+        self._wait(name)
+
+    def _start_application(self) -> None:
+        """Start the application when it is not (EMR Serverless starts one on a job run only when its
+        auto-start is on), as the Amazon provider's operator does."""
+        state = self.emr.conn.get_application(applicationId=self.application_id)["application"]["state"]
+        if state in EmrServerlessHook.APPLICATION_SUCCESS_STATES:
+            return
+        self.log.info("EMR Serverless application %s is %s: starting it", self.application_id, state)
+        self.emr.conn.start_application(applicationId=self.application_id)
+        wait(
+            waiter=self.emr.get_waiter("serverless_app_started"),
+            waiter_delay=self.poll_seconds,
+            waiter_max_attempts=max(1, 30 * 60 // self.poll_seconds),
+            args={"applicationId": self.application_id},
+            failure_message="EMR Serverless application failed to start",
+            status_message="EMR Serverless application is",
+            status_args=["application.state", "application.stateDetails"],
+        )
+
+    def _wait(self, name: str) -> None:
+        """Wait for the job run to end; a run that did not succeed raises with what says why."""
+        timeout = (self.execution_timeout_minutes or DEFAULT_TIMEOUT_MINUTES) * 60
+        try:
+            wait(
+                waiter=self.emr.get_waiter("serverless_job_completed"),
+                waiter_delay=self.poll_seconds,
+                # A little beyond the run's own timeout, after which EMR Serverless cancels it.
+                waiter_max_attempts=timeout // self.poll_seconds + 10,
+                args={"applicationId": self.application_id, "jobRunId": self.job_run_id},
+                failure_message=f"EMR Serverless job run {self.job_run_id} failed",
+                status_message=f"EMR Serverless job run {self.job_run_id} is",
+                status_args=["jobRun.state", "jobRun.stateDetails"],
+            )
+        except WaiterMaxAttemptsError:
+            self.cancel()
+            raise
+        except AirflowException:
+            raise AirflowException(self._failure_message(name)) from None
+
+    def _failure_message(self, name: str) -> str:
+        """The job run's end and its driver's last error lines (its last lines when none is at ERROR)."""
+        run = self.emr.conn.get_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)["jobRun"]
+        details = str(run.get("stateDetails") or "").strip()
+        what = (
+            f"The Spark job {name} failed on EMR Serverless: job run {self.job_run_id} of application "
+            f"{self.application_id} ended {run['state']}" + (f" ({details})" if details else "")
+        )
+        tail, where = self._driver_output()
+        if tail is None or not (tail.errors or tail.last):
+            return str(redact(f"{what}; no driver log was found under {self.log_uri}."))
+        which = "error lines" if tail.errors else "lines (none at ERROR)"
+        lines = "\n".join(f"  {line}" for line in tail.errors or tail.last)
+        return str(redact(f"{what}. Its driver's last {which}, of {where}:\n{lines}"))
+
+    def _driver_output(self) -> tuple[OutputTail | None, str]:
+        """The driver's stderr then stdout (where the Python driver's own output and traceback are), as EMR
+        Serverless uploaded them under the log URI."""
+        bucket, _ = split_location(self.log_uri)
+        tail: OutputTail | None = None
+        found = []
+        for stream in ("stderr", "stdout"):
+            uri = DRIVER_LOG.format(
+                log_uri=self.log_uri, application_id=self.application_id, job_run_id=self.job_run_id, stream=stream
+            )
+            key = uri[len(f"s3://{bucket}/") :]
+            try:
+                if not self.s3.check_for_key(key, bucket_name=bucket):
+                    continue
+                text = gzip.decompress(self.s3.get_key(key, bucket_name=bucket).get()["Body"].read())
+            except (ClientError, BotoCoreError, OSError) as err:  # the logs only explain a failure raised anyway
+                self.log.warning("The driver's %s could not be read from %s: %s", stream, uri, err)
+                continue
+            found.append(uri)
+            tail = tail or OutputTail()
+            previous: OutputLine | None = None
+            for raw in text.decode("utf-8", "replace").splitlines():
+                previous = read_output_line(raw, previous)
+                tail.add(previous)
+        return tail, " and ".join(found)
+
+    def cancel(self) -> None:
+        """Cancel the job run, if one was started, and wait until it ended (the task is being killed)."""
+        if self.job_run_id is None:
+            return
+        self.log.info("Cancelling EMR Serverless job run %s of application %s", self.job_run_id, self.application_id)
+        self.emr.conn.cancel_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)
+        wait_for_state(
+            get_state_callable=self.emr.conn.get_job_run,
+            get_state_args={"applicationId": self.application_id, "jobRunId": self.job_run_id},
+            parse_response=["jobRun", "state"],
+            desired_state=EmrServerlessHook.JOB_TERMINAL_STATES - {"CANCELLING"},
+            failure_states=set(),
+            object_type="job run",
+            action="cancelled",
+            countdown=5 * 60,
+            check_interval_seconds=self.poll_seconds,
+        )

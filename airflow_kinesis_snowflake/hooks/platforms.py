@@ -1,0 +1,64 @@
+"""Where the Spark job of a plan runs: the submit step's platforms, chosen by ``spark.platform``.
+
+Every source's work reaches Spark through one step,
+:meth:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook.submit_work`: the plan is
+encoded as an argument, the job runs, and the outcome is read back from Snowflake. Only the middle
+differs per platform:
+
+* ``spark_submit``: the hook runs spark-submit on this worker (its master is the Spark connection's);
+* ``emr_serverless``: a job run on Amazon EMR Serverless
+  (:class:`~airflow_kinesis_snowflake.hooks.emr_serverless.EmrServerlessSubmitter`).
+
+A managed platform's submitter is a :class:`~airflow_kinesis_snowflake.hooks.spark.PlatformSubmitter`
+(the submit step's seam): it refuses what cannot run before
+anything is submitted, runs the entry point with the job's arguments and waits for it, and cancels
+it when the task is killed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM, SPARK_PLATFORMS, SPARK_SUBMIT_PLATFORM
+
+if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook, PlatformSubmitter
+
+
+def platform_submitter(
+    settings: Mapping[str, Any] | None, *, aws_conn_id: str | None, region_name: str | None
+) -> PlatformSubmitter | None:
+    """The submitter of ``settings`` (the operators' ``spark_platform``,
+    :meth:`~airflow_kinesis_snowflake.config.SparkConfig.platform_arguments`); None for spark-submit.
+
+    :param aws_conn_id: the AWS connection the platform is called with.
+    :raises ValueError: an unknown platform.
+    """
+    platform = (settings or {}).get("platform", SPARK_SUBMIT_PLATFORM)
+    if platform == SPARK_SUBMIT_PLATFORM:
+        return None
+    if platform == EMR_SERVERLESS_PLATFORM:
+        from airflow_kinesis_snowflake.hooks.emr_serverless import EmrServerlessSubmitter
+
+        assert settings is not None
+        fields = {key: value for key, value in settings.items() if key != "platform"}
+        return EmrServerlessSubmitter(aws_conn_id=aws_conn_id, region_name=region_name, **fields)
+    raise ValueError(f"spark_platform: {platform!r} is not a Spark platform: one of {', '.join(SPARK_PLATFORMS)}")
+
+
+def job_submit_hook(
+    *,
+    conn_id: str,
+    conf: dict[str, Any] | None,
+    spark_submit: Mapping[str, Any],
+    spark_platform: Mapping[str, Any] | None,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> KinesisJobSubmitHook:
+    """The job's hook: the Spark connection's extras and the task's Spark settings, on the platform
+    ``spark_platform`` names (spark-submit when None)."""
+    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+
+    submitter = platform_submitter(spark_platform, aws_conn_id=aws_conn_id, region_name=region_name)
+    return KinesisJobSubmitHook(submitter=submitter, conn_id=conn_id, conf=conf, **spark_submit)

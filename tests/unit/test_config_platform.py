@@ -1,0 +1,116 @@
+"""The connector file's ``spark.platform``: spark-submit by default, or EMR Serverless with its section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_kinesis_snowflake.config import load_connector_config
+from tests.unit.test_config import _load_error, _with, _write
+
+ROLE = "arn:aws:iam::123456789012:role/orders-emr-job"
+EMR = {"application_id": "00fabcdefghijklm", "execution_role_arn": ROLE, "artifacts": "s3://orders-jobs/kinesis/"}
+
+
+def _spark(section: dict[str, Any]) -> dict[str, Any]:
+    return _with(lambda data: data.update(spark=section))
+
+
+def test_spark_submit_is_the_platform_by_default_and_gives_the_operators_no_platform(tmp_path: Path) -> None:
+    spark = load_connector_config(_write(tmp_path, _spark({}))).spark
+    assert (spark.platform, spark.emr_serverless, spark.platform_arguments()) == ("spark_submit", None, None)
+
+
+def test_emr_serverless_settings_reach_the_operators_with_the_shared_spark_settings(tmp_path: Path) -> None:
+    section = {
+        "platform": "emr_serverless",
+        "emr_serverless": {**EMR, "execution_timeout_minutes": 60, "poll_seconds": 5},
+        "executor_memory": "4g",
+        "conf": {"spark.emr-serverless.executor.disk": "30g"},
+    }
+    spark = load_connector_config(_write(tmp_path, _spark(section))).spark
+    assert spark.platform_arguments() == {
+        "platform": "emr_serverless",
+        "application_id": "00fabcdefghijklm",
+        "execution_role_arn": ROLE,
+        "artifacts": "s3://orders-jobs/kinesis",  # without the trailing slash
+        "execution_timeout_minutes": 60,
+        "poll_seconds": 5,
+    }
+    assert spark.submit_arguments() == {"executor_memory": "4g"}
+    assert spark.spark_conf() == {"spark.emr-serverless.executor.disk": "30g"}
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "shown", "fix"),
+    [
+        ({"platform": "glue"}, "spark.platform", "'glue'", "one of spark_submit, emr_serverless"),
+        ({"platform": "emr_serverless"}, "spark", "needs the spark.emr_serverless section", "execution_role_arn"),
+        ({"emr_serverless": EMR}, "spark", "spark.platform is spark_submit", "set spark.platform: emr_serverless"),
+        (
+            {"platform": "emr_serverless", "emr_serverless": EMR, "deploy_mode": "cluster", "queue": "q"},
+            "spark",
+            "spark.deploy_mode, spark.queue: spark-submit's only",
+            "remove them",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {**EMR, "application_id": "App 1"}},
+            "spark.emr_serverless.application_id",
+            "'App 1'",
+            "list-applications",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {**EMR, "execution_role_arn": "orders-emr-job"}},
+            "spark.emr_serverless.execution_role_arn",
+            "'orders-emr-job'",
+            "arn:aws:iam::<account>:role/<name>",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {**EMR, "artifacts": "/tmp/jobs"}},
+            "spark.emr_serverless.artifacts",
+            "'/tmp/jobs'",
+            "s3://<bucket>/<prefix>",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {**EMR, "execution_timeout_minutes": 2}},
+            "spark.emr_serverless.execution_timeout_minutes",
+            "2",
+            "from 5 to",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {**EMR, "poll_seconds": 0}},
+            "spark.emr_serverless.poll_seconds",
+            "0",
+            "from 1 to 300",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {**EMR, "role": ROLE}},
+            "spark.emr_serverless.role",
+            "unknown field",
+            "check its spelling",
+        ),
+        (
+            {"platform": "emr_serverless", "emr_serverless": {"application_id": "00fabcdefghijklm"}},
+            "spark.emr_serverless.execution_role_arn",
+            "required",
+            "",
+        ),
+    ],
+)
+def test_a_wrong_platform_setting_names_file_field_value_and_fix(
+    tmp_path: Path, section: dict[str, Any], field: str, shown: str, fix: str
+) -> None:
+    message = _load_error(tmp_path, _spark(section))
+    assert f"  - {field}:" in message
+    assert shown in message
+    assert fix in message
+
+
+def test_a_credential_in_an_emr_serverless_driver_environment_setting_is_refused(tmp_path: Path) -> None:
+    key = "spark.emr-serverless.driverEnv.SNOWFLAKE_PASSWORD"
+    section = {"platform": "emr_serverless", "emr_serverless": EMR, "conf": {key: "s3cr3t-value"}}
+    message = _load_error(tmp_path, _spark(section))
+    assert "  - spark.conf:" in message and repr(key) in message and "credential" in message
+    assert "s3cr3t-value" not in message
