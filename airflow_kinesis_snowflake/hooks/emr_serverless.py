@@ -31,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.compat import AirflowException, redact
 from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM
-from airflow_kinesis_snowflake.core.job_log import OutputLine, OutputTail, read_output_line
+from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, OutputLine, OutputTail, read_output_line
 from airflow_kinesis_snowflake.hooks.artifacts import split_location, upload_job_artifacts
 
 if TYPE_CHECKING:
@@ -124,10 +124,11 @@ class EmrServerlessSubmitter:
 
     def spark_parameters(self, hook: KinesisJobSubmitHook, package: str, location: dict[str, str]) -> str:
         """StartJobRun's ``sparkSubmitParameters``: the package zip as ``--py-files``, the task's Spark
-        settings and sizes, and the region and endpoints of AWS (no credentials) as the driver's and
-        executors' environment."""
+        settings and sizes, Spark's log level (``spark.log_level``, WARN by default), and the region and
+        endpoints of AWS (no credentials) as the driver's and executors' environment."""
         settings = {setting: str(value) for name, setting in _SIZING.items() if (value := getattr(hook, name, None))}
         settings.update({key: str(value) for key, value in hook._conf.items()})
+        settings[SPARK_LOG_LEVEL_SETTING] = hook.spark_log_level  # WARN unless the connector says otherwise
         for name, value in location.items():
             settings[f"{DRIVER_ENV_SETTING}{name}"] = value
             settings[f"{EXECUTOR_ENV_SETTING}{name}"] = value

@@ -72,7 +72,7 @@ def test_the_spark_settings_hold_the_zip_the_settings_and_where_aws_is_but_no_cr
     spark = hook(
         monkeypatch,
         IDENTITY,
-        conf={"spark.log.level": "WARN", "spark.emr-serverless.executor.disk": "30g"},
+        conf={"spark.log.level": "INFO", "spark.emr-serverless.executor.disk": "30g"},
         spark_submit={"executor_memory": "4g", "num_executors": 3},
     )
     location = {"AWS_DEFAULT_REGION": "eu-west-1", "AWS_ENDPOINT_URL_KINESIS": "https://kinesis.example"}
@@ -84,7 +84,7 @@ def test_the_spark_settings_hold_the_zip_the_settings_and_where_aws_is_but_no_cr
     assert settings == {
         "spark.executor.memory": "4g",
         "spark.executor.instances": "3",
-        "spark.log.level": "WARN",
+        "spark.log.level": "INFO",
         "spark.emr-serverless.executor.disk": "30g",
         "spark.emr-serverless.driverEnv.AWS_DEFAULT_REGION": "eu-west-1",
         "spark.executorEnv.AWS_DEFAULT_REGION": "eu-west-1",
@@ -113,3 +113,11 @@ def test_on_kill_before_a_job_run_started_cancels_nothing(monkeypatch: pytest.Mo
     spark = hook(monkeypatch, IDENTITY)
     spark.on_kill()  # no job run, no call to EMR Serverless (no AWS connection aws_unit here)
     assert spark.submitter.job_run_id is None
+
+
+def test_spark_logs_at_warn_on_the_platform_unless_the_connector_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spark = hook(monkeypatch, IDENTITY)
+    words = shlex.split(spark.submitter.spark_parameters(spark, "s3://jobs-bucket/orders/sha256-1/core.zip", {}))
+    assert words[2:] == ["--conf", "spark.log.level=WARN"]

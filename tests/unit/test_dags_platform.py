@@ -1,0 +1,36 @@
+"""The connector file's ``spark.platform`` reaches the tasks that run the Spark job, of both sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from airflow_kinesis_snowflake.config import load_connector_config
+from airflow_kinesis_snowflake.dags import build_dynamodb_sync_dag, build_ingest_dag
+from tests.unit.test_dags import CONNECTOR
+from tests.unit.test_dags_dynamodb import config, task, with_
+
+EMR = {
+    "application_id": "00fabc123",
+    "execution_role_arn": "arn:aws:iam::123456789012:role/orders-emr-job",
+    "artifacts": "s3://jobs-bucket/orders",
+}
+PLATFORM = {"platform": "emr_serverless", **EMR, "poll_seconds": 30}
+
+
+def test_the_ingest_task_runs_its_job_on_the_connector_s_platform(tmp_path: Path) -> None:
+    path = tmp_path / "orders.yaml"
+    path.write_text(yaml.safe_dump({**CONNECTOR, "spark": {"platform": "emr_serverless", "emr_serverless": EMR}}))
+    ingest = task(build_ingest_dag(load_connector_config(path)), "ingest")
+    assert ingest.spark_platform == PLATFORM
+    path.write_text(yaml.safe_dump(CONNECTOR))
+    assert task(build_ingest_dag(load_connector_config(path)), "ingest").spark_platform is None
+
+
+def test_each_table_s_sync_task_runs_its_job_on_the_connector_s_platform() -> None:
+    sync = task(
+        build_dynamodb_sync_dag(config(with_("spark", platform="emr_serverless", emr_serverless=EMR))), "sync_table"
+    )
+    assert sync.partial_kwargs["spark_platform"] == PLATFORM
+    assert task(build_dynamodb_sync_dag(config()), "sync_table").partial_kwargs["spark_platform"] is None
