@@ -21,7 +21,6 @@ import uuid
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.amazon.aws.exceptions import WaiterMaxAttemptsError
 from airflow.providers.amazon.aws.hooks.emr import EmrServerlessHook
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from airflow.providers.amazon.aws.utils.waiter import waiter as wait_for_state
@@ -190,7 +189,10 @@ class EmrServerlessSubmitter:
             name,
             package.uri,
         )
-        self._wait(name)
+        try:
+            self._wait(name)
+        finally:
+            self.job_run_id = None  # ended: nothing for on_kill to cancel
 
     def _start_application(self) -> None:
         """Start the application when it is not (EMR Serverless starts one on a job run only when its
@@ -224,10 +226,10 @@ class EmrServerlessSubmitter:
                 status_message=f"EMR Serverless job run {self.job_run_id} is",
                 status_args=["jobRun.state", "jobRun.stateDetails"],
             )
-        except WaiterMaxAttemptsError:
-            self.cancel()
-            raise
-        except AirflowException:
+        except AirflowException as err:
+            if "max attempts reached" in str(err):  # the wait ran out (WaiterMaxAttemptsError in recent providers)
+                self.cancel()
+                raise
             raise AirflowException(self._failure_message(name)) from None
 
     def _failure_message(self, name: str) -> str:
@@ -272,14 +274,15 @@ class EmrServerlessSubmitter:
         return tail, " and ".join(found)
 
     def cancel(self) -> None:
-        """Cancel the job run, if one was started, and wait until it ended (the task is being killed)."""
-        if self.job_run_id is None:
+        """Cancel the job run that is running, if one is, and wait until it ended (the task is being killed)."""
+        job_run_id = self.job_run_id
+        if job_run_id is None:
             return
-        self.log.info("Cancelling EMR Serverless job run %s of application %s", self.job_run_id, self.application_id)
-        self.emr.conn.cancel_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)
+        self.log.info("Cancelling EMR Serverless job run %s of application %s", job_run_id, self.application_id)
+        self.emr.conn.cancel_job_run(applicationId=self.application_id, jobRunId=job_run_id)
         wait_for_state(
             get_state_callable=self.emr.conn.get_job_run,
-            get_state_args={"applicationId": self.application_id, "jobRunId": self.job_run_id},
+            get_state_args={"applicationId": self.application_id, "jobRunId": job_run_id},
             parse_response=["jobRun", "state"],
             desired_state=EmrServerlessHook.JOB_TERMINAL_STATES - {"CANCELLING"},
             failure_states=set(),
