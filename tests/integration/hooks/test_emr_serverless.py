@@ -1,5 +1,7 @@
-"""Both sources' batches as EMR Serverless job runs, through moto's EMR Serverless extended to run them
-(``tests/emulators/emr_serverless.py``: a real local spark-submit per job run, its files read from moto's S3).
+"""Batches as EMR Serverless job runs, through moto's EMR Serverless extended to run them
+(``tests/emulators/emr_serverless.py``: a real local spark-submit per job run, its files read from
+moto's S3): a DynamoDB batch, a failed run, a cancelled one. The Kinesis ingest DAG on EMR Serverless
+is ``tests/integration/test_emr_serverless_dag.py``.
 
 The driver uses its own identity (the execution role) and reads the Snowflake connection from a
 Secrets Manager secret in moto; nothing of this worker's credentials is in the job run.
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,13 +28,12 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes
 from airflow_kinesis_snowflake.core.model import Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from airflow_kinesis_snowflake.operators.lease_table import CreateLeaseTableOperator
-from tests.conftest import create_stream, create_table, put_json, query, unique
+from tests.conftest import create_stream, create_table, put_json, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import REGION
 from tests.integration.core.test_dynamodb_sync import client, destination_rows, make_source, source_items
@@ -79,9 +79,8 @@ def spark_connection(secret_id: str) -> str:
     return json.dumps({"conn_type": "kinesis_snowflake_spark", "extra": extra})
 
 
-@pytest.fixture
-def emr(aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmrServerless]:
-    emulators = aws_connections
+def emr_serverless(emulators: Emulators) -> EmrServerless:
+    """An application, an artifacts bucket and the Snowflake connection's secret (fakesnow's) in moto."""
     bucket = unique("emr-jobs")
     emulators.boto3_client("s3").create_bucket(Bucket=bucket)
     application = emulators.boto3_client("emr-serverless").create_application(
@@ -97,48 +96,14 @@ def emr(aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch) -> Iterator
         "protocol": "http",
     }
     emulators.boto3_client("secretsmanager").create_secret(Name=secret_id, SecretString=json.dumps(snowflake))
-    monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN.upper()}", spark_connection(secret_id))
-    yield EmrServerless(emulators, application, bucket, secret_id)
+    return EmrServerless(emulators, application, bucket, secret_id)
 
 
-def test_a_kinesis_batch_runs_as_a_job_run_and_loads_each_record_once(emr: EmrServerless) -> None:
-    emulators = emr.emulators
-    stream, app = unique("emr"), unique("emr-app")
-    table = "EMR_" + app.split("-")[-1].upper()
-    create_table(emulators, "ANALYTICS", "RAW", table, "ID NUMBER(38,0)")
-    put_json(create_stream(emulators, stream, 2), stream, [{"id": i} for i in range(20)])
-    CreateLeaseTableOperator(task_id="lease_table", application_name=app, stream_name=stream).execute(context={})
-    ingest = SparkKinesisIngestOperator(
-        task_id="ingest",
-        stream_name=stream,
-        application_name=app,
-        database="ANALYTICS",
-        schema="RAW",
-        table=table,
-        region_name=REGION,
-        spark_conn_id=SPARK_CONN,
-        spark_platform=emr.platform,
-    )
-
-    summary = ingest.execute(context={})
-
-    assert [r[0] for r in query(emulators, f"SELECT ID FROM ANALYTICS.RAW.{table} ORDER BY ID")] == list(range(20))
-    assert summary["rows_loaded"] == 20
-    # Each shard's checkpoint moved past what was loaded: the next batch reads on from there.
-    leases = LeaseTable(emulators.boto3_client("dynamodb"), app).leases()
-    assert len(leases) == 2 and all(lease.checkpoint for lease in leases.values())
-    (run,) = emr.job_runs()
-    assert (run["state"], run["executionRole"]) == ("SUCCESS", ROLE)
-    driver = run["jobDriver"]["sparkSubmit"]
-    # The entry point and the package zip, each under the hash of its bytes.
-    prefix = f"s3://{emr.bucket}/jobs/sha256-"
-    assert driver["entryPoint"].startswith(prefix) and driver["entryPoint"].endswith("/kinesis_to_snowflake.py")
-    assert f"--py-files {prefix}" in driver["sparkSubmitParameters"]
-    # The job was told which secret to read; no credential of this worker is in the job run.
-    arguments = driver["entryPointArguments"]
-    assert arguments[arguments.index("--snowflake-connection-ref") + 1] == emr.secret_id
-    shown = json.dumps(run, default=str)
-    assert '"snow"' not in shown and "testing" not in shown and "SNOWFLAKE_CONNECTION_JSON" not in shown
+@pytest.fixture
+def emr(aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch) -> EmrServerless:
+    platform = emr_serverless(aws_connections)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{SPARK_CONN.upper()}", spark_connection(platform.secret_id))
+    return platform
 
 
 def test_a_dynamodb_batch_runs_as_a_job_run_and_the_table_equals_a_scan(emr: EmrServerless) -> None:
