@@ -162,8 +162,10 @@ def _run(run: _Run, backend: Any) -> None:
     directory = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{job_run.id}-"))
     started = utcnow()
     try:
-        _set_state(job_run, "PENDING")
-        _set_state(job_run, "SCHEDULED")
+        for state in ("PENDING", "SCHEDULED"):
+            with _lock:
+                if not run.cancelled.is_set():  # CANCELLING stays until the run ends
+                    _set_state(job_run, state)
         command, added = _command(job_run, backend, directory)
         with _lock:
             if run.cancelled.is_set():
@@ -239,8 +241,8 @@ def _cancel_job_run(original: Any) -> Any:
             return original(self, application_id, job_run_id)
         if job_run.state in ("SUCCESS", "FAILED", "CANCELLED"):
             return application_id, job_run_id  # it ended already
-        _set_state(job_run, "CANCELLING")
         with _lock:
+            _set_state(job_run, "CANCELLING")
             run.cancelled.set()
             process = run.process
             if process is not None:
