@@ -57,6 +57,8 @@ class RegisteredSource:
     :param source: the class that reads it (``core``, a :class:`~.core.engine.source.Source`): its
         units with their lineage, its positions as text, and a reader of one unit's range. The
         source contract suite (``tests/contract``) runs against every registered one.
+    :param sink: the class that loads it into Snowflake (``core``, a :class:`~.core.engine.sink.Sink`:
+        the support objects' one owner plus its load method, append or merge).
     """
 
     source_type: str
@@ -68,6 +70,7 @@ class RegisteredSource:
     policy: str
     job: str
     source: str
+    sink: str
 
     def part(self, role: str) -> Any:
         """The object that serves ``role`` (a field name: ``dags``, ``status``, ...) for this source."""
@@ -94,6 +97,7 @@ SOURCES: Mapping[str, RegisteredSource] = {
         policy=f"{_PACKAGE}.__main__:kinesis_policy",
         job=f"{_PACKAGE}.core.job:kinesis_job",
         source=f"{_PACKAGE}.core.sources.kinesis:KinesisSource",
+        sink=f"{_PACKAGE}.core.load.snowflake_sink:SnowflakeSink",
     ),
     DYNAMODB_SOURCE: RegisteredSource(
         source_type=DYNAMODB_SOURCE,
@@ -105,6 +109,7 @@ SOURCES: Mapping[str, RegisteredSource] = {
         policy=f"{_PACKAGE}.__main__:dynamodb_policy",
         job=f"{_PACKAGE}.core.dynamodb_driver:dynamodb_job",
         source=f"{_PACKAGE}.core.sources.dynamodb.source:DynamoDBSource",
+        sink=f"{_PACKAGE}.core.load.dynamodb_sink:DynamoDBSink",
     ),
 }
 

@@ -346,7 +346,7 @@ def sync_table(
         # and the lease table's.
         sink.check_destination(sync.destination_columns, sync.connector_id)
         # Before any mark is read: the marks an earlier release kept in the Kinesis-named ledger.
-        sink.ensure_support_objects(sync.application_name)
+        sink.ensure_support_objects_of(sync.application_name)
         # Snowflake's record first (a refusal leaves no claim behind), then the lease table's.
         _check_recorded_destinations(sink, sync)
         _check_owner(sink, sync)

@@ -65,8 +65,8 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     DYNAMODB_SUPPORT_NAMES,
     KINESIS_SUPPORT_NAMES,
     OutcomeKey,
-    SnowflakeSink,
     SupportNames,
+    SupportObjects,
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 from airflow_kinesis_snowflake.environment import (
@@ -562,7 +562,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: when the job exited successfully but recorded none.
         """
         with closing(snowflake.get_conn()) as conn:
-            sink = SnowflakeSink(conn, destination, names=names)
+            sink = SupportObjects(conn, destination, names)
             result = sink.read_outcome(key)
         if result is None:
             raise AirflowException(
@@ -578,7 +578,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     ) -> list[tuple[str, BatchResult]]:
         """Every outcome a continuous submission recorded, oldest first, by application name."""
         with closing(snowflake.get_conn()) as conn:
-            return SnowflakeSink(conn, destination, names=names).read_attempt_outcomes(attempt_id)
+            return SupportObjects(conn, destination, names).read_attempt_outcomes(attempt_id)
 
     @contextmanager
     def watching_outcomes(
@@ -604,7 +604,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             if not connection:
                 connection.append(snowflake.get_conn())
             try:
-                return SnowflakeSink(connection[0], destination, names=names).read_attempt_outcomes(attempt_id)
+                return SupportObjects(connection[0], destination, names).read_attempt_outcomes(attempt_id)
             except Exception:
                 connection.pop().close()  # opened again at the next read
                 raise

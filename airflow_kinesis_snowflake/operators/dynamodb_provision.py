@@ -49,7 +49,7 @@ class ProvisionDynamoDBTableOperator(BaseOperator):
             sync = sync.fitted_to(DynamoDBSink(conn, sync.target).existing_columns())
             sink = DynamoDBSink(conn, sync.target)
             sink.check_destination(sync.destination_columns, sync.connector_id)
-            sink.ensure_support_objects(sync.application_name)
+            sink.ensure_support_objects_of(sync.application_name)
             sink.ensure_destination(sync.destination_columns, sync.connector_id)
         finally:
             conn.close()

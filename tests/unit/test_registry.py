@@ -15,7 +15,9 @@ from airflow_kinesis_snowflake.config import (
     kinesis_connectors,
     parse_any_connector_config,
 )
+from airflow_kinesis_snowflake.core.engine.sink import Sink
 from airflow_kinesis_snowflake.core.engine.source import Source
+from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.registry import ROLES, SOURCE_TYPES, SOURCES, of_source, registered, source_of
 from airflow_kinesis_snowflake.status import ConnectorStatus, DynamoDBConnectorStatus
 
@@ -42,6 +44,7 @@ ROLE_PARAMETERS: dict[str, list[str] | type | None] = {
     "policy": [],
     "job": ["credentials", "attempt_id"],
     "source": Source,
+    "sink": Sink,
 }
 
 
@@ -54,13 +57,14 @@ def protocol_members(protocol: type) -> tuple[list[str], list[str]]:
 
 def check_implements(part: object, protocol: type, source_type: str) -> None:
     """``part`` is a class with every attribute and method of ``protocol``, each method with the
-    protocol's parameters (names and kinds), and it names ``source_type``."""
+    protocol's parameters (names and kinds), and it names ``source_type`` when the protocol has one."""
     assert inspect.isclass(part), f"{source_type}: {part!r} is not a class implementing {protocol.__name__}"
     attributes, methods = protocol_members(protocol)
     assert attributes and methods
     for name in attributes:
         assert hasattr(part, name), f"{source_type}: {part.__name__} has no {name} ({protocol.__name__})"
-    assert getattr(part, "source_type", None) == source_type
+    if "source_type" in attributes:
+        assert getattr(part, "source_type", None) == source_type
     for name in methods:
         method = getattr(part, name, None)
         assert inspect.isfunction(method), f"{source_type}: {part.__name__}.{name} is missing ({protocol.__name__})"
@@ -165,3 +169,10 @@ class _SourceReadingWithoutACutoff(_SourceMissingARead):
 def test_the_source_check_refuses_a_class_that_misses_a_method_or_a_parameter(part: type) -> None:
     with pytest.raises(AssertionError, match=r"\.read"):
         check_implements(part, Source, "kinesis")
+
+
+def test_the_sink_check_refuses_a_sink_without_the_ledger_guard() -> None:
+    members = {name: getattr(SnowflakeSink, name) for name in dir(SnowflakeSink) if not name.startswith("__")}
+    del members["advance_ledger"]
+    with pytest.raises(AssertionError, match=r"\.advance_ledger is missing"):
+        check_implements(type("SinkWithoutTheGuard", (), members), Sink, "kinesis")

@@ -8,6 +8,8 @@
   nothing new.
 * :mod:`.leases`: the units a batch holds: taken, renewed with the worker's heartbeat while the
   batch runs, released whatever happens;
+* :mod:`.sink`: what a destination gives the engine (:class:`~.sink.Sink`): the support objects'
+  one owner plus its load method, append or merge;
 * :mod:`.source`: what a source gives the engine (:class:`~.source.Source`): its units with their
   lineage, its positions as text, and a reader of one unit's range on an executor.
 """

@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import (
@@ -72,13 +71,11 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     DYNAMODB_SUPPORT_NAMES,
     ROWS_DIR,
     OutcomeKey,
-    SnowflakeSink,
     StaleBatchError,
     SupportObjectDDL,
-    execute,
+    SupportObjects,
     qualified_name,
     quote_identifier,
-    rowcount,
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination
 from airflow_kinesis_snowflake.core.sources.dynamodb.model import EventName, Version
@@ -487,58 +484,39 @@ def recorded_generations(connection: Any, database: str, schema: str, applicatio
 # -- the sink -------------------------------------------------------------------------------------
 
 
-class DynamoDBSink:
-    """Everything a DynamoDB table's sync does in Snowflake, over a snowflake-connector-python connection.
+class DynamoDBSink(SupportObjects):
+    """The merge sink: everything a DynamoDB table's sync does in Snowflake, over a
+    snowflake-connector-python connection.
 
-    The stage, the ledger of the stream shards' marks and the batch outcomes table are those of a
-    :class:`~.snowflake_sink.SnowflakeSink` with a DynamoDB connector's names
-    (:data:`~.snowflake_sink.DYNAMODB_SUPPORT_NAMES`); this class adds the snapshot ledger, the
-    tombstones and the MERGE.
+    The stage, the ledger of the stream shards' marks and the batch outcomes table are the
+    :class:`~.snowflake_sink.SupportObjects` of a DynamoDB connector
+    (:data:`~.snowflake_sink.DYNAMODB_SUPPORT_NAMES`); this class adds the snapshot ledger, the sync
+    generations, the tombstones and the converging MERGE.
     """
 
+    load_method = "merge"
+
     def __init__(self, connection: Any, target: DynamoDBTarget) -> None:
-        self.connection = connection
+        super().__init__(connection, target.destination, DYNAMODB_SUPPORT_NAMES)
         self.target = target
-        self.sink = SnowflakeSink(connection, target.destination, names=DYNAMODB_SUPPORT_NAMES)
-
-    def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        return execute(self.connection, sql, params)
-
-    def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
-        return rowcount(self.connection, sql, params)
-
-    # -- what it shares with the Kinesis connectors' sink, which owns the stage, ledger and outcomes --
-
-    def put_file(self, local_path: str | Path, stage_dir: str) -> None:
-        """Upload one local file to ``@stage/<stage_dir>/`` of the connector's stage, under its own name."""
-        self.sink.put_file(local_path, stage_dir)
 
     def add_columns(self, columns: Sequence[tuple[str, str]]) -> list[TableColumn]:
         """Add ``(name, SQL type)`` columns to the destination; its columns after."""
-        return self.sink.evolve(columns, ())
+        return self.evolve(columns, ())
 
-    def record_outcome_alone(self, key: OutcomeKey, result: BatchResult) -> None:
-        """Record the outcome of a batch that applied nothing, in a transaction of its own."""
-        self.sink.record_outcome_alone(key, result)
-
-    def recent_outcomes(self, application_name: str, limit: int = 20) -> list[BatchResult]:
-        """The application's latest outcomes, newest first."""
-        return self.sink.recent_outcomes(application_name, limit)
-
-    def ensure_support_objects(self, application_name: str | None = None) -> None:
+    def ensure_support_objects(self) -> None:
         """The stream ledger, stage and outcomes table, the snapshot ledger, the sync generations and the
-        tombstones (idempotent DDL, run outside any transaction); then, given the application, its
-        rows of this table that an earlier release kept in the Kinesis-named ledger and outcomes
-        tables are copied into the new ones (:mod:`.dynamodb_ledger_migration`): run it before
-        reading a mark.
-        """
-        self.sink.ensure_support_objects()
+        tombstones (idempotent DDL, run outside any transaction)."""
+        super().ensure_support_objects()
         for ddl in support_objects_ddl(self.target):
             self._execute(ddl.sql)
-        if application_name is not None:
-            copy_kinesis_named_rows(
-                self.connection, self.target.destination, application_name, self.target.source_table
-            )
+
+    def ensure_support_objects_of(self, application_name: str) -> None:
+        """The support objects (:meth:`ensure_support_objects`), then the application's rows of this table
+        that an earlier release kept in the Kinesis-named ledger and outcomes tables, copied into the new
+        ones (:mod:`.dynamodb_ledger_migration`): run it before reading a mark."""
+        self.ensure_support_objects()
+        copy_kinesis_named_rows(self.connection, self.target.destination, application_name, self.target.source_table)
 
     def destination_exists(self) -> bool:
         """Whether the destination table exists (the information schema, no warehouse needed)."""
@@ -552,7 +530,7 @@ class DynamoDBSink:
 
     def existing_columns(self) -> list[TableColumn]:
         """The destination's columns; empty when it does not exist."""
-        return self.sink.describe_columns() if self.destination_exists() else []
+        return self.describe_columns() if self.destination_exists() else []
 
     def check_destination(self, columns: Sequence[TableColumn], connector: str | None = None) -> None:
         """Refuse an existing destination whose columns do not fit ``columns`` (the table this connector
@@ -565,7 +543,7 @@ class DynamoDBSink:
             return
         problems = shape_problems(
             columns,
-            self.sink.describe_columns(),
+            self.describe_columns(),
             layout=self.target.layout,
             soft_deletes=self.target.deletes is Deletes.SOFT,
         )
@@ -586,7 +564,7 @@ class DynamoDBSink:
         *Crash* after the copy column was added: the next call finds it and copies, drops and
         renames again (the old column still holds every value); after the drop: it renames the copy.
         """
-        columns = self.sink.describe_columns()
+        columns = self.describe_columns()
         names = {c.name.upper(): c.name for c in columns}
         pending = {
             c.name[: -len(WIDENING_SUFFIX)]: c
@@ -604,13 +582,9 @@ class DynamoDBSink:
                 continue
             for sql in widening_sql(self.target, widening, added=False):
                 self._execute(sql)
-        return self.sink.describe_columns() if widenings or pending else columns
+        return self.describe_columns() if widenings or pending else columns
 
     # -- reads ----------------------------------------------------------------------------------
-
-    def read_ledger(self, application_name: str, generation_id: str) -> dict[str, Checkpoint]:
-        """The stream shards' marks (``DYNAMODB_INGEST_LEDGER``)."""
-        return self.sink.read_ledger(application_name, generation_id)
 
     def read_segments(self, application_name: str, generation: int) -> list[SegmentRow]:
         """The snapshot ledger's segments of ``generation`` of this table, by segment number; a
@@ -771,7 +745,7 @@ class DynamoDBSink:
         segment_starts = segment_starts or {}
         if segment_ends and snapshot_generation is None:
             raise ValueError("segment marks need the snapshot generation they belong to")
-        destination_columns = self.sink.describe_columns()
+        destination_columns = self.describe_columns()
         d = self.target.destination
         self._execute(f"USE SCHEMA {_q(d.database)}.{_q(d.schema)}")
         if rows:
@@ -782,7 +756,7 @@ class DynamoDBSink:
             if planned_in is not None:
                 self._refuse_superseded(application_name, planned_in)
             for shard_id in sorted(shard_ends):
-                self.sink.advance_ledger(
+                self.advance_ledger(
                     application_name,
                     generation_id,
                     batch_id,
@@ -821,7 +795,7 @@ class DynamoDBSink:
                 self._complete(application_name, snapshot_generation, destination_columns, deleted_at)
                 result = dataclasses.replace(result, completed_snapshot=snapshot_generation)
             if outcome is not None:
-                self.sink.record_outcome(*outcome(result))
+                self.record_outcome(*outcome(result))
             self._execute("COMMIT")
         except BaseException:
             self._execute("ROLLBACK")
@@ -839,7 +813,7 @@ class DynamoDBSink:
         :raises StaleBatchError: not every segment of the generation is done in the ledger.
         :raises GenerationSupersededError: a newer generation is recorded; nothing changed.
         """
-        destination_columns = self.sink.describe_columns()
+        destination_columns = self.describe_columns()
         self._execute("BEGIN")
         try:
             self._refuse_superseded(application_name, generation)
@@ -928,8 +902,8 @@ class DynamoDBSink:
         return total_segments > 0 and int(rows[0][0]) == total_segments
 
     def _copy(self, stage_dir: str, expected: int, staged: Sequence[TableColumn]) -> int:
-        sql = copy_batch_sql(self.target, f"@{self.sink.stage}/{stage_dir}/{ROWS_DIR}/", staged)
-        return self.sink.run_copy(sql, self.target.batch_table, stage_dir, expected)
+        sql = copy_batch_sql(self.target, f"@{self.stage}/{stage_dir}/{ROWS_DIR}/", staged)
+        return self.run_copy(sql, self.target.batch_table, stage_dir, expected)
 
     def _merge(
         self,

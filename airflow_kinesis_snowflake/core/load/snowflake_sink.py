@@ -377,41 +377,27 @@ def rowcount(connection: Any, sql: str, params: Sequence[Any]) -> int:
         cur.close()
 
 
-class SnowflakeSink:
-    """Everything the ingestion does in Snowflake, over a snowflake-connector-python connection.
+class SupportObjects:
+    """The one owner of a destination's support objects in Snowflake, for every sink: its ledger of
+    shard marks, its batch outcomes, its stage and parse-failure table, and the destination's columns.
 
-    :param pipe_definition: PIPE destinations: the pipe's COPY statement; staged rows are then
-        JSON lines loaded through its SELECT (see :mod:`~.pipe`) instead of Parquet matched by
-        column name.
+    Each sink (:class:`SnowflakeSink` appends, :class:`~.dynamodb_sink.DynamoDBSink` merges) is one of
+    these plus its load method; what every source's engine reads and writes here is written once.
+
     :param names: the support objects of the source it loads (a Kinesis connector's by default;
         :data:`DYNAMODB_SUPPORT_NAMES` for a DynamoDB connector's).
     """
 
-    def __init__(
-        self,
-        connection: Any,
-        destination: Destination,
-        pipe_definition: str | None = None,
-        names: SupportNames = KINESIS_SUPPORT_NAMES,
-    ) -> None:
+    def __init__(self, connection: Any, destination: Destination, names: SupportNames = KINESIS_SUPPORT_NAMES) -> None:
         self.connection = connection
         self.destination = destination
-        self.pipe_definition = pipe_definition
         self.names = names
         objects = SinkObjects.for_destination(destination, names)
         self.table = objects.table
         self.failures_table = objects.failures_table
         self.ledger = objects.ledger
         self.stage = objects.stage
-        self._generations = objects.generations
         self.outcomes = objects.outcomes
-
-    @property
-    def generations(self) -> str:
-        """The generations table; :class:`ValueError` for a source that records its generations elsewhere."""
-        if self._generations is None:
-            raise ValueError(f"the sink of {self.table} keeps no lease-table generations table ({self.names})")
-        return self._generations
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         return execute(self.connection, sql, params)
@@ -419,7 +405,7 @@ class SnowflakeSink:
     def _rowcount(self, sql: str, params: Sequence[Any]) -> int:
         return rowcount(self.connection, sql, params)
 
-    # -- objects --------------------------------------------------------------------------------
+    # -- the destination's columns --------------------------------------------------------------
 
     def describe_columns(self) -> list[TableColumn]:
         """The destination's columns in table order; a clear error when the table is missing."""
@@ -447,21 +433,6 @@ class SnowflakeSink:
             )
             for r in rows
         ]
-
-    def table_properties(self) -> TableProperties:
-        """ENABLE_SCHEMA_EVOLUTION and whether the destination is an Iceberg table."""
-        d = self.destination
-        cur = self.connection.cursor()
-        try:
-            cur.execute(
-                f"SHOW TABLES LIKE {_string_literal(d.table)} "
-                f"IN SCHEMA {quote_identifier(d.database)}.{quote_identifier(d.schema)}"
-            )
-            names = [c[0] for c in cur.description or []]
-            rows = list(cur.fetchall()) if cur.description else []
-        finally:
-            cur.close()
-        return table_properties_from_show(names, rows, d.table)
 
     def evolve(
         self,
@@ -555,81 +526,53 @@ class SnowflakeSink:
         )
         return [str(r[0]) for r in rows]
 
-    # -- generations ----------------------------------------------------------------------------
+    def advance_ledger(
+        self,
+        application_name: str,
+        generation_id: str,
+        batch_id: str,
+        shard_id: str,
+        start: Checkpoint | None,
+        end: Checkpoint,
+    ) -> None:
+        """Move one shard's ledger mark from ``start`` to ``end`` inside the caller's transaction.
 
-    def ensure_generations_table(self) -> None:
-        """The generations table alone (reset and restore record in it; idempotent DDL)."""
-        for ddl in (generations_ddl(self.destination), *generations_columns_ddl(self.destination)):
-            self._execute(ddl.sql)
-
-    def latest_generation(self, configured_application_name: str) -> GenerationRecord | None:
-        """The newest record of the connector whose connector file names ``configured_application_name``.
-
-        A record whose application name is ``configured_application_name`` counts too: a connector
-        file changed to the active name after a reset still finds its history.
+        :raises StaleBatchError: the mark is no longer ``start``.
         """
-        rows = self._execute(
-            "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, REASON, START_POSITION, "
-            "START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT, REPLACED_GENERATION_ID, "
-            f"DESTINATION FROM {self.generations} "
-            "WHERE CONFIGURED_APPLICATION_NAME = %s OR APPLICATION_NAME = %s ORDER BY RECORDED_AT DESC LIMIT 1",
-            (configured_application_name, configured_application_name),
+        key = (application_name, generation_id, shard_id)
+        first_mark = (
+            f"INSERT INTO {self.ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, SEQUENCE_NUMBER, "
+            "SUB_SEQUENCE_NUMBER, BATCH_ID) SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
+            f"SELECT 1 FROM {self.ledger} WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
+            "AND SHARD_ID = %s)"
         )
-        if not rows:
-            return None
-        r = rows[0]
-        start = StartPosition.from_dict({"position": r[4], "timestamp": r[5]}) if r[4] else None
-        return GenerationRecord(
-            configured_application_name=str(r[0]),
-            application_name=str(r[1]),
-            generation_id=str(r[2]),
-            reason=GenerationReason(str(r[3])),
-            start=start,
-            connector_id=r[6],
-            stream_arn=r[7],
-            stream_created_at=r[8],
-            recorded_at=r[9] if isinstance(r[9], datetime) else None,
-            replaces=r[10],
-            destination=r[11],
-        )
-
-    def destination_loaders(self, stream_arn: str) -> list[Loader]:
-        """The applications whose generations read ``stream_arn`` into this destination, each known by its
-        configured and active names, with when it last recorded a generation."""
-        rows = self._execute(
-            "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, MAX(CONNECTOR_ID), MAX(RECORDED_AT) "
-            f"FROM {self.generations} WHERE DESTINATION = %s AND STREAM_ARN = %s "
-            "GROUP BY CONFIGURED_APPLICATION_NAME, APPLICATION_NAME",
-            (self.destination.qualified_name, stream_arn),
-        )
-        loaders: list[Loader] = []
-        for configured, active, connector, at in rows:
-            if at is None:
-                continue
-            loaders.append(Loader(frozenset({str(configured), str(active)}), recorded_at(at), connector))
-        return loaders
-
-    def record_generation(self, record: GenerationRecord) -> None:
-        """Append ``record``; it becomes the connector's newest (committed on its own)."""
-        start = record.start.to_dict() if record.start is not None else {"position": None, "timestamp": None}
-        self._execute(
-            f"INSERT INTO {self.generations} (CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, "
-            "REASON, START_POSITION, START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, "
-            "REPLACED_GENERATION_ID, DESTINATION) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                record.configured_application_name,
-                record.application_name,
-                record.generation_id,
-                record.reason.value,
-                start["position"],
-                start["timestamp"],
-                record.connector_id,
-                record.stream_arn,
-                record.stream_created_at,
-                record.replaces,
-                record.destination,
-            ),
-        )
+        first_mark_params = (*key, end.sequence_number, end.sub_sequence_number, batch_id, *key)
+        if start is None:
+            changed = self._rowcount(first_mark, first_mark_params)
+        else:
+            changed = self._rowcount(
+                f"UPDATE {self.ledger} SET SEQUENCE_NUMBER = %s, SUB_SEQUENCE_NUMBER = %s, BATCH_ID = %s, "
+                "UPDATED_AT = CURRENT_TIMESTAMP() WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
+                "AND SHARD_ID = %s AND SEQUENCE_NUMBER = %s AND SUB_SEQUENCE_NUMBER = %s",
+                (
+                    end.sequence_number,
+                    end.sub_sequence_number,
+                    batch_id,
+                    *key,
+                    start.sequence_number,
+                    start.sub_sequence_number,
+                ),
+            )
+            if changed == 0:
+                # A checkpoint the ledger has never seen (migrated from a KCL lease table): nothing
+                # was loaded from it yet, so the first batch sets the mark; once any batch has, a
+                # writer starting anywhere but at that mark is stale as before.
+                changed = self._rowcount(first_mark, first_mark_params)
+        if changed != 1:
+            raise StaleBatchError(
+                f"ledger mark of shard {shard_id} for application {application_name!r} is no longer "
+                f"{start.to_dict() if start else 'empty'}: another batch loaded it first; nothing was loaded"
+            )
 
     # -- batch outcomes -------------------------------------------------------------------------
 
@@ -707,7 +650,7 @@ class SnowflakeSink:
         )
         return [(str(name), BatchResult.from_dict(json.loads(result))) for name, result in rows]
 
-    # -- staging and loading --------------------------------------------------------------------
+    # -- staging --------------------------------------------------------------------------------
 
     def put_file(self, local_path: str | Path, stage_dir: str) -> None:
         """Upload one local file to ``@stage/<stage_dir>/`` under its own name."""
@@ -722,6 +665,148 @@ class SnowflakeSink:
         if not _STAGE_PATH.match(stage_dir):
             raise ValueError(f"unsafe stage path {stage_dir!r}")
         self._execute(f"REMOVE @{self.stage}/{stage_dir}/")
+
+    def run_copy(self, sql: str, table: str, stage_dir: str, expected_rows: int) -> int:
+        """Run the COPY INTO ``sql``; the rows loaded, or :class:`LoadError` unless every file loaded
+        and the rows are ``expected_rows``."""
+        try:
+            rows = self._execute(sql)
+        except Exception as err:
+            # Snowflake's message names the file, line and column; say which load it was.
+            raise LoadError(f"{sql} failed: {err}") from err
+        statuses = {str(r[1]) for r in rows}
+        loaded = sum(int(r[3] or 0) for r in rows)
+        if statuses - {"LOADED"} or loaded != expected_rows:
+            raise LoadError(
+                f"COPY INTO {table} from {stage_dir} loaded {loaded} of {expected_rows} rows "
+                f"(file statuses: {sorted(statuses)})"
+            )
+        return loaded
+
+
+class SnowflakeSink(SupportObjects):
+    """The append sink: a Kinesis connector's batches staged and loaded with COPY INTO (or through a
+    pipe's SELECT), the ledger moved in the same transaction; its lease-table generations.
+
+    :param pipe_definition: PIPE destinations: the pipe's COPY statement; staged rows are then
+        JSON lines loaded through its SELECT (see :mod:`~.pipe`) instead of Parquet matched by
+        column name.
+    :param names: the support objects of the source it loads (a Kinesis connector's by default;
+        :data:`DYNAMODB_SUPPORT_NAMES` for a DynamoDB connector's).
+    """
+
+    load_method = "append"
+
+    def __init__(
+        self,
+        connection: Any,
+        destination: Destination,
+        pipe_definition: str | None = None,
+        names: SupportNames = KINESIS_SUPPORT_NAMES,
+    ) -> None:
+        super().__init__(connection, destination, names)
+        self.pipe_definition = pipe_definition
+        self._generations = SinkObjects.for_destination(destination, names).generations
+
+    @property
+    def generations(self) -> str:
+        """The generations table; :class:`ValueError` for a source that records its generations elsewhere."""
+        if self._generations is None:
+            raise ValueError(f"the sink of {self.table} keeps no lease-table generations table ({self.names})")
+        return self._generations
+
+    def table_properties(self) -> TableProperties:
+        """ENABLE_SCHEMA_EVOLUTION and whether the destination is an Iceberg table."""
+        d = self.destination
+        cur = self.connection.cursor()
+        try:
+            cur.execute(
+                f"SHOW TABLES LIKE {_string_literal(d.table)} "
+                f"IN SCHEMA {quote_identifier(d.database)}.{quote_identifier(d.schema)}"
+            )
+            names = [c[0] for c in cur.description or []]
+            rows = list(cur.fetchall()) if cur.description else []
+        finally:
+            cur.close()
+        return table_properties_from_show(names, rows, d.table)
+
+    # -- generations ----------------------------------------------------------------------------
+
+    def ensure_generations_table(self) -> None:
+        """The generations table alone (reset and restore record in it; idempotent DDL)."""
+        for ddl in (generations_ddl(self.destination), *generations_columns_ddl(self.destination)):
+            self._execute(ddl.sql)
+
+    def latest_generation(self, configured_application_name: str) -> GenerationRecord | None:
+        """The newest record of the connector whose connector file names ``configured_application_name``.
+
+        A record whose application name is ``configured_application_name`` counts too: a connector
+        file changed to the active name after a reset still finds its history.
+        """
+        rows = self._execute(
+            "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, REASON, START_POSITION, "
+            "START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, RECORDED_AT, REPLACED_GENERATION_ID, "
+            f"DESTINATION FROM {self.generations} "
+            "WHERE CONFIGURED_APPLICATION_NAME = %s OR APPLICATION_NAME = %s ORDER BY RECORDED_AT DESC LIMIT 1",
+            (configured_application_name, configured_application_name),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        start = StartPosition.from_dict({"position": r[4], "timestamp": r[5]}) if r[4] else None
+        return GenerationRecord(
+            configured_application_name=str(r[0]),
+            application_name=str(r[1]),
+            generation_id=str(r[2]),
+            reason=GenerationReason(str(r[3])),
+            start=start,
+            connector_id=r[6],
+            stream_arn=r[7],
+            stream_created_at=r[8],
+            recorded_at=r[9] if isinstance(r[9], datetime) else None,
+            replaces=r[10],
+            destination=r[11],
+        )
+
+    def destination_loaders(self, stream_arn: str) -> list[Loader]:
+        """The applications whose generations read ``stream_arn`` into this destination, each known by its
+        configured and active names, with when it last recorded a generation."""
+        rows = self._execute(
+            "SELECT CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, MAX(CONNECTOR_ID), MAX(RECORDED_AT) "
+            f"FROM {self.generations} WHERE DESTINATION = %s AND STREAM_ARN = %s "
+            "GROUP BY CONFIGURED_APPLICATION_NAME, APPLICATION_NAME",
+            (self.destination.qualified_name, stream_arn),
+        )
+        loaders: list[Loader] = []
+        for configured, active, connector, at in rows:
+            if at is None:
+                continue
+            loaders.append(Loader(frozenset({str(configured), str(active)}), recorded_at(at), connector))
+        return loaders
+
+    def record_generation(self, record: GenerationRecord) -> None:
+        """Append ``record``; it becomes the connector's newest (committed on its own)."""
+        start = record.start.to_dict() if record.start is not None else {"position": None, "timestamp": None}
+        self._execute(
+            f"INSERT INTO {self.generations} (CONFIGURED_APPLICATION_NAME, APPLICATION_NAME, GENERATION_ID, "
+            "REASON, START_POSITION, START_TIMESTAMP, CONNECTOR_ID, STREAM_ARN, STREAM_CREATED_AT, "
+            "REPLACED_GENERATION_ID, DESTINATION) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                record.configured_application_name,
+                record.application_name,
+                record.generation_id,
+                record.reason.value,
+                start["position"],
+                start["timestamp"],
+                record.connector_id,
+                record.stream_arn,
+                record.stream_created_at,
+                record.replaces,
+                record.destination,
+            ),
+        )
+
+    # -- loading --------------------------------------------------------------------------------
 
     def copy_sql(self, table: str, stage_dir: str, staged: Sequence[TableColumn] = ()) -> str:
         """The COPY INTO loading ``@stage/<stage_dir>/`` into ``table`` (quoted).
@@ -740,23 +825,6 @@ class SnowflakeSink:
 
     def _copy(self, table: str, stage_dir: str, expected_rows: int, staged: Sequence[TableColumn] = ()) -> int:
         return self.run_copy(self.copy_sql(table, stage_dir, staged), table, stage_dir, expected_rows)
-
-    def run_copy(self, sql: str, table: str, stage_dir: str, expected_rows: int) -> int:
-        """Run the COPY INTO ``sql``; the rows loaded, or :class:`LoadError` unless every file loaded
-        and the rows are ``expected_rows``."""
-        try:
-            rows = self._execute(sql)
-        except Exception as err:
-            # Snowflake's message names the file, line and column; say which load it was.
-            raise LoadError(f"{sql} failed: {err}") from err
-        statuses = {str(r[1]) for r in rows}
-        loaded = sum(int(r[3] or 0) for r in rows)
-        if statuses - {"LOADED"} or loaded != expected_rows:
-            raise LoadError(
-                f"COPY INTO {table} from {stage_dir} loaded {loaded} of {expected_rows} rows "
-                f"(file statuses: {sorted(statuses)})"
-            )
-        return loaded
 
     def commit_batch(
         self,
@@ -787,7 +855,7 @@ class SnowflakeSink:
         self._execute("BEGIN")
         try:
             for shard_id in sorted(ends):
-                self._advance_ledger(
+                self.advance_ledger(
                     application_name, generation_id, batch_id, shard_id, starts.get(shard_id), ends[shard_id]
                 )
             loaded = self._copy(self.table, f"{stage_dir}/{ROWS_DIR}", rows, columns) if rows else 0
@@ -799,62 +867,3 @@ class SnowflakeSink:
             self._execute("ROLLBACK")
             raise
         return CommitResult(rows_loaded=loaded, failures_loaded=failed)
-
-    def advance_ledger(
-        self,
-        application_name: str,
-        generation_id: str,
-        batch_id: str,
-        shard_id: str,
-        start: Checkpoint | None,
-        end: Checkpoint,
-    ) -> None:
-        """Move one shard's ledger mark from ``start`` to ``end`` inside the caller's transaction.
-
-        :raises StaleBatchError: the mark is no longer ``start``.
-        """
-        self._advance_ledger(application_name, generation_id, batch_id, shard_id, start, end)
-
-    def _advance_ledger(
-        self,
-        application_name: str,
-        generation_id: str,
-        batch_id: str,
-        shard_id: str,
-        start: Checkpoint | None,
-        end: Checkpoint,
-    ) -> None:
-        key = (application_name, generation_id, shard_id)
-        first_mark = (
-            f"INSERT INTO {self.ledger} (APPLICATION_NAME, GENERATION_ID, SHARD_ID, SEQUENCE_NUMBER, "
-            "SUB_SEQUENCE_NUMBER, BATCH_ID) SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS ("
-            f"SELECT 1 FROM {self.ledger} WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
-            "AND SHARD_ID = %s)"
-        )
-        first_mark_params = (*key, end.sequence_number, end.sub_sequence_number, batch_id, *key)
-        if start is None:
-            changed = self._rowcount(first_mark, first_mark_params)
-        else:
-            changed = self._rowcount(
-                f"UPDATE {self.ledger} SET SEQUENCE_NUMBER = %s, SUB_SEQUENCE_NUMBER = %s, BATCH_ID = %s, "
-                "UPDATED_AT = CURRENT_TIMESTAMP() WHERE APPLICATION_NAME = %s AND GENERATION_ID = %s "
-                "AND SHARD_ID = %s AND SEQUENCE_NUMBER = %s AND SUB_SEQUENCE_NUMBER = %s",
-                (
-                    end.sequence_number,
-                    end.sub_sequence_number,
-                    batch_id,
-                    *key,
-                    start.sequence_number,
-                    start.sub_sequence_number,
-                ),
-            )
-            if changed == 0:
-                # A checkpoint the ledger has never seen (migrated from a KCL lease table): nothing
-                # was loaded from it yet, so the first batch sets the mark; once any batch has, a
-                # writer starting anywhere but at that mark is stale as before.
-                changed = self._rowcount(first_mark, first_mark_params)
-        if changed != 1:
-            raise StaleBatchError(
-                f"ledger mark of shard {shard_id} for application {application_name!r} is no longer "
-                f"{start.to_dict() if start else 'empty'}: another batch loaded it first; nothing was loaded"
-            )

@@ -333,7 +333,7 @@ def cell(value: dict[str, Any], column_type: str) -> Any:
 def column_types(emulators: Emulators, sync: TableSync) -> dict[str, str]:
     conn = emulators.snowflake_connect()
     try:
-        columns = DynamoDBSink(conn, sync.target).sink.describe_columns()
+        columns = DynamoDBSink(conn, sync.target).describe_columns()
     finally:
         conn.close()
     return {c.name: c.data_type for c in columns}

@@ -34,7 +34,7 @@ from airflow_kinesis_snowflake.core.engine.credentials import (
     job_credential_environment,
 )
 from airflow_kinesis_snowflake.core.engine.wire import decode, encode
-from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SnowflakeSink
+from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SupportObjects
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.environment import SparkSubmitNotFoundError
@@ -616,11 +616,11 @@ def test_continuous_mode_submits_the_run_once_and_reads_every_outcome_of_its_att
     plan = batch_plan()
     read: list[str] = []
 
-    def read_attempt_outcomes(sink: SnowflakeSink, attempt_id: str) -> list[tuple[str, BatchResult]]:
+    def read_attempt_outcomes(sink: SupportObjects, attempt_id: str) -> list[tuple[str, BatchResult]]:
         read.append(attempt_id)
         return [("orders-app", outcome_of(plan)), ("orders-app", outcome_of(plan))]  # two micro-batches
 
-    monkeypatch.setattr(SnowflakeSink, "read_attempt_outcomes", read_attempt_outcomes)
+    monkeypatch.setattr(SupportObjects, "read_attempt_outcomes", read_attempt_outcomes)
     settings = BatchSettings(
         stream_name="orders", application_name="orders-app", destination=plan.destination, connector_id="orders"
     )
@@ -662,7 +662,7 @@ def test_continuous_mode_hands_on_each_micro_batch_as_it_commits_while_the_appli
 
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
     monkeypatch.setattr(KinesisSnowflakeHook, "get_conn", lambda self: io.StringIO())
-    monkeypatch.setattr(SnowflakeSink, "read_attempt_outcomes", lambda sink, attempt_id: list(recorded))
+    monkeypatch.setattr(SupportObjects, "read_attempt_outcomes", lambda sink, attempt_id: list(recorded))
     settings = BatchSettings(
         stream_name="orders", application_name="orders-app", destination=plan.destination, connector_id="orders"
     )

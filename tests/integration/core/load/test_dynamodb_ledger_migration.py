@@ -161,7 +161,7 @@ def test_an_upgraded_deployment_goes_on_from_its_stream_marks_and_leaves_a_kines
 
     # The upgrade's first step, on its own: the marks and outcomes of this table, exactly, and only them.
     with emulators.snowflake_connect() as conn:
-        DynamoDBSink(conn, sync.target).ensure_support_objects(sync.application_name)
+        DynamoDBSink(conn, sync.target).ensure_support_objects_of(sync.application_name)
     assert ledger_rows(emulators, DYNAMODB_SUPPORT_NAMES.ledger, sync.application_name) == before["old_marks"]
     assert outcome_rows(emulators, DYNAMODB_SUPPORT_NAMES.outcomes, sync.application_name) == old_outcomes
 

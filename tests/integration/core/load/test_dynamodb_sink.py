@@ -129,7 +129,7 @@ class Table:
                 columns[name] = pa.array(values, kind)
         path = self.tmp_path / f"{stage_dir.replace('/', '_')}.parquet"
         pq.write_table(pa.table(columns), path)
-        self.sink.sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
+        self.sink.put_file(path, f"{stage_dir}/{ROWS_DIR}")
 
     def stage_many(self, stage_dir: str, changes: Sequence[ItemChange], prefixes: Sequence[str]) -> None:
         """Stage changes of several key spaces (each change's key gets its own prefix) in one file."""
@@ -147,7 +147,7 @@ class Table:
             batch_id=stage_dir,
             stage_dir=stage_dir,
             rows=len(changes),
-            columns=self.sink.sink.describe_columns(),
+            columns=self.sink.describe_columns(),
             **kwargs,
         )
 
@@ -327,7 +327,7 @@ def test_changes_converge_whatever_order_they_arrive_in(any_table: Table) -> Non
         table.stage_many(f"app/slot{slot}", staged, prefixes)
         table.sink.apply_batch(
             application_name=table.app, generation_id="g", batch_id=f"slot{slot}", stage_dir=f"app/slot{slot}",
-            rows=len(staged), columns=table.sink.sink.describe_columns(),
+            rows=len(staged), columns=table.sink.describe_columns(),
         )  # fmt: skip
     every_change = [c for batch in batches.values() for c in batch]
     expected: dict[str, dict[str, Any]] = {}

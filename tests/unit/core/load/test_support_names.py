@@ -23,7 +23,7 @@ DEST = Destination("ANALYTICS", "RAW", "CUSTOMERS")
 
 
 def test_a_dynamodb_sink_names_its_ledger_outcomes_and_stage_after_dynamodb() -> None:
-    sink = DynamoDBSink(None, DynamoDBTarget(DEST, "customers", (KeyColumn("PK", "VARCHAR"),))).sink
+    sink = DynamoDBSink(None, DynamoDBTarget(DEST, "customers", (KeyColumn("PK", "VARCHAR"),)))
 
     assert (sink.ledger, sink.outcomes, sink.stage) == (
         '"ANALYTICS"."RAW"."DYNAMODB_INGEST_LEDGER"',
@@ -31,8 +31,10 @@ def test_a_dynamodb_sink_names_its_ledger_outcomes_and_stage_after_dynamodb() ->
         '"ANALYTICS"."RAW"."DYNAMODB_INGEST_STAGE"',
     )
     # It records its generations in its own table (dynamodb_sink), not in a lease-table generations table.
+    assert sink.target.generations == '"ANALYTICS"."RAW"."DYNAMODB_SYNC_GENERATIONS"'
+    assert not hasattr(sink, "generations")
     with pytest.raises(ValueError, match="keeps no lease-table generations table"):
-        _ = sink.generations
+        _ = SnowflakeSink(None, DEST, names=DYNAMODB_SUPPORT_NAMES).generations
 
 
 def test_the_dynamodb_support_objects_are_created_without_a_kinesis_name() -> None:
