@@ -14,7 +14,7 @@ dead letters, read from the lease table and Snowflake's batch outcomes table thr
 connections (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/lag/).
 ``artifacts upload`` builds the job's files (the connector's entry point and the package zip) and uploads
 them, content-addressed, to the artifacts location of a connector on a managed Spark platform
-(``spark.emr_serverless.artifacts``), printing their URIs.
+(``spark.emr_serverless.artifacts`` or ``spark.glue.artifacts``), printing their URIs.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from airflow_kinesis_snowflake.core.admin.iam import (
     Requirement,
     dynamodb_source_permissions,
     emr_serverless_permissions,
+    glue_permissions,
     partition_for_region,
     permission_check_permissions,
     policy_document,
@@ -155,8 +156,9 @@ def _parser() -> argparse.ArgumentParser:
         "artifacts",
         help="build and upload the job's files for a managed Spark platform",
         description="Build the Spark job's files of a connector on a managed Spark platform (spark.platform: "
-        "emr_serverless): its source's entry point and the package zip, and upload them to spark.emr_serverless."
-        "artifacts under keys that hold a hash of their bytes (a file already there is not uploaded again), "
+        "emr_serverless or glue): its source's entry point (on Glue the Glue job's script) and the package zip, and "
+        "upload them to spark.emr_serverless.artifacts or spark.glue.artifacts under keys that hold a hash of their "
+        "bytes (a file already there is not uploaded again), "
         "through the connector's AWS connection. Prints each file's URI. The tasks upload them too on first use.",
     )
     actions = artifacts.add_subparsers(dest="action", required=True)
@@ -171,12 +173,13 @@ def _artifacts(args: argparse.Namespace) -> int:
     except ConnectorConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    emr = config.spark.emr_serverless
-    if emr is None:
+    emr, glue = config.spark.emr_serverless, config.spark.glue
+    if emr is None and glue is None:
         print(
             f"error: {args.connector}: spark.platform is {config.spark.platform}, which runs the job from this "
             "worker's files: nothing to upload. Set spark.platform: emr_serverless and spark.emr_serverless.artifacts "
-            f"({docs_url('spark', 'emr-serverless')})",
+            f"({docs_url('spark', 'emr-serverless')}), or glue and spark.glue.artifacts "
+            f"({docs_url('spark', 'aws-glue')})",
             file=sys.stderr,
         )
         return 1
@@ -187,7 +190,13 @@ def _artifacts(args: argparse.Namespace) -> int:
         from airflow_kinesis_snowflake.hooks.artifacts import SOURCE_APPLICATIONS, upload_job_artifacts
 
         s3 = S3Hook(aws_conn_id=config.connections.aws, region_name=config.source.region)
-        uploaded = upload_job_artifacts(s3, emr.artifacts, SOURCE_APPLICATIONS[config.source_type])
+        application = SOURCE_APPLICATIONS[config.source_type]
+        if glue is not None:
+            from airflow_kinesis_snowflake.hooks.glue import GLUE_APPLICATION
+
+            application = GLUE_APPLICATION
+        location = emr.artifacts if emr is not None else glue.artifacts  # type: ignore[union-attr]
+        uploaded = upload_job_artifacts(s3, location, application)
     for artifact in uploaded:
         print(f"{artifact.uri}\t{'uploaded' if artifact.uploaded else 'already there'}")
     return 0
@@ -450,6 +459,16 @@ def _permission_check(args: argparse.Namespace, config: AnyConnectorConfig) -> l
 
 def _platform_permissions(args: argparse.Namespace, config: AnyConnectorConfig) -> list[Requirement]:
     """What running the job on the connector's Spark platform needs of the Airflow side (nothing for spark-submit)."""
+    partition = args.partition or partition_for_region(config.source.region)
+    if (glue := config.spark.glue) is not None:
+        return glue_permissions(
+            job_name=glue.job_name,
+            role_arn=glue.role_arn,
+            artifacts=glue.artifacts,
+            partition=partition,
+            region=config.source.region,
+            account_id=args.account_id,
+        )
     emr = config.spark.emr_serverless
     if emr is None:
         return []
@@ -457,7 +476,7 @@ def _platform_permissions(args: argparse.Namespace, config: AnyConnectorConfig) 
         application_id=emr.application_id,
         execution_role_arn=emr.execution_role_arn,
         artifacts=emr.artifacts,
-        partition=args.partition or partition_for_region(config.source.region),
+        partition=partition,
         region=config.source.region,
         account_id=args.account_id,
     )

@@ -819,9 +819,19 @@ def _spark_conf_problem(key: Any, value: Any) -> str | None:
 # Where the job runs (``spark.platform``): spark-submit on this worker, or a managed Spark service.
 SPARK_SUBMIT_PLATFORM = "spark_submit"
 EMR_SERVERLESS_PLATFORM = "emr_serverless"
-SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM)
+GLUE_PLATFORM = "glue"
+SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM)
 # The spark: fields that only spark-submit reads: a managed platform sizes and places the driver itself.
 _SPARK_SUBMIT_ONLY = ("deploy_mode", "total_executor_cores", "queue")
+# The spark: fields Glue decides itself: its worker type sizes the driver and executors, its runtime is the Python.
+_GLUE_DECIDES = (
+    "executor_memory",
+    "driver_memory",
+    "executor_cores",
+    "num_executors",
+    "pyspark_python",
+    "pyspark_driver_python",
+)
 _EMR_APPLICATION_ID = re.compile(r"^[0-9a-z]{1,64}$")
 _IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _S3_LOCATION = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\s]*)?$")
@@ -898,6 +908,129 @@ class EmrServerlessConfig(_Strict):
         return {"platform": EMR_SERVERLESS_PLATFORM, **self.model_dump(exclude_none=True)}
 
 
+# Glue job names: 1 to 255 characters of the single-line string pattern Glue's API takes.
+_GLUE_JOB_NAME = re.compile(r"^[\w.\-+=,@:/ ]{1,255}$")
+# The worker types of Glue ETL jobs on Glue 4.0 and later (G.1X: 4 vCPU, 16 GB; G.2X: 8 vCPU, 32 GB ...).
+GLUE_WORKER_TYPES = ("G.1X", "G.2X", "G.4X", "G.8X", "G.12X", "G.16X", "R.1X", "R.2X", "R.4X", "R.8X")
+# The Glue versions that run the job: Spark 3.5 and Python 3.11 (5.0 and later).
+GLUE_VERSIONS = ("5.0",)
+# StartJobRun's Timeout in minutes: Glue's default and largest for a batch job is 2,880 (48 hours).
+GLUE_TIMEOUT_MAX_MINUTES = 2_880
+
+
+class GlueConfig(_Strict):
+    """The AWS Glue job the Spark job runs as (``spark.glue``). The job definition is the task's: it
+    is created when missing and updated when its settings differ (the Amazon provider's
+    ``GlueJobHook`` with ``update_config``, as ``GlueJobOperator`` does), its script the uploaded
+    entry point.
+
+    :param job_name: the Glue job (one per connector: its runs are the connector's batches).
+    :param role_arn: the IAM role the job runs as: the driver's own AWS identity, which reads the
+        source, the lease table and the Snowflake connection's secret.
+    :param artifacts: ``s3://bucket/prefix`` where the entry script and the package zip are uploaded,
+        each under a key holding a hash of its bytes.
+    :param worker_type: the workers' type (G.1X when left out).
+    :param number_of_workers: how many workers, the driver's among them (at least 2; 2 when left out).
+    :param glue_version: the Glue version; 5.0 (Spark 3.5, Python 3.11), the first that runs the job.
+    :param timeout_minutes: StartJobRun's ``Timeout``: Glue stops a run that lasts longer (TIMEOUT);
+        Glue's default, 2,880 (48 hours), when left out.
+    :param max_concurrent_runs: the job's ``MaxConcurrentRuns`` (1 when left out): a run still
+        stopping after its task was killed counts until it ended.
+    :param poll_seconds: seconds between two reads of a job run's state while the task waits (1 to 300).
+    """
+
+    job_name: str
+    role_arn: str
+    artifacts: str
+    worker_type: str = "G.1X"
+    number_of_workers: int = 2
+    glue_version: str = "5.0"
+    timeout_minutes: int | None = None
+    max_concurrent_runs: int = 1
+    poll_seconds: int = 30
+
+    @field_validator("job_name")
+    @classmethod
+    def _job_name(cls, value: str) -> str:
+        if not _GLUE_JOB_NAME.match(value):
+            raise ValueError(
+                f"{value!r} is not a Glue job name: 1 to 255 letters, digits, spaces and _ . - + = , @ : /"
+            )
+        return value
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, value: str) -> str:
+        if not _IAM_ROLE_ARN.match(value):
+            raise ValueError(
+                f"{value!r} is not an IAM role ARN: give the Glue job's role as arn:aws:iam::<account>:role/<name>"
+            )
+        return value
+
+    @field_validator("artifacts")
+    @classmethod
+    def _artifacts(cls, value: str) -> str:
+        if not _S3_LOCATION.match(value):
+            raise ValueError(f"{value!r} is not an S3 location: write it s3://<bucket>/<prefix>")
+        return value.rstrip("/")
+
+    @field_validator("worker_type")
+    @classmethod
+    def _worker_type(cls, value: str) -> str:
+        if value not in GLUE_WORKER_TYPES:
+            raise ValueError(
+                f"{value!r} is not a Glue worker type of a Spark job: one of {', '.join(GLUE_WORKER_TYPES)}"
+            )
+        return value
+
+    @field_validator("glue_version", mode="before")
+    @classmethod
+    def _glue_version(cls, value: Any) -> Any:
+        if str(value) not in GLUE_VERSIONS:
+            raise ValueError(
+                f"{value!r}: the job needs Spark 3.5 and Python 3.11, which Glue runs from version 5.0; "
+                f'write glue_version: "5.0" (quoted)'
+            )
+        return str(value)
+
+    @field_validator("number_of_workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 10_000:
+            raise ValueError(f"{value!r} must be a whole number of workers from 2 (a driver and an executor)")
+        return value
+
+    @field_validator("timeout_minutes", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= GLUE_TIMEOUT_MAX_MINUTES:
+            raise ValueError(
+                f"{value!r} must be a whole number of minutes from 1 to {GLUE_TIMEOUT_MAX_MINUTES:,} "
+                "(Glue's longest for a batch job)"
+            )
+        return value
+
+    @field_validator("max_concurrent_runs", mode="before")
+    @classmethod
+    def _concurrent(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000:
+            raise ValueError(f"{value!r} must be a whole number of runs from 1")
+        return value
+
+    @field_validator("poll_seconds", mode="before")
+    @classmethod
+    def _poll(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 300:
+            raise ValueError(f"{value!r} must be a whole number of seconds from 1 to 300")
+        return value
+
+    def platform_arguments(self) -> dict[str, Any]:
+        """The section as the operators' ``spark_platform`` mapping."""
+        return {"platform": GLUE_PLATFORM, **self.model_dump(exclude_none=True)}
+
+
 class SparkConfig(_Strict):
     """spark-submit settings of the ingest job; the master is the Spark connection's (``connections.spark``).
 
@@ -923,11 +1056,15 @@ class SparkConfig(_Strict):
         task log holds the job's lines and Spark's warnings and errors, not its INFO lines; one of
         ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF.
     :param platform: where the job runs: ``spark_submit`` (spark-submit on the Airflow worker, the
-        master of the Spark connection) or ``emr_serverless`` (a job run on Amazon EMR Serverless,
-        :class:`EmrServerlessConfig`). On EMR Serverless ``conf``, the memory and core sizes, the
-        Pythons and the log level become the job run's Spark settings; ``deploy_mode``,
-        ``total_executor_cores`` and ``queue`` are spark-submit's only.
+        master of the Spark connection), ``emr_serverless`` (a job run on Amazon EMR Serverless,
+        :class:`EmrServerlessConfig`) or ``glue`` (a run of an AWS Glue job, :class:`GlueConfig`). On
+        EMR Serverless ``conf``, the memory and core sizes, the Pythons and the log level become the
+        job run's Spark settings; ``deploy_mode``, ``total_executor_cores`` and ``queue`` are
+        spark-submit's only.
     :param emr_serverless: the EMR Serverless application, role and artifacts location.
+    :param glue: the AWS Glue job, its role, workers and artifacts location. On Glue ``conf`` and the
+        log level become the run's Spark settings; the worker type sizes the driver and executors
+        and Glue's runtime is the Python, so the memory and core sizes and the Pythons are refused.
     """
 
     deploy_mode: str | None = None
@@ -943,6 +1080,7 @@ class SparkConfig(_Strict):
     log_level: str | None = None
     platform: str = SPARK_SUBMIT_PLATFORM
     emr_serverless: EmrServerlessConfig | None = None
+    glue: GlueConfig | None = None
 
     @field_validator("platform", mode="before")
     @classmethod
@@ -953,28 +1091,40 @@ class SparkConfig(_Strict):
 
     @model_validator(mode="after")
     def _platform_fields(self) -> SparkConfig:
-        if self.platform == EMR_SERVERLESS_PLATFORM:
-            if self.emr_serverless is None:
+        sections = {EMR_SERVERLESS_PLATFORM: self.emr_serverless, GLUE_PLATFORM: self.glue}
+        needs = {
+            EMR_SERVERLESS_PLATFORM: "application_id, execution_role_arn and artifacts (s3://bucket/prefix)",
+            GLUE_PLATFORM: "job_name, role_arn and artifacts (s3://bucket/prefix)",
+        }
+        for platform, section in sections.items():
+            if platform != self.platform and section is not None:
                 raise ValueError(
-                    "spark.platform emr_serverless needs the spark.emr_serverless section: application_id, "
-                    "execution_role_arn and artifacts (s3://bucket/prefix)"
+                    f"spark.{platform} is set but spark.platform is {self.platform}: set spark.platform: "
+                    f"{platform} to run the job there, or remove spark.{platform}"
+                )
+        if self.platform in sections:
+            if sections[self.platform] is None:
+                raise ValueError(
+                    f"spark.platform {self.platform} needs the spark.{self.platform} section: {needs[self.platform]}"
                 )
             if given := [name for name in _SPARK_SUBMIT_ONLY if getattr(self, name) is not None]:
                 raise ValueError(
                     f"{', '.join(f'spark.{name}' for name in given)}: spark-submit's only, and spark.platform is "
-                    "emr_serverless, which places the driver and executors itself; remove "
+                    f"{self.platform}, which places the driver and executors itself; remove "
                     f"{'them' if len(given) > 1 else 'it'}"
                 )
-        elif self.emr_serverless is not None:
+        if self.platform == GLUE_PLATFORM and (given := [n for n in _GLUE_DECIDES if getattr(self, n) is not None]):
             raise ValueError(
-                f"spark.emr_serverless is set but spark.platform is {self.platform}: set spark.platform: "
-                "emr_serverless to run the job there, or remove spark.emr_serverless"
+                f"{', '.join(f'spark.{name}' for name in given)}: on Glue the worker type (spark.glue.worker_type) "
+                "sizes the driver and executors and Glue's runtime is the Python; remove "
+                f"{'them' if len(given) > 1 else 'it'} and choose spark.glue.worker_type and number_of_workers"
             )
         return self
 
     def platform_arguments(self) -> dict[str, Any] | None:
         """The operators' ``spark_platform``: None for spark-submit, else the platform's settings."""
-        return self.emr_serverless.platform_arguments() if self.emr_serverless is not None else None
+        section = self.emr_serverless or self.glue
+        return section.platform_arguments() if section is not None else None
 
     @field_validator(*_SPARK_TYPED, mode="before")
     @classmethod

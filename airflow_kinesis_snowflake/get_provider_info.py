@@ -128,6 +128,8 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.hooks.cloudwatch",
                     "airflow_kinesis_snowflake.hooks.platforms",
                     "airflow_kinesis_snowflake.hooks.emr_serverless",
+                    "airflow_kinesis_snowflake.hooks.glue",
+                    "airflow_kinesis_snowflake.hooks.managed",
                     "airflow_kinesis_snowflake.hooks.artifacts",
                 ],
             },

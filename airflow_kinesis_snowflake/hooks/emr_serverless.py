@@ -23,20 +23,25 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.hooks.emr import EmrServerlessHook
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-from airflow.providers.amazon.aws.utils.waiter import waiter as wait_for_state
 from airflow.providers.amazon.aws.utils.waiter_with_logging import wait
 from botocore.exceptions import BotoCoreError, ClientError
 
-from airflow_kinesis_snowflake import docs_url
-from airflow_kinesis_snowflake.compat import AirflowException, redact
+from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM
-from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, OutputLine, OutputTail, read_output_line
+from airflow_kinesis_snowflake.core.job_log import OutputTail
 from airflow_kinesis_snowflake.hooks.artifacts import split_location, upload_job_artifacts
+from airflow_kinesis_snowflake.hooks.managed import (
+    check_argument_size,
+    check_driver_identity,
+    driver_tail,
+    failure_message,
+    spark_settings,
+    wait_until_ended,
+)
 
 if TYPE_CHECKING:
     from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
 
-SPARK_DOC = docs_url("spark")
 # StartJobRun refuses an entry point argument longer than this (jobDriver.sparkSubmit.entryPointArguments).
 EMR_ARGUMENT_LIMIT = 10_280
 # Spark settings that give the driver and the executors environment variables on EMR Serverless.
@@ -46,13 +51,6 @@ EXECUTOR_ENV_SETTING = "spark.executorEnv."
 DEFAULT_TIMEOUT_MINUTES = 720
 # Where EMR Serverless writes a job run's driver output under the monitoring configuration's logUri.
 DRIVER_LOG = "{log_uri}/applications/{application_id}/jobs/{job_run_id}/SPARK_DRIVER/{stream}.gz"
-# The SparkSubmitHook arguments a connector's spark: section may set, as the Spark settings they are.
-_SIZING = {
-    "_executor_memory": "spark.executor.memory",
-    "_driver_memory": "spark.driver.memory",
-    "_executor_cores": "spark.executor.cores",
-    "_num_executors": "spark.executor.instances",
-}
 
 
 class EmrServerlessSubmitter:
@@ -105,29 +103,21 @@ class EmrServerlessSubmitter:
         return f"{self.artifacts}/logs"
 
     def check(self, hook: KinesisJobSubmitHook) -> None:
-        """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``: on EMR
-        Serverless the driver can only use its own identity (the execution role), and the credentials
-        this worker holds could reach it only as job arguments or Spark settings, which the job run
-        shows to anyone who may read it."""
-        if hook.driver_identity and hook.snowflake_connection_ref:
-            return
-        raise AirflowException(
-            f"Spark connection {hook._conn_id!r} (connections.spark of the connector file): spark.platform "
-            f"emr_serverless runs the driver on EMR Serverless as the execution role {self.execution_role_arn}, and "
-            "the AWS and Snowflake credentials this worker holds could reach it only as job arguments or Spark "
-            'settings, which the job run shows. Set the connection\'s extras "driver_identity": true and '
-            '"snowflake_connection_ref": the AWS Secrets Manager secret (name or ARN) holding the Snowflake '
-            "connection, which the execution role may read; nothing was submitted "
-            f"({SPARK_DOC}#emr-serverless)."
+        """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``
+        (:func:`~airflow_kinesis_snowflake.hooks.managed.check_driver_identity`): on EMR Serverless the
+        driver runs as the execution role."""
+        check_driver_identity(
+            hook,
+            platform=EMR_SERVERLESS_PLATFORM,
+            role=f"the execution role {self.execution_role_arn}",
+            anchor="emr-serverless",
         )
 
     def spark_parameters(self, hook: KinesisJobSubmitHook, package: str, location: dict[str, str]) -> str:
         """StartJobRun's ``sparkSubmitParameters``: the package zip as ``--py-files``, the task's Spark
         settings and sizes, Spark's log level (``spark.log_level``, WARN by default), and the region and
         endpoints of AWS (no credentials) as the driver's and executors' environment."""
-        settings = {setting: str(value) for name, setting in _SIZING.items() if (value := getattr(hook, name, None))}
-        settings.update({key: str(value) for key, value in hook._conf.items()})
-        settings[SPARK_LOG_LEVEL_SETTING] = hook.spark_log_level  # WARN unless the connector says otherwise
+        settings = spark_settings(hook)
         for name, value in location.items():
             settings[f"{DRIVER_ENV_SETTING}{name}"] = value
             settings[f"{EXECUTOR_ENV_SETTING}{name}"] = value
@@ -154,10 +144,8 @@ class EmrServerlessSubmitter:
         self.check(hook)
         if too_long := [argument for argument in arguments if len(argument) > EMR_ARGUMENT_LIMIT]:
             shown = label if too_long[0] == hook._plan_argument else f"an argument of {len(too_long[0])} characters"
-            raise AirflowException(
-                f"{shown} is longer than the {EMR_ARGUMENT_LIMIT:,} characters EMR Serverless takes in one "
-                "job argument: lower batch.max_shards_per_batch (or the DynamoDB source's segments per batch) so "
-                "that a batch's plan is smaller; nothing was submitted"
+            check_argument_size(
+                shown, len(too_long[0]), EMR_ARGUMENT_LIMIT, "characters EMR Serverless takes in one job argument"
             )
         entry_point, package = upload_job_artifacts(self.s3, self.artifacts, application)
         self._start_application()
@@ -241,18 +229,13 @@ class EmrServerlessSubmitter:
             f"{self.application_id} ended {run['state']}" + (f" ({details})" if details else "")
         )
         tail, where = self._driver_output()
-        if tail is None or not (tail.errors or tail.last):
-            return str(redact(f"{what}; no driver log was found under {self.log_uri}."))
-        which = "error lines" if tail.errors else "lines (none at ERROR)"
-        lines = "\n".join(f"  {line}" for line in tail.errors or tail.last)
-        return str(redact(f"{what}. Its driver's last {which}, of {where}:\n{lines}"))
+        return failure_message(what, tail, where, f"no driver log was found under {self.log_uri}")
 
     def _driver_output(self) -> tuple[OutputTail | None, str]:
         """The driver's stderr then stdout (where the Python driver's own output and traceback are), as EMR
         Serverless uploaded them under the log URI."""
         bucket, _ = split_location(self.log_uri)
-        tail: OutputTail | None = None
-        found = []
+        texts, found = [], []
         for stream in ("stderr", "stdout"):
             uri = DRIVER_LOG.format(
                 log_uri=self.log_uri, application_id=self.application_id, job_run_id=self.job_run_id, stream=stream
@@ -266,12 +249,8 @@ class EmrServerlessSubmitter:
                 self.log.warning("The driver's %s could not be read from %s: %s", stream, uri, err)
                 continue
             found.append(uri)
-            tail = tail or OutputTail()
-            previous: OutputLine | None = None
-            for raw in text.decode("utf-8", "replace").splitlines():
-                previous = read_output_line(raw, previous)
-                tail.add(previous)
-        return tail, " and ".join(found)
+            texts.append(text.decode("utf-8", "replace"))
+        return (driver_tail(texts) if found else None), " and ".join(found)
 
     def cancel(self) -> None:
         """Cancel the job run that is running, if one is, and wait until it ended (the task is being killed)."""
@@ -280,14 +259,10 @@ class EmrServerlessSubmitter:
             return
         self.log.info("Cancelling EMR Serverless job run %s of application %s", job_run_id, self.application_id)
         self.emr.conn.cancel_job_run(applicationId=self.application_id, jobRunId=job_run_id)
-        wait_for_state(
-            get_state_callable=self.emr.conn.get_job_run,
-            get_state_args={"applicationId": self.application_id, "jobRunId": job_run_id},
-            parse_response=["jobRun", "state"],
-            desired_state=EmrServerlessHook.JOB_TERMINAL_STATES - {"CANCELLING"},
-            failure_states=set(),
-            object_type="job run",
-            action="cancelled",
-            countdown=5 * 60,
-            check_interval_seconds=self.poll_seconds,
+        wait_until_ended(
+            self.emr.conn.get_job_run,
+            {"applicationId": self.application_id, "jobRunId": job_run_id},
+            ["jobRun", "state"],
+            EmrServerlessHook.JOB_TERMINAL_STATES - {"CANCELLING"},
+            poll_seconds=self.poll_seconds,
         )

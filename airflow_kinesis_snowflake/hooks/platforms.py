@@ -7,12 +7,15 @@ differs per platform:
 
 * ``spark_submit``: the hook runs spark-submit on this worker (its master is the Spark connection's);
 * ``emr_serverless``: a job run on Amazon EMR Serverless
-  (:class:`~airflow_kinesis_snowflake.hooks.emr_serverless.EmrServerlessSubmitter`).
+  (:class:`~airflow_kinesis_snowflake.hooks.emr_serverless.EmrServerlessSubmitter`);
+* ``glue``: a run of an AWS Glue job (:class:`~airflow_kinesis_snowflake.hooks.glue.GlueSubmitter`).
 
 A managed platform's submitter is a :class:`~airflow_kinesis_snowflake.hooks.spark.PlatformSubmitter`
 (the submit step's seam): it refuses what cannot run before
 anything is submitted, runs the entry point with the job's arguments and waits for it, and cancels
-it when the task is killed.
+it when the task is killed. The steps every managed platform takes alike are in
+:mod:`~airflow_kinesis_snowflake.hooks.managed`; the files go up through
+:mod:`~airflow_kinesis_snowflake.hooks.artifacts`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM, SPARK_PLATFORMS, SPARK_SUBMIT_PLATFORM
+from airflow_kinesis_snowflake.config import (
+    EMR_SERVERLESS_PLATFORM,
+    GLUE_PLATFORM,
+    SPARK_PLATFORMS,
+    SPARK_SUBMIT_PLATFORM,
+)
 
 if TYPE_CHECKING:
     from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook, PlatformSubmitter
@@ -44,6 +52,12 @@ def platform_submitter(
         assert settings is not None
         fields = {key: value for key, value in settings.items() if key != "platform"}
         return EmrServerlessSubmitter(aws_conn_id=aws_conn_id, region_name=region_name, **fields)
+    if platform == GLUE_PLATFORM:
+        from airflow_kinesis_snowflake.hooks.glue import GlueSubmitter
+
+        assert settings is not None
+        fields = {key: value for key, value in settings.items() if key != "platform"}
+        return GlueSubmitter(aws_conn_id=aws_conn_id, region_name=region_name, **fields)
     raise ValueError(f"spark_platform: {platform!r} is not a Spark platform: one of {', '.join(SPARK_PLATFORMS)}")
 
 

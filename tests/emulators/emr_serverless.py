@@ -15,26 +15,18 @@ writes them under the monitoring configuration's ``logUri``
 ListJobRuns of an application that has run nothing yet lists nothing (moto answers it does not exist).
 
 CancelJobRun moves the run to ``CANCELLING``, ends spark-submit's process group (the JVM and its
-Python workers) and then the run is ``CANCELLED``. Every process of a run has the run's id in its
-command line (the working directory's name is in the entry point's path), which is how a test
-finds them.
-
-The JVMs start as the suite's other jobs do (:func:`~tests.emulators.spark_env.spark_env`).
+Python workers) and then the run is ``CANCELLED``. How a run's processes start and stop is shared
+with the emulated Glue (:mod:`~tests.emulators.spark_runs`).
 """
 
 from __future__ import annotations
 
 import gzip
-import os
-import re
 import shlex
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,12 +36,13 @@ from moto.emrserverless.models import EMRServerlessBackend, JobRun
 from moto.s3.models import s3_backends
 from moto.utilities.utils import get_partition
 
-from tests.emulators.servers import AWS_KEY, REPO_ROOT
+from tests.emulators import spark_runs
+from tests.emulators.spark_runs import read_s3 as _read_s3
+from tests.emulators.spark_runs import s3_location as _s3_location
 
 DRIVER_ENV = "spark.emr-serverless.driverEnv."
 EXECUTOR_ENV = "spark.executorEnv."
 WORK_PREFIX = "emr-serverless-"
-_EXCEPTION_LINE = re.compile(r"^\s*([\w.]+(Error|Exception)|SystemExit)\b.*")
 _installed = False
 
 
@@ -71,18 +64,6 @@ def _set_state(job_run: JobRun, state: str, details: str | None = None) -> None:
     job_run.state = state
     job_run.state_details = details
     job_run.updated_at = utcnow()
-
-
-def _s3_location(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
-def _read_s3(backend: Any, uri: str, directory: Path) -> Path:
-    bucket, key = _s3_location(uri)
-    path = directory / key.rsplit("/", 1)[-1]
-    path.write_bytes(backend.get_object(bucket, key).value)
-    return path
 
 
 def _command(job_run: JobRun, backend: Any, directory: Path) -> tuple[list[str], dict[str, str]]:
@@ -110,21 +91,6 @@ def _command(job_run: JobRun, backend: Any, directory: Path) -> tuple[list[str],
     return ["spark-submit", "--master", "local[2]", *options, str(entry_point), *arguments], env
 
 
-def _environment(added: dict[str, str]) -> dict[str, str]:
-    """The job's environment: this process's without its AWS variables, the suite's Spark settings, the
-    execution role's identity (moto's test keys), and what the run's settings add."""
-    from tests.emulators.spark_env import spark_env
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(spark_env())
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update({"AWS_ACCESS_KEY_ID": AWS_KEY, "AWS_SECRET_ACCESS_KEY": AWS_KEY})
-    env.update(added)
-    return env
-
-
 def _log_uri(job_run: JobRun) -> str | None:
     overrides: dict[str, Any] = dict(job_run.configuration_overrides or {})
     monitoring = overrides.get("monitoringConfiguration") or {}
@@ -138,23 +104,9 @@ def _write_logs(job_run: JobRun, backend: Any, directory: Path) -> None:
         return
     bucket, prefix = _s3_location(log_uri)
     for stream in ("stdout", "stderr"):
-        path = directory / stream
-        data = path.read_bytes() if path.exists() else b""
+        data = spark_runs.output(directory, stream)
         key = "/".join(p for p in (prefix, "applications", job_run.application_id, "jobs", job_run.id) if p)
         backend.put_object(bucket, f"{key}/SPARK_DRIVER/{stream}.gz", gzip.compress(data))
-
-
-def _last_exceptions(directory: Path) -> str:
-    lines: list[str] = []
-    for stream in ("stdout", "stderr"):
-        path = directory / stream
-        if path.exists():
-            lines += [
-                m.group(0).strip()
-                for line in path.read_text("utf-8", "replace").splitlines()
-                if (m := _EXCEPTION_LINE.match(line))
-            ]
-    return "; ".join(lines[-3:])
 
 
 def _run(run: _Run, backend: Any) -> None:
@@ -171,10 +123,7 @@ def _run(run: _Run, backend: Any) -> None:
             if run.cancelled.is_set():
                 _set_state(job_run, "CANCELLED", "Job run cancelled by user.")
                 return
-            with (directory / "stdout").open("wb") as out, (directory / "stderr").open("wb") as err:
-                run.process = subprocess.Popen(
-                    command, stdout=out, stderr=err, env=_environment(added), cwd=directory, start_new_session=True
-                )
+            run.process = spark_runs.start(command, added, directory)
             _set_state(job_run, "RUNNING")
         code = run.process.wait()
         _write_logs(job_run, backend, directory)
@@ -188,7 +137,7 @@ def _run(run: _Run, backend: Any) -> None:
         elif code == 0:
             _set_state(job_run, "SUCCESS")
         else:
-            exceptions = _last_exceptions(directory)
+            exceptions = "; ".join(spark_runs.last_exceptions(directory))
             _set_state(
                 job_run,
                 "FAILED",
@@ -213,26 +162,6 @@ def _start_job_run(original: Any) -> Any:
     return start
 
 
-def _stop(run: _Run) -> None:
-    """End spark-submit's process group (the JVM and the Python processes it started), all of it."""
-    process = run.process
-    assert process is not None
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    for _ in range(100):  # what outlives the group's leader, until none is left (zombies aside)
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        process.wait()
-        time.sleep(0.05)
-
-
 def _cancel_job_run(original: Any) -> Any:
     def cancel(self: EMRServerlessBackend, application_id: str, job_run_id: str) -> tuple[str, str]:
         job_run = self.get_job_run(application_id, job_run_id)
@@ -246,7 +175,7 @@ def _cancel_job_run(original: Any) -> Any:
             run.cancelled.set()
             process = run.process
             if process is not None:
-                run.stopper = threading.Thread(target=_stop, args=(run,), daemon=True)
+                run.stopper = threading.Thread(target=spark_runs.stop, args=(process,), daemon=True)
                 run.stopper.start()
         return application_id, job_run_id
 

@@ -18,6 +18,7 @@ from tests.emulators import (
     dynamodb_streams,
     emr_serverless,
     fan_out,
+    glue,
     kinesis_extensions,
     moto_extensions,
 )
@@ -36,6 +37,7 @@ def main() -> None:
     fan_out.install()
     dynamodb_scan_faults.install()
     emr_serverless.install()
+    glue.install()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

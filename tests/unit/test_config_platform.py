@@ -1,4 +1,4 @@
-"""The connector file's ``spark.platform``: spark-submit by default, or EMR Serverless with its section."""
+"""The connector file's ``spark.platform``: spark-submit by default, or EMR Serverless or AWS Glue with its section."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from tests.unit.test_config import _load_error, _with, _write
 
 ROLE = "arn:aws:iam::123456789012:role/orders-emr-job"
 EMR = {"application_id": "00fabcdefghijklm", "execution_role_arn": ROLE, "artifacts": "s3://orders-jobs/kinesis/"}
+GLUE_ROLE = "arn:aws:iam::123456789012:role/orders-glue-job"
+GLUE = {"job_name": "orders-kinesis-to-snowflake", "role_arn": GLUE_ROLE, "artifacts": "s3://orders-jobs/glue/"}
 
 
 def _spark(section: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +48,7 @@ def test_emr_serverless_settings_reach_the_operators_with_the_shared_spark_setti
 @pytest.mark.parametrize(
     ("section", "field", "shown", "fix"),
     [
-        ({"platform": "glue"}, "spark.platform", "'glue'", "one of spark_submit, emr_serverless"),
+        ({"platform": "databricks"}, "spark.platform", "'databricks'", "one of spark_submit, emr_serverless, glue"),
         ({"platform": "emr_serverless"}, "spark", "needs the spark.emr_serverless section", "execution_role_arn"),
         ({"emr_serverless": EMR}, "spark", "spark.platform is spark_submit", "set spark.platform: emr_serverless"),
         (
@@ -97,6 +99,47 @@ def test_emr_serverless_settings_reach_the_operators_with_the_shared_spark_setti
             "required",
             "",
         ),
+        ({"platform": "glue"}, "spark", "needs the spark.glue section", "job_name, role_arn and artifacts"),
+        ({"glue": GLUE}, "spark", "spark.platform is spark_submit", "set spark.platform: glue"),
+        (
+            {"platform": "glue", "glue": GLUE, "emr_serverless": EMR},
+            "spark",
+            "spark.emr_serverless is set but spark.platform is glue",
+            "remove spark.emr_serverless",
+        ),
+        (
+            {"platform": "glue", "glue": GLUE, "executor_memory": "4g", "pyspark_python": "python3"},
+            "spark",
+            "spark.executor_memory, spark.pyspark_python: on Glue the worker type",
+            "choose spark.glue.worker_type and number_of_workers",
+        ),
+        ({"platform": "glue", "glue": {**GLUE, "glue_version": 4.0}}, "spark.glue.glue_version", "4.0", '"5.0"'),
+        (
+            {"platform": "glue", "glue": {**GLUE, "worker_type": "Standard"}},
+            "spark.glue.worker_type",
+            "'Standard'",
+            "G.1X",
+        ),
+        ({"platform": "glue", "glue": {**GLUE, "number_of_workers": 1}}, "spark.glue.number_of_workers", "1", "from 2"),
+        (
+            {"platform": "glue", "glue": {**GLUE, "timeout_minutes": 3000}},
+            "spark.glue.timeout_minutes",
+            "3000",
+            "from 1 to 2,880",
+        ),
+        (
+            {"platform": "glue", "glue": {**GLUE, "role_arn": "orders-glue"}},
+            "spark.glue.role_arn",
+            "'orders-glue'",
+            "arn:aws:iam::",
+        ),
+        (
+            {"platform": "glue", "glue": {**GLUE, "artifacts": "jobs"}},
+            "spark.glue.artifacts",
+            "'jobs'",
+            "s3://<bucket>/<prefix>",
+        ),
+        ({"platform": "glue", "glue": {**GLUE, "job_name": "a\nb"}}, "spark.glue.job_name", "'a\\nb'", "1 to 255"),
     ],
 )
 def test_a_wrong_platform_setting_names_file_field_value_and_fix(
@@ -114,3 +157,21 @@ def test_a_credential_in_an_emr_serverless_driver_environment_setting_is_refused
     message = _load_error(tmp_path, _spark(section))
     assert "  - spark.conf:" in message and repr(key) in message and "credential" in message
     assert "s3cr3t-value" not in message
+
+
+def test_glue_settings_reach_the_operators_with_glue_s_defaults(tmp_path: Path) -> None:
+    section = {"platform": "glue", "glue": {**GLUE, "timeout_minutes": 90}, "conf": {"spark.sql.shuffle.partitions": 8}}
+    spark = load_connector_config(_write(tmp_path, _spark(section))).spark
+    assert spark.platform_arguments() == {
+        "platform": "glue",
+        "job_name": "orders-kinesis-to-snowflake",
+        "role_arn": GLUE_ROLE,
+        "artifacts": "s3://orders-jobs/glue",  # without the trailing slash
+        "worker_type": "G.1X",
+        "number_of_workers": 2,
+        "glue_version": "5.0",
+        "timeout_minutes": 90,
+        "max_concurrent_runs": 1,
+        "poll_seconds": 30,
+    }
+    assert spark.spark_conf() == {"spark.sql.shuffle.partitions": "8"}

@@ -100,3 +100,47 @@ def test_a_connector_file_with_a_problem_is_named_with_it(tmp_path: Path, capsys
     assert main(["artifacts", "upload", "--connector", str(connector)]) == 1
     error = capsys.readouterr().err
     assert str(connector) in error and "needs the spark.emr_serverless section" in error
+
+
+GLUE_ROLE = "arn:aws:iam::210987654321:role/orders-glue-job"
+GLUE = {
+    "platform": "glue",
+    "glue": {"job_name": "orders-to-snowflake", "role_arn": GLUE_ROLE, "artifacts": "s3://jobs-bucket/glue"},
+}
+
+
+def test_the_policy_of_a_connector_on_glue_grants_its_job_role_artifacts_and_driver_logs_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    region = _shipped_data()["source"]["region"]
+    granted = statements(write_connector(tmp_path, GLUE), capsys)
+
+    assert granted["GlueJobRuns"]["Resource"] == [f"arn:aws:glue:{region}:210987654321:job/orders-to-snowflake"]
+    assert sorted(granted["GlueJobRuns"]["Action"]) == [
+        "glue:BatchStopJobRun",
+        "glue:CreateJob",
+        "glue:GetJob",
+        "glue:GetJobRun",
+        "glue:GetJobRuns",
+        "glue:StartJobRun",
+        "glue:UpdateJob",
+    ]
+    assert granted["GluePassRole"]["Resource"] == [GLUE_ROLE]
+    assert granted["GluePassRole"]["Condition"] == {"StringEquals": {"iam:PassedToService": "glue.amazonaws.com"}}
+    assert granted["GlueArtifacts"]["Resource"] == ["arn:aws:s3:::jobs-bucket/glue/*"]
+    assert granted["GlueArtifactsList"]["Condition"] == {"StringLike": {"s3:prefix": "glue/*"}}
+    assert granted["GlueDriverLogs"]["Resource"] == [
+        f"arn:aws:logs:{region}:210987654321:log-group:/aws-glue/jobs/*:log-stream:*"
+    ]
+    assert not [sid for sid in granted if sid.startswith("EmrServerless")]
+
+
+def test_the_policy_of_a_dynamodb_connector_on_glue_grants_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_dynamodb_connector(tmp_path, "  tables: [orders]\n")
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "spark": GLUE}))
+    granted = statements(path, capsys)
+    assert granted["GlueJobRuns"]["Resource"] == ["arn:aws:glue:eu-west-1:210987654321:job/orders-to-snowflake"]
+    assert granted["GluePassRole"]["Resource"] == [GLUE_ROLE]

@@ -32,6 +32,11 @@ down to the calls this provider makes with the connector's credentials:
   the driver's logs from it (ListBucket on that prefix only, so that a missing file is told apart from
   a denied one). What the execution role itself needs is told in the Spark page of the docs.
 
+* On AWS Glue (``spark.platform: glue``), the Airflow side defines the connector's Glue job (creates
+  it, or updates it when its definition differs), starts, reads and stops its runs, passes the job's
+  role to Glue, uploads the job's files to the artifacts prefix as above, and reads a failed run's
+  driver output from the Glue log groups in CloudWatch Logs.
+
 Unlike the Openflow table there is no DescribeStream: shards come from ListShards, and the stream
 ARN from DescribeStreamSummary.
 """
@@ -403,9 +408,6 @@ def emr_serverless_permissions(
     """
     _check(partition, region, account_id)
     application = f"arn:{partition}:emr-serverless:{region}:{account_id}:/applications/{application_id}"
-    bucket, _, prefix = artifacts.removeprefix("s3://").partition("/")
-    prefix = prefix.strip("/")
-    objects = f"arn:{partition}:s3:::{bucket}/{prefix}/*" if prefix else f"arn:{partition}:s3:::{bucket}/*"
     return [
         Requirement(
             sid="EmrServerlessJobRuns",
@@ -427,18 +429,77 @@ def emr_serverless_permissions(
             purpose="Give the job runs their execution role (the driver's own AWS identity).",
             conditions=(("StringEquals", "iam:PassedToService", "emr-serverless.amazonaws.com"),),
         ),
+        *artifacts_permissions("EmrServerless", artifacts, partition, reads="and read the driver's logs"),
+    ]
+
+
+def artifacts_permissions(sid: str, artifacts: str, partition: str, *, reads: str = "") -> list[Requirement]:
+    """What uploading a managed Spark platform's job files needs: ``artifacts``' prefix only.
+
+    :param sid: the platform's statement id prefix (``EmrServerless``, ``Glue``).
+    :param reads: what else is read under the prefix, as the purpose says it.
+    """
+    bucket, _, prefix = artifacts.removeprefix("s3://").partition("/")
+    prefix = prefix.strip("/")
+    objects = f"arn:{partition}:s3:::{bucket}/{prefix}/*" if prefix else f"arn:{partition}:s3:::{bucket}/*"
+    return [
         Requirement(
-            sid="EmrServerlessArtifacts",
+            sid=f"{sid}Artifacts",
             actions=("s3:GetObject", "s3:PutObject"),
             resources=(objects,),
-            purpose="Upload the job's entry point and package zip (content-addressed) and read the driver's logs.",
+            purpose="Upload the job's entry point and package zip (content-addressed)"
+            + (f" {reads}" if reads else "")
+            + ".",
         ),
         Requirement(
-            sid="EmrServerlessArtifactsList",
+            sid=f"{sid}ArtifactsList",
             actions=("s3:ListBucket",),
             resources=(f"arn:{partition}:s3:::{bucket}",),
             purpose="Tell a file not uploaded yet from a denied one under the artifacts prefix.",
             conditions=(("StringLike", "s3:prefix", f"{prefix}/*" if prefix else "*"),),
+        ),
+    ]
+
+
+def glue_permissions(
+    *, job_name: str, role_arn: str, artifacts: str, partition: str, region: str, account_id: str
+) -> list[Requirement]:
+    """What the Airflow side of a connector on AWS Glue needs (``spark.glue``).
+
+    :param job_name: the connector's Glue job, which the tasks define and run.
+    :param role_arn: the job's role, passed to Glue.
+    :param artifacts: ``s3://bucket/prefix`` of the job's files.
+    """
+    _check(partition, region, account_id)
+    return [
+        Requirement(
+            sid="GlueJobRuns",
+            actions=(
+                "glue:GetJob",
+                "glue:CreateJob",
+                "glue:UpdateJob",
+                "glue:StartJobRun",
+                "glue:GetJobRun",
+                "glue:GetJobRuns",
+                "glue:BatchStopJobRun",
+            ),
+            resources=(f"arn:{partition}:glue:{region}:{account_id}:job/{job_name}",),
+            purpose="Define the connector's Glue job (its script the uploaded entry point), run each batch's Spark "
+            "job as a run of it, wait for it, and stop it when the task is killed.",
+        ),
+        Requirement(
+            sid="GluePassRole",
+            actions=("iam:PassRole",),
+            resources=(role_arn,),
+            purpose="Give the Glue job its role (the driver's own AWS identity).",
+            conditions=(("StringEquals", "iam:PassedToService", "glue.amazonaws.com"),),
+        ),
+        *artifacts_permissions("Glue", artifacts, partition),
+        Requirement(
+            sid="GlueDriverLogs",
+            actions=("logs:GetLogEvents",),
+            resources=(f"arn:{partition}:logs:{region}:{account_id}:log-group:/aws-glue/jobs/*:log-stream:*",),
+            purpose="Read a failed job run's last driver lines for the task's error.",
         ),
     ]
 

@@ -79,14 +79,8 @@ def spark_connection(secret_id: str) -> str:
     return json.dumps({"conn_type": "kinesis_snowflake_spark", "extra": extra})
 
 
-def emr_serverless(emulators: Emulators) -> EmrServerless:
-    """An application, an artifacts bucket and the Snowflake connection's secret (fakesnow's) in moto."""
-    bucket = unique("emr-jobs")
-    emulators.boto3_client("s3").create_bucket(Bucket=bucket)
-    application = emulators.boto3_client("emr-serverless").create_application(
-        name=unique("ingest"), releaseLabel="emr-7.5.0", type="SPARK"
-    )["applicationId"]
-    secret_id = unique("emr/snowflake")
+def snowflake_secret(emulators: Emulators, secret_id: str) -> str:
+    """A Secrets Manager secret ``secret_id`` in moto holding the Snowflake connection (fakesnow's)."""
     snowflake = {
         "account": "fakesnow",
         "user": "fake",
@@ -96,6 +90,17 @@ def emr_serverless(emulators: Emulators) -> EmrServerless:
         "protocol": "http",
     }
     emulators.boto3_client("secretsmanager").create_secret(Name=secret_id, SecretString=json.dumps(snowflake))
+    return secret_id
+
+
+def emr_serverless(emulators: Emulators) -> EmrServerless:
+    """An application, an artifacts bucket and the Snowflake connection's secret (fakesnow's) in moto."""
+    bucket = unique("emr-jobs")
+    emulators.boto3_client("s3").create_bucket(Bucket=bucket)
+    application = emulators.boto3_client("emr-serverless").create_application(
+        name=unique("ingest"), releaseLabel="emr-7.5.0", type="SPARK"
+    )["applicationId"]
+    secret_id = snowflake_secret(emulators, unique("emr/snowflake"))
     return EmrServerless(emulators, application, bucket, secret_id)
 
 

@@ -1,0 +1,135 @@
+"""The steps every managed Spark platform's submitter takes alike
+(:mod:`~airflow_kinesis_snowflake.hooks.platforms`): the refusal of a driver without its own identity
+(:func:`check_driver_identity`), the task's Spark settings (:func:`spark_settings`), the refusal of a
+plan too large for the platform's job arguments (:func:`check_argument_size`), the exception of a run
+that did not succeed with its driver's last lines (:func:`driver_tail`, :func:`failure_message`), and
+the wait for a stopped run to end (:func:`wait_until_ended`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
+from airflow_kinesis_snowflake import docs_url
+from airflow_kinesis_snowflake.compat import AirflowException, redact
+from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, OutputLine, OutputTail, read_output_line
+
+if TYPE_CHECKING:
+    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+
+
+SPARK_DOC = docs_url("spark")
+# The SparkSubmitHook arguments a connector's spark: section may set, as the Spark settings they are.
+_SIZING = {
+    "_executor_memory": "spark.executor.memory",
+    "_driver_memory": "spark.driver.memory",
+    "_executor_cores": "spark.executor.cores",
+    "_num_executors": "spark.executor.instances",
+}
+
+
+def check_driver_identity(hook: KinesisJobSubmitHook, *, platform: str, role: str, anchor: str) -> None:
+    """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``: on a
+    managed platform the driver can only use its own identity (``role``), and the credentials this
+    worker holds could reach it only as job arguments or Spark settings, which the platform shows to
+    anyone who may read the run.
+
+    :param platform: the ``spark.platform`` value, as the message names it.
+    :param role: the role the driver runs as, e.g. ``the execution role arn:...``.
+    :param anchor: the section of the Spark page of the docs that tells the platform's setup.
+    :raises AirflowException: naming the connection, the extras to set, and that nothing was submitted.
+    """
+    if hook.driver_identity and hook.snowflake_connection_ref:
+        return
+    raise AirflowException(
+        f"Spark connection {hook._conn_id!r} (connections.spark of the connector file): spark.platform "
+        f"{platform} runs the driver as {role}, and the AWS and Snowflake credentials this worker holds "
+        "could reach it only as job arguments or Spark settings, which the job run shows. Set the connection's "
+        'extras "driver_identity": true and "snowflake_connection_ref": the AWS Secrets Manager secret (name or '
+        "ARN) holding the Snowflake connection, which that role may read; nothing was submitted "
+        f"({SPARK_DOC}#{anchor})."
+    )
+
+
+def spark_settings(hook: KinesisJobSubmitHook, *, sizes: bool = True) -> dict[str, str]:
+    """The task's Spark settings on a managed platform: its sizes (when the platform takes them), its
+    ``conf``, and Spark's log level (``spark.log_level``, WARN by default)."""
+    settings = {}
+    if sizes:
+        settings = {setting: str(value) for name, setting in _SIZING.items() if (value := getattr(hook, name, None))}
+    settings.update({key: str(value) for key, value in hook._conf.items()})
+    settings[SPARK_LOG_LEVEL_SETTING] = hook.spark_log_level  # WARN unless the connector says otherwise
+    return settings
+
+
+def check_argument_size(shown: str, size: int, limit: int, what: str) -> None:
+    """Refuse, before anything is uploaded or submitted, job arguments the platform would refuse.
+
+    :param shown: what is too large, e.g. the hook's plan label.
+    :param size: its size, held against ``limit``.
+    :param what: the limit's unit and what it bounds, e.g. "characters EMR Serverless takes in one job argument".
+    :raises AirflowException: with the limit and the connector fields that make a plan smaller.
+    """
+    if size <= limit:
+        return
+    raise AirflowException(
+        f"{shown} is longer than the {limit:,} {what}: lower batch.max_shards_per_batch (or the DynamoDB "
+        "source's segments per batch) so that a batch's plan is smaller; nothing was submitted"
+    )
+
+
+def driver_tail(texts: Iterable[str]) -> OutputTail:
+    """The last lines of a driver's output (``texts``: whole streams, e.g. stderr then stdout), read
+    as the task log reads spark-submit's (:func:`~airflow_kinesis_snowflake.core.job_log.read_output_line`)."""
+    tail = OutputTail()
+    for text in texts:
+        previous: OutputLine | None = None
+        for raw in text.splitlines():
+            previous = read_output_line(raw, previous)
+            tail.add(previous)
+    return tail
+
+
+def failure_message(what: str, tail: OutputTail | None, where: str, nowhere: str) -> str:
+    """The exception of a run that did not succeed: ``what`` ended how, then its driver's last error
+    lines (its last lines when none is at ERROR) from ``where``, masked by Airflow's secret masker.
+
+    :param nowhere: what to say when no driver output was found, e.g. where it was looked for.
+    """
+    if tail is None or not (tail.errors or tail.last):
+        return str(redact(f"{what}; {nowhere}."))
+    which = "error lines" if tail.errors else "lines (none at ERROR)"
+    lines = "\n".join(f"  {line}" for line in tail.errors or tail.last)
+    return str(redact(f"{what}. Its driver's last {which}, of {where}:\n{lines}"))
+
+
+def wait_until_ended(
+    get_state: Callable[..., Any],
+    arguments: dict[str, Any],
+    path: list[str],
+    ended: Collection[str],
+    *,
+    poll_seconds: int,
+    minutes: int = 5,
+) -> None:
+    """Wait, after a run was cancelled or stopped (the task is being killed), until it is in one of the
+    ``ended`` states, with the Amazon provider's waiter.
+
+    :param get_state: the client call that describes the run, called with ``arguments``.
+    :param path: where its state is in the answer.
+    :param minutes: how long to wait at most.
+    """
+    from airflow.providers.amazon.aws.utils.waiter import waiter
+
+    waiter(
+        get_state_callable=get_state,
+        get_state_args=arguments,
+        parse_response=path,
+        desired_state=set(ended),
+        failure_states=set(),
+        object_type="job run",
+        action="ended",
+        countdown=minutes * 60,
+        check_interval_seconds=poll_seconds,
+    )
