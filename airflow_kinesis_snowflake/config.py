@@ -936,6 +936,9 @@ class GlueConfig(_Strict):
         Glue's default, 2,880 (48 hours), when left out.
     :param max_concurrent_runs: the job's ``MaxConcurrentRuns`` (1 when left out): a run still
         stopping after its task was killed counts until it ended.
+    :param additional_python_modules: pip requirements Glue installs before each run
+        (``--additional-python-modules``): the job's libraries that Glue's image lacks, e.g.
+        ``snowflake-connector-python>=3.17``, or wheels on S3.
     :param poll_seconds: seconds between two reads of a job run's state while the task waits (1 to 300).
     """
 
@@ -947,6 +950,7 @@ class GlueConfig(_Strict):
     glue_version: str = "5.0"
     timeout_minutes: int | None = None
     max_concurrent_runs: int = 1
+    additional_python_modules: list[str] = Field(default_factory=list)
     poll_seconds: int = 30
 
     @field_validator("job_name")
@@ -1009,6 +1013,16 @@ class GlueConfig(_Strict):
             raise ValueError(
                 f"{value!r} must be a whole number of minutes from 1 to {GLUE_TIMEOUT_MAX_MINUTES:,} "
                 "(Glue's longest for a batch job)"
+            )
+        return value
+
+    @field_validator("additional_python_modules")
+    @classmethod
+    def _modules(cls, value: list[str]) -> list[str]:
+        if bad := [module for module in value if not module.strip() or "," in module]:
+            raise ValueError(
+                f"{bad[0]!r}: one pip requirement or S3 wheel per item, without commas "
+                "(Glue joins them with commas into --additional-python-modules)"
             )
         return value
 

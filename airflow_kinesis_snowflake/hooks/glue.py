@@ -74,6 +74,7 @@ class GlueSubmitter:
     :param glue_version: the job's ``GlueVersion`` (5.0: Spark 3.5, Python 3.11).
     :param timeout_minutes: StartJobRun's ``Timeout`` (Glue's default, 2,880, when None).
     :param max_concurrent_runs: the job's ``MaxConcurrentRuns``.
+    :param additional_python_modules: the run's ``--additional-python-modules`` (pip requirements).
     :param aws_conn_id: the AWS connection that calls Glue, S3 and CloudWatch Logs.
     :param region_name: its region; the connection's when None.
     :param poll_seconds: seconds between two reads of the job run's state.
@@ -92,6 +93,7 @@ class GlueSubmitter:
         glue_version: str = "5.0",
         timeout_minutes: int | None = None,
         max_concurrent_runs: int = 1,
+        additional_python_modules: list[str] | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         poll_seconds: int = 30,
@@ -101,6 +103,7 @@ class GlueSubmitter:
         self.artifacts = artifacts.rstrip("/")
         self.worker_type, self.number_of_workers, self.glue_version = worker_type, number_of_workers, glue_version
         self.timeout_minutes, self.max_concurrent_runs = timeout_minutes, max_concurrent_runs
+        self.additional_python_modules = list(additional_python_modules or [])
         self.aws_conn_id, self.region_name = aws_conn_id, region_name
         self.poll_seconds = poll_seconds
         self.job_run_id: str | None = None
@@ -156,14 +159,17 @@ class GlueSubmitter:
         self, hook: KinesisJobSubmitHook, arguments: list[str], package: str, location: dict[str, str]
     ) -> dict[str, str]:
         """StartJobRun's ``Arguments``: the job's (``--flag value`` pairs), the package zip as
-        ``--extra-py-files``, the driver's environment as ``--driver-env``, and as ``--conf`` the task's
-        Spark settings, Spark's log level and the executors' environment (region and endpoints)."""
+        ``--extra-py-files``, the driver's environment as ``--driver-env``, as ``--conf`` the task's
+        Spark settings, Spark's log level and the executors' environment (region and endpoints), and
+        the libraries Glue installs (``--additional-python-modules``) when there are any."""
         run = dict(zip(arguments[::2], arguments[1::2], strict=True))
         settings = spark_settings(hook, sizes=False)  # the worker type sizes the driver and executors
         settings.update({f"{EXECUTOR_ENV_SETTING}{name}": value for name, value in location.items()})
         run["--extra-py-files"] = package
         run[glue_to_snowflake.DRIVER_ENV_ARG] = json.dumps(location, sort_keys=True)
         run["--conf"] = conf_argument(settings)
+        if self.additional_python_modules:
+            run["--additional-python-modules"] = ",".join(self.additional_python_modules)
         return run
 
     def submit(

@@ -139,6 +139,12 @@ def test_emr_serverless_settings_reach_the_operators_with_the_shared_spark_setti
             "'jobs'",
             "s3://<bucket>/<prefix>",
         ),
+        (
+            {"platform": "glue", "glue": {**GLUE, "additional_python_modules": ["orjson,tenacity"]}},
+            "spark.glue.additional_python_modules",
+            "'orjson,tenacity'",
+            "one pip requirement or S3 wheel per item",
+        ),
         ({"platform": "glue", "glue": {**GLUE, "job_name": "a\nb"}}, "spark.glue.job_name", "'a\\nb'", "1 to 255"),
     ],
 )
@@ -172,6 +178,7 @@ def test_glue_settings_reach_the_operators_with_glue_s_defaults(tmp_path: Path) 
         "glue_version": "5.0",
         "timeout_minutes": 90,
         "max_concurrent_runs": 1,
+        "additional_python_modules": [],
         "poll_seconds": 30,
     }
     assert spark.spark_conf() == {"spark.sql.shuffle.partitions": "8"}

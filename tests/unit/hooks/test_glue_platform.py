@@ -88,6 +88,15 @@ def test_the_run_s_arguments_hold_the_job_s_the_zip_the_settings_and_where_aws_i
     }
 
 
+def test_the_libraries_glue_lacks_are_installed_through_additional_python_modules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    modules = ["snowflake-connector-python>=3.17", "orjson>=3.11.7"]
+    spark = hook(monkeypatch, IDENTITY, spark_platform={**PLATFORM, "additional_python_modules": modules})
+    arguments = spark.submitter.run_arguments(spark, ["--plan", "eNo-plan"], ZIP, {})
+    assert arguments["--additional-python-modules"] == "snowflake-connector-python>=3.17,orjson>=3.11.7"
+
+
 def test_job_arguments_larger_than_glue_takes_are_refused_before_anything_is_uploaded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
