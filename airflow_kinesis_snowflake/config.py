@@ -934,8 +934,8 @@ class GlueConfig(_Strict):
     :param glue_version: the Glue version; 5.0 (Spark 3.5, Python 3.11), the first that runs the job.
     :param timeout_minutes: StartJobRun's ``Timeout``: Glue stops a run that lasts longer (TIMEOUT);
         Glue's default, 2,880 (48 hours), when left out.
-    :param max_concurrent_runs: the job's ``MaxConcurrentRuns`` (1 when left out): a run still
-        stopping after its task was killed counts until it ended.
+    :param max_concurrent_runs: the job's ``MaxConcurrentRuns`` (1 when left out): Glue refuses a
+        run beyond it (ConcurrentRunsExceededException).
     :param additional_python_modules: pip requirements Glue installs before each run
         (``--additional-python-modules``): the job's libraries that Glue's image lacks, e.g.
         ``snowflake-connector-python>=3.17``, or wheels on S3.

@@ -11,6 +11,7 @@ from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
 from airflow_kinesis_snowflake.__main__ import main
 from airflow_kinesis_snowflake.hooks.artifacts import upload_artifacts, upload_job_artifacts
+from airflow_kinesis_snowflake.hooks.glue import GlueSubmitter
 from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION
 from tests.conftest import unique
 from tests.emulators import Emulators
@@ -91,3 +92,30 @@ def test_the_cli_uploads_a_connector_s_files_and_prints_their_uris(
     assert second == [f"{uri}\talready there" for uri in uris]
     assert [uri.rsplit("/", 1)[1] for uri in uris] == ["kinesis_to_snowflake.py", "kinesis_snowflake_core.zip"]
     assert all(uri.startswith(f"s3://{bucket}/orders/sha256-") for uri in uris)
+
+
+def test_the_cli_uploads_a_glue_connector_s_script_and_zip_where_its_tasks_look_for_them(
+    aws_connections: Emulators, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket = unique("artifacts")
+    aws_connections.boto3_client("s3").create_bucket(Bucket=bucket)
+    data = _shipped_data()
+    data["spark"] = {
+        "platform": "glue",
+        "glue": {
+            "job_name": "orders",
+            "role_arn": "arn:aws:iam::123456789012:role/job",
+            "artifacts": f"s3://{bucket}/g",
+        },
+    }
+    connector = tmp_path / "orders.yaml"
+    connector.write_text(yaml.safe_dump(data))
+
+    assert main(["artifacts", "upload", "--connector", str(connector)]) == 0
+    uris = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+
+    # The Glue job's script (for every source) and the zip, where a task of the connector uploads them.
+    assert [uri.rsplit("/", 1)[1] for uri in uris] == ["glue_to_snowflake.py", "kinesis_snowflake_core.zip"]
+    s3 = S3Hook(aws_conn_id="aws_default")
+    task = upload_job_artifacts(s3, f"s3://{bucket}/g", GlueSubmitter.script(DEFAULT_APPLICATION))
+    assert [(a.uri, a.uploaded) for a in task] == [(uri, False) for uri in uris]
