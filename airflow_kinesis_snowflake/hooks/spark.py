@@ -616,6 +616,72 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             for conn in connection:
                 conn.close()
 
+    def run_plan(
+        self,
+        plan: Submittable,
+        key: OutcomeKey,
+        destination: Destination,
+        *,
+        names: SupportNames,
+        application: str,
+        aws: JobLocation,
+        snowflake: KinesisSnowflakeHook,
+        name: str,
+        what: str,
+    ) -> BatchResult:
+        """Every source's batch on Spark: submit its plan (:meth:`submit_work`), then read back from
+        Snowflake the outcome the job recorded under ``key``.
+
+        :param key: the batch's outcome key, with this submission's attempt id.
+        :param names: the source's support objects (its outcomes table).
+        :param what: the batch, in the log and errors.
+        :raises AirflowException: the plan is too large for one argument (before anything is
+            submitted), the job fails, or it recorded no outcome.
+        """
+        self.submit_work(
+            plan,
+            application=application,
+            aws=aws,
+            snowflake=snowflake,
+            name=name,
+            label=f"plan of {what}",
+            attempt_id=key.attempt_id,
+        )
+        return self.read_outcome(destination, key, snowflake, names=names, what=what)
+
+    def run_continuously(
+        self,
+        run: Submittable,
+        destination: Destination,
+        *,
+        names: SupportNames,
+        application: str,
+        aws: JobLocation,
+        snowflake: KinesisSnowflakeHook,
+        name: str,
+        what: str,
+        on_outcome: Callable[[tuple[str, BatchResult]], None] | None,
+    ) -> list[tuple[str, BatchResult]]:
+        """Every source's continuous run on Spark: submit it (:meth:`submit_work`) under a new attempt
+        id, hand each batch outcome it records to ``on_outcome`` as it commits
+        (:meth:`watching_outcomes`), and return them all, oldest first, by application name.
+
+        :param what: the run, in the log.
+        :raises AirflowException: the job fails; the batches committed before stay committed.
+        """
+        attempt_id = uuid.uuid4().hex
+        with self.watching_outcomes(destination, attempt_id, snowflake, on_outcome, names=names):
+            self.submit_work(
+                run,
+                application=application,
+                aws=aws,
+                snowflake=snowflake,
+                name=name,
+                label=f"continuous run of {what}",
+                attempt_id=attempt_id,
+            )
+        return self.read_attempt_outcomes(destination, attempt_id, snowflake, names=names)
+
     def run_batch(
         self,
         plan: BatchPlan,
@@ -634,17 +700,17 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: when the plan is too large for one argument (before anything is
             submitted), spark-submit fails, or the job recorded no outcome.
         """
-        key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex)
-        self.submit_work(
+        result = self.run_plan(
             plan,
+            OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex),
+            plan.destination,
+            names=KINESIS_SUPPORT_NAMES,
             application=application or DEFAULT_APPLICATION,
             aws=kinesis,
             snowflake=snowflake,
             name=f"kinesis-to-snowflake-{plan.application_name}",
-            label=f"plan of batch {plan.batch_id}",
-            attempt_id=key.attempt_id,
+            what=f"batch {plan.batch_id}",
         )
-        result = self.read_outcome(plan.destination, key, snowflake)
         if self.deploy_mode == CLUSTER:
             # The driver printed its report on the cluster: tell it here too.
             for line in report_lines(result):
@@ -688,21 +754,18 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         pipe_definition_for(settings.destination_type, settings.pipe_definition, settings.destination)
         region = kinesis.region_name or "us-east-1"
         run = ContinuousRun(settings, region, owner, max_runtime_minutes * 60, idle_seconds)
-        attempt_id = uuid.uuid4().hex
         committed = None if on_batch is None else lambda item: on_batch(outcome_of_results(item[0], [item]))
-        with self.watching_outcomes(
-            settings.destination, attempt_id, snowflake, committed, names=KINESIS_SUPPORT_NAMES
-        ):
-            self.submit_work(
-                run,
-                application=application or DEFAULT_APPLICATION,
-                aws=kinesis,
-                snowflake=snowflake,
-                name=f"kinesis-to-snowflake-{settings.application_name}",
-                label=f"continuous run of {settings.application_name}",
-                attempt_id=attempt_id,
-            )
-        results = self.read_attempt_outcomes(settings.destination, attempt_id, snowflake, names=KINESIS_SUPPORT_NAMES)
+        results = self.run_continuously(
+            run,
+            settings.destination,
+            names=KINESIS_SUPPORT_NAMES,
+            application=application or DEFAULT_APPLICATION,
+            aws=kinesis,
+            snowflake=snowflake,
+            name=f"kinesis-to-snowflake-{settings.application_name}",
+            what=settings.application_name,
+            on_outcome=committed,
+        )
         if self.deploy_mode == CLUSTER:
             for _, result in results:
                 for line in report_lines(result):
@@ -725,21 +788,15 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: the plan is too large for one argument (before anything is
             submitted), spark-submit fails, or the job recorded no outcome.
         """
-        key = OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex)
-        self.submit_work(
+        recorded = self.run_plan(
             plan,
+            OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex),
+            plan.target.destination,
+            names=DYNAMODB_SUPPORT_NAMES,
             application=application or DYNAMODB_APPLICATION,
             aws=_StreamsLocation(aws),
             snowflake=snowflake,
             name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
-            label=f"plan of batch {plan.batch_id} of {plan.table}",
-            attempt_id=key.attempt_id,
-        )
-        recorded = self.read_outcome(
-            plan.target.destination,
-            key,
-            snowflake,
-            names=DYNAMODB_SUPPORT_NAMES,
             what=f"batch {plan.batch_id} of DynamoDB table {plan.table}",
         )
         result = TableBatchResult.from_batch_result(recorded)
@@ -770,20 +827,18 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: spark-submit fails; the batches committed before stay committed,
             and the next run plans from the ledgers in Snowflake.
         """
-        attempt_id = uuid.uuid4().hex
-        destination = run.sync.target.destination
         committed = None if on_batch is None else lambda item: on_batch(TableBatchResult.from_batch_result(item[1]))
-        with self.watching_outcomes(destination, attempt_id, snowflake, committed, names=DYNAMODB_SUPPORT_NAMES):
-            self.submit_work(
-                run,
-                application=application or DYNAMODB_APPLICATION,
-                aws=_StreamsLocation(aws),
-                snowflake=snowflake,
-                name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
-                label=f"continuous run of {run.sync.table}",
-                attempt_id=attempt_id,
-            )
-        recorded = self.read_attempt_outcomes(destination, attempt_id, snowflake, names=DYNAMODB_SUPPORT_NAMES)
+        recorded = self.run_continuously(
+            run,
+            run.sync.target.destination,
+            names=DYNAMODB_SUPPORT_NAMES,
+            application=application or DYNAMODB_APPLICATION,
+            aws=_StreamsLocation(aws),
+            snowflake=snowflake,
+            name=f"dynamodb-to-snowflake-{run.sync.application_name}-{run.sync.table}",
+            what=run.sync.table,
+            on_outcome=committed,
+        )
         results = [TableBatchResult.from_batch_result(result) for _, result in recorded]
         if self.deploy_mode == CLUSTER:
             for result in results:

@@ -34,7 +34,7 @@ from airflow_kinesis_snowflake.core.engine.credentials import (
     job_credential_environment,
 )
 from airflow_kinesis_snowflake.core.engine.wire import decode, encode
-from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, SupportObjects
+from airflow_kinesis_snowflake.core.load.snowflake_sink import KINESIS_SUPPORT_NAMES, OutcomeKey, SupportObjects
 from airflow_kinesis_snowflake.core.model import BatchResult, Checkpoint, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.environment import SparkSubmitNotFoundError
@@ -452,8 +452,10 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     plan = batch_plan()
     read: list[OutcomeKey] = []
 
-    def read_outcome(self: KinesisJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any) -> BatchResult:
-        assert destination == plan.destination
+    def read_outcome(
+        self: KinesisJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any, **kwargs: Any
+    ) -> BatchResult:
+        assert destination == plan.destination and kwargs["names"] == KINESIS_SUPPORT_NAMES
         read.append(key)
         return outcome_of(plan)
 
