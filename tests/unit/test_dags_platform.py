@@ -34,3 +34,28 @@ def test_each_table_s_sync_task_runs_its_job_on_the_connector_s_platform() -> No
     )
     assert sync.partial_kwargs["spark_platform"] == PLATFORM
     assert task(build_dynamodb_sync_dag(config()), "sync_table").partial_kwargs["spark_platform"] is None
+
+
+GLUE = {
+    "job_name": "orders-to-snowflake",
+    "role_arn": "arn:aws:iam::123456789012:role/orders-glue-job",
+    "artifacts": "s3://b/g",
+}
+GLUE_PLATFORM = {
+    "platform": "glue",
+    **GLUE,
+    "worker_type": "G.1X",
+    "number_of_workers": 2,
+    "glue_version": "5.0",
+    "max_concurrent_runs": 1,
+    "additional_python_modules": [],
+    "poll_seconds": 30,
+}
+
+
+def test_the_ingest_and_sync_tasks_run_their_job_on_glue_when_the_connector_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "orders.yaml"
+    path.write_text(yaml.safe_dump({**CONNECTOR, "spark": {"platform": "glue", "glue": GLUE}}))
+    assert task(build_ingest_dag(load_connector_config(path)), "ingest").spark_platform == GLUE_PLATFORM
+    sync = task(build_dynamodb_sync_dag(config(with_("spark", platform="glue", glue=GLUE))), "sync_table")
+    assert sync.partial_kwargs["spark_platform"] == GLUE_PLATFORM
