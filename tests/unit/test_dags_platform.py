@@ -39,7 +39,7 @@ def test_each_table_s_sync_task_runs_its_job_on_the_connector_s_platform() -> No
 GLUE = {
     "job_name": "orders-to-snowflake",
     "role_arn": "arn:aws:iam::123456789012:role/orders-glue-job",
-    "artifacts": "s3://b/g",
+    "artifacts": "s3://jobs-bucket/glue",
 }
 GLUE_PLATFORM = {
     "platform": "glue",
