@@ -13,8 +13,6 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kinesis_snowflake.config import (
-    SPARK_SUBMIT_ARGUMENTS,
-    check_spark_conf,
     sync_target_from_dict,
     table_sync,
 )
@@ -22,22 +20,18 @@ from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRu
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures, TableSync, describe_summary, sync_table
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
-from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
-from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
-from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
-from airflow_kinesis_snowflake.metrics import Publish
+from airflow_kinesis_snowflake.operators.spark_job import SparkJobMixin
 
 # The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
 
 
-class SyncDynamoDBTableOperator(BaseOperator):
+class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
     """Sync one DynamoDB table into its Snowflake table (:func:`~.core.dynamodb_sync.sync_table`).
 
     The run's batches take a new snapshot when one is due, and follow the table's stream up to the
@@ -101,19 +95,17 @@ class SyncDynamoDBTableOperator(BaseOperator):
         self.target, self.sync_options = target, dict(sync_options)
         self.aws_conn_id, self.region_name = aws_conn_id, region_name
         self.snowflake_conn_id = snowflake_conn_id
-        self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
-        if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
-            raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
+        self.init_spark_job(
+            spark_conn_id=spark_conn_id,
+            spark_conf=spark_conf,
+            spark_submit=spark_submit,
+            spark_platform=spark_platform,
+            cloudwatch_namespace=cloudwatch_namespace,
+            cloudwatch_dimensions=cloudwatch_dimensions,
+        )
         if max_runtime_minutes is not None and (spark_conn_id is None or max_runtime_minutes <= 0):
             raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
-        self.spark_submit, self.max_runtime_minutes = dict(spark_submit or {}), max_runtime_minutes
-        self.spark_platform = dict(spark_platform) if spark_platform else None
-        self.idle_seconds = idle_seconds
-        if cloudwatch_namespace is not None:
-            check_namespace(cloudwatch_namespace)
-        self.cloudwatch_namespace = cloudwatch_namespace
-        self.cloudwatch_dimensions = None if cloudwatch_dimensions is None else check_dimensions(cloudwatch_dimensions)
-        self._spark_hook: KinesisJobSubmitHook | None = None
+        self.max_runtime_minutes, self.idle_seconds = max_runtime_minutes, idle_seconds
         self._destination: Destination | None = None  # what execute reported, for the lineage
         self._batches: list[TableBatchFigures] = []
 
@@ -129,15 +121,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
         submit, region = None, ""
         if self.spark_conn_id is not None:
-            check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
-            spark = job_submit_hook(
-                conn_id=self.spark_conn_id,
-                conf=self.spark_conf,
-                spark_submit=self.spark_submit,
-                spark_platform=self.spark_platform,
-                **aws,
-            )
-            self._spark_hook = spark
+            spark = self.build_spark_hook()
             job_aws = KinesisStreamHook(**aws)
             region = job_aws.region_name or ""
             spark.check_submission()  # before anything is leased or recorded
@@ -201,20 +185,7 @@ class SyncDynamoDBTableOperator(BaseOperator):
         )
         return figures
 
-    def publisher(self) -> Publish | None:
-        """Where the metrics go besides Airflow's (CloudWatch, with ``metrics.cloudwatch``)."""
-        return cloudwatch_publisher(
-            self.cloudwatch_namespace,
-            self.cloudwatch_dimensions,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-        )
-
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import sync_lineage
 
         return sync_lineage(self, task_instance)
-
-    def on_kill(self) -> None:
-        if self._spark_hook is not None:
-            self._spark_hook.on_kill()

@@ -10,22 +10,19 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException
-from airflow_kinesis_snowflake.config import BATCH_MODES, SPARK_SUBMIT_ARGUMENTS, check_spark_conf
+from airflow_kinesis_snowflake.config import BATCH_MODES
 from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
-from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
-from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.operators.spark_job import SparkJobMixin
 
 
-class SparkKinesisIngestOperator(BaseOperator):
+class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
     """Load the next micro-batch of a Kinesis stream into a Snowflake table, exactly once.
 
     Runs :func:`~airflow_kinesis_snowflake.core.batch.run_batch` (its module tells why a crash at any
@@ -144,23 +141,21 @@ class SparkKinesisIngestOperator(BaseOperator):
             raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
         self.mode, self.max_runtime_minutes, self.idle_seconds = mode, max_runtime_minutes, idle_seconds
         self.aws_conn_id, self.region_name, self.snowflake_conn_id = aws_conn_id, region_name, snowflake_conn_id
-        self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
-        if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
-            raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
-        self.spark_submit = dict(spark_submit or {})
-        self.spark_platform = dict(spark_platform) if spark_platform else None
+        self.init_spark_job(
+            spark_conn_id=spark_conn_id,
+            spark_conf=spark_conf,
+            spark_submit=spark_submit,
+            spark_platform=spark_platform,
+            cloudwatch_namespace=cloudwatch_namespace,
+            cloudwatch_dimensions=cloudwatch_dimensions,
+        )
         self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
         self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
-        if cloudwatch_namespace is not None:
-            check_namespace(cloudwatch_namespace)
-        self.cloudwatch_namespace = cloudwatch_namespace
-        self.cloudwatch_dimensions = None if cloudwatch_dimensions is None else check_dimensions(cloudwatch_dimensions)
-        self._spark_hook: KinesisJobSubmitHook | None = None
         self._last_summary: BatchOutcome | None = None  # the batch loaded, for the lineage
 
     def execute(self, context: Context) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
-        spark = self._spark_hook = self.build_spark_hook()
+        spark = self.build_spark_hook()
         spark.check_submission()  # a submission the job cannot run with fails before any lease is taken
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
@@ -171,12 +166,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
         from airflow_kinesis_snowflake.lineage import emit_ingest_metrics, report_run  # loaded when needed
 
-        publish = cloudwatch_publisher(
-            self.cloudwatch_namespace,
-            self.cloudwatch_dimensions,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-        )
+        publish = self.publisher()
         try:
             if self.max_runtime_minutes is not None:  # continuous: the Spark driver runs the protocol
                 outcome = spark.run_continuous(
@@ -208,23 +198,7 @@ class SparkKinesisIngestOperator(BaseOperator):
         continuous = self.max_runtime_minutes is not None
         return report_run(self, context, outcome, destination, snowflake, kinesis, publish, metrics=not continuous)
 
-    def build_spark_hook(self) -> KinesisJobSubmitHook:
-        """The job's hook of the Spark connection, with this operator's Spark settings, on its platform."""
-        check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
-        return job_submit_hook(
-            conn_id=self.spark_conn_id,
-            conf=self.spark_conf,
-            spark_submit=self.spark_submit,
-            spark_platform=self.spark_platform,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-        )
-
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import ingest_lineage
 
         return ingest_lineage(self, task_instance)
-
-    def on_kill(self) -> None:
-        if self._spark_hook is not None:
-            self._spark_hook.on_kill()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,10 +80,21 @@ def test_sources_state_and_load_do_not_import_the_protocols_or_admin(room: str) 
         assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
 
 
+#: The operators' modules that hold no operator, only what several share (a mixin).
+SHARED_BY_OPERATORS = {"airflow_kinesis_snowflake.operators.spark_job"}
+
+
 def test_operators_do_not_import_each_other() -> None:
     for path in sorted((PACKAGE / "operators").glob("*.py")):
-        bad = {name for name in _imports(path) if name.startswith("airflow_kinesis_snowflake.operators")}
+        imported = {name for name in _imports(path) if name.startswith("airflow_kinesis_snowflake.operators")}
+        bad = imported - SHARED_BY_OPERATORS
         assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_the_modules_operators_share_define_no_operator() -> None:
+    for name in SHARED_BY_OPERATORS:
+        text = (PACKAGE.parent / (name.replace(".", "/") + ".py")).read_text()
+        assert "BaseOperator" not in text and not re.search(r"^class \w+Operator\b", text, re.M), name
 
 
 # -- the whole package: no cycle, and every import downward ------------------------------------------------------
