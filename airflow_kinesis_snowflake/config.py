@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 import yaml
 from pydantic import (
@@ -839,7 +839,63 @@ _S3_LOCATION = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\s]*)?$"
 EMR_TIMEOUT_MAX_MINUTES = 1_000_000
 
 
-class EmrServerlessConfig(_Strict):
+def _whole_number(value: Any, low: int, high: int) -> bool:
+    """Whether ``value`` is a whole number (not YAML's true/false) from ``low`` to ``high``."""
+    return not isinstance(value, bool) and isinstance(value, int) and low <= value <= high
+
+
+class _ManagedPlatformSection(_Strict):
+    """The fields every managed Spark platform's section has, validated once: the IAM role the job runs
+    as, the ``artifacts`` location on S3, the run's timeout in minutes and ``poll_seconds``.
+
+    Each platform's section declares them (in its own field order, the role and the timeout under the
+    platform's own names) and says how its messages name the role and the timeout's bounds; the
+    validators here apply to both.
+    """
+
+    # How the role's message names it, e.g. "the job runtime role".
+    role_described: ClassVar[str]
+    # The timeout's bounds in minutes and why, as its message gives them.
+    timeout_minutes_range: ClassVar[tuple[int, int]]
+    timeout_bound: ClassVar[str]
+
+    @field_validator("execution_role_arn", "role_arn", check_fields=False)
+    @classmethod
+    def _role(cls, value: str) -> str:
+        if not _IAM_ROLE_ARN.match(value):
+            raise ValueError(
+                f"{value!r} is not an IAM role ARN: give {cls.role_described} as arn:aws:iam::<account>:role/<name>"
+            )
+        return value
+
+    @field_validator("artifacts", check_fields=False)
+    @classmethod
+    def _artifacts(cls, value: str) -> str:
+        if not _S3_LOCATION.match(value):
+            raise ValueError(f"{value!r} is not an S3 location: write it s3://<bucket>/<prefix>")
+        return value.rstrip("/")
+
+    @field_validator("execution_timeout_minutes", "timeout_minutes", mode="before", check_fields=False)
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        low, high = cls.timeout_minutes_range
+        if not _whole_number(value, low, high):
+            raise ValueError(
+                f"{value!r} must be a whole number of minutes from {low} to {high:,} ({cls.timeout_bound})"
+            )
+        return value
+
+    @field_validator("poll_seconds", mode="before", check_fields=False)
+    @classmethod
+    def _poll(cls, value: Any) -> Any:
+        if not _whole_number(value, 1, 300):
+            raise ValueError(f"{value!r} must be a whole number of seconds from 1 to 300")
+        return value
+
+
+class EmrServerlessConfig(_ManagedPlatformSection):
     """Where and as whom the job runs on Amazon EMR Serverless (``spark.emr_serverless``).
 
     :param application_id: the EMR Serverless application (type Spark) the job runs on.
@@ -858,6 +914,10 @@ class EmrServerlessConfig(_Strict):
     execution_timeout_minutes: int | None = None
     poll_seconds: int = 30
 
+    role_described = "the job runtime role"
+    timeout_minutes_range = (5, EMR_TIMEOUT_MAX_MINUTES)
+    timeout_bound = "EMR Serverless refuses a shorter one"
+
     @field_validator("application_id")
     @classmethod
     def _application_id(cls, value: str) -> str:
@@ -866,41 +926,6 @@ class EmrServerlessConfig(_Strict):
                 f"{value!r} is not an EMR Serverless application id: lower-case letters and digits, as "
                 "`aws emr-serverless list-applications` shows it (e.g. 00fabcdefghijklm)"
             )
-        return value
-
-    @field_validator("execution_role_arn")
-    @classmethod
-    def _role(cls, value: str) -> str:
-        if not _IAM_ROLE_ARN.match(value):
-            raise ValueError(
-                f"{value!r} is not an IAM role ARN: give the job runtime role as arn:aws:iam::<account>:role/<name>"
-            )
-        return value
-
-    @field_validator("artifacts")
-    @classmethod
-    def _artifacts(cls, value: str) -> str:
-        if not _S3_LOCATION.match(value):
-            raise ValueError(f"{value!r} is not an S3 location: write it s3://<bucket>/<prefix>")
-        return value.rstrip("/")
-
-    @field_validator("execution_timeout_minutes", mode="before")
-    @classmethod
-    def _timeout(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not 5 <= value <= EMR_TIMEOUT_MAX_MINUTES:
-            raise ValueError(
-                f"{value!r} must be a whole number of minutes from 5 to {EMR_TIMEOUT_MAX_MINUTES:,} "
-                "(EMR Serverless refuses a shorter one)"
-            )
-        return value
-
-    @field_validator("poll_seconds", mode="before")
-    @classmethod
-    def _poll(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 300:
-            raise ValueError(f"{value!r} must be a whole number of seconds from 1 to 300")
         return value
 
     def platform_arguments(self) -> dict[str, Any]:
@@ -918,7 +943,7 @@ GLUE_VERSIONS = ("5.0",)
 GLUE_TIMEOUT_MAX_MINUTES = 2_880
 
 
-class GlueConfig(_Strict):
+class GlueConfig(_ManagedPlatformSection):
     """The AWS Glue job the Spark job runs as (``spark.glue``). The job definition is the task's: it
     is created when missing and updated when its settings differ (the Amazon provider's
     ``GlueJobHook`` with ``update_config``, as ``GlueJobOperator`` does), its script the uploaded
@@ -953,6 +978,10 @@ class GlueConfig(_Strict):
     additional_python_modules: list[str] = Field(default_factory=list)
     poll_seconds: int = 30
 
+    role_described = "the Glue job's role"
+    timeout_minutes_range = (1, GLUE_TIMEOUT_MAX_MINUTES)
+    timeout_bound = "Glue's longest for a batch job"
+
     @field_validator("job_name")
     @classmethod
     def _job_name(cls, value: str) -> str:
@@ -961,22 +990,6 @@ class GlueConfig(_Strict):
                 f"{value!r} is not a Glue job name: 1 to 255 letters, digits, spaces and _ . - + = , @ : /"
             )
         return value
-
-    @field_validator("role_arn")
-    @classmethod
-    def _role(cls, value: str) -> str:
-        if not _IAM_ROLE_ARN.match(value):
-            raise ValueError(
-                f"{value!r} is not an IAM role ARN: give the Glue job's role as arn:aws:iam::<account>:role/<name>"
-            )
-        return value
-
-    @field_validator("artifacts")
-    @classmethod
-    def _artifacts(cls, value: str) -> str:
-        if not _S3_LOCATION.match(value):
-            raise ValueError(f"{value!r} is not an S3 location: write it s3://<bucket>/<prefix>")
-        return value.rstrip("/")
 
     @field_validator("worker_type")
     @classmethod
@@ -1000,20 +1013,8 @@ class GlueConfig(_Strict):
     @field_validator("number_of_workers", mode="before")
     @classmethod
     def _workers(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 10_000:
+        if not _whole_number(value, 2, 10_000):
             raise ValueError(f"{value!r} must be a whole number of workers from 2 (a driver and an executor)")
-        return value
-
-    @field_validator("timeout_minutes", mode="before")
-    @classmethod
-    def _timeout(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= GLUE_TIMEOUT_MAX_MINUTES:
-            raise ValueError(
-                f"{value!r} must be a whole number of minutes from 1 to {GLUE_TIMEOUT_MAX_MINUTES:,} "
-                "(Glue's longest for a batch job)"
-            )
         return value
 
     @field_validator("additional_python_modules")
@@ -1029,15 +1030,8 @@ class GlueConfig(_Strict):
     @field_validator("max_concurrent_runs", mode="before")
     @classmethod
     def _concurrent(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000:
+        if not _whole_number(value, 1, 1_000):
             raise ValueError(f"{value!r} must be a whole number of runs from 1")
-        return value
-
-    @field_validator("poll_seconds", mode="before")
-    @classmethod
-    def _poll(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 300:
-            raise ValueError(f"{value!r} must be a whole number of seconds from 1 to 300")
         return value
 
     def platform_arguments(self) -> dict[str, Any]:

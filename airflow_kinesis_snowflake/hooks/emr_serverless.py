@@ -15,14 +15,12 @@ run's state details and its driver's last error lines (from the logs on S3) make
 from __future__ import annotations
 
 import gzip
-import logging
 import shlex
 import uuid
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.hooks.emr import EmrServerlessHook
-from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from airflow.providers.amazon.aws.utils.waiter_with_logging import wait
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,6 +29,8 @@ from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM
 from airflow_kinesis_snowflake.core.job_log import OutputTail
 from airflow_kinesis_snowflake.hooks.artifacts import split_location, upload_job_artifacts
 from airflow_kinesis_snowflake.hooks.managed import (
+    ManagedSubmitter,
+    Submission,
     check_argument_size,
     check_driver_identity,
     driver_tail,
@@ -53,7 +53,7 @@ DEFAULT_TIMEOUT_MINUTES = 720
 DRIVER_LOG = "{log_uri}/applications/{application_id}/jobs/{job_run_id}/SPARK_DRIVER/{stream}.gz"
 
 
-class EmrServerlessSubmitter:
+class EmrServerlessSubmitter(ManagedSubmitter):
     """Runs the job on an EMR Serverless application and waits for it (a
     :class:`~airflow_kinesis_snowflake.hooks.platforms.PlatformSubmitter`).
 
@@ -79,23 +79,16 @@ class EmrServerlessSubmitter:
         region_name: str | None = None,
         poll_seconds: int = 30,
     ) -> None:
-        self.log = logging.getLogger(f"airflow.task.hooks.{__name__}.{type(self).__name__}")
+        super().__init__(
+            artifacts=artifacts, aws_conn_id=aws_conn_id, region_name=region_name, poll_seconds=poll_seconds
+        )
         self.application_id, self.execution_role_arn = application_id, execution_role_arn
-        self.artifacts = artifacts.rstrip("/")
         self.execution_timeout_minutes = execution_timeout_minutes
-        self.aws_conn_id, self.region_name = aws_conn_id, region_name
-        self.poll_seconds = poll_seconds
-        self.job_run_id: str | None = None
 
     @cached_property
     def emr(self) -> EmrServerlessHook:
         """The Amazon provider's EMR Serverless hook of the AWS connection."""
         return EmrServerlessHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-
-    @cached_property
-    def s3(self) -> S3Hook:
-        """The Amazon provider's S3 hook of the AWS connection (artifacts and driver logs)."""
-        return S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
     @property
     def log_uri(self) -> str:
@@ -126,28 +119,19 @@ class EmrServerlessSubmitter:
             words += ["--conf", f"{key}={value}"]
         return shlex.join(words)
 
-    def submit(
-        self,
-        hook: KinesisJobSubmitHook,
-        application: str,
-        arguments: list[str],
-        *,
-        name: str,
-        label: str,
-        location: dict[str, str],
-    ) -> None:
+    def _run(self, job: Submission) -> None:
         """Upload the artifacts, start the job run, and wait until it ends (see the module).
 
         :raises AirflowException: an argument too long for StartJobRun (before anything is submitted),
             or the job run did not succeed: its state, state details and the driver's last lines.
         """
-        self.check(hook)
+        hook, arguments, name, label = job.hook, job.arguments, job.name, job.label
         if too_long := [argument for argument in arguments if len(argument) > EMR_ARGUMENT_LIMIT]:
             shown = label if too_long[0] == hook._plan_argument else f"an argument of {len(too_long[0])} characters"
             check_argument_size(
                 shown, len(too_long[0]), EMR_ARGUMENT_LIMIT, "characters EMR Serverless takes in one job argument"
             )
-        entry_point, package = upload_job_artifacts(self.s3, self.artifacts, application)
+        entry_point, package = upload_job_artifacts(self.s3, self.artifacts, job.application)
         self._start_application()
         request: dict[str, Any] = {
             "applicationId": self.application_id,
@@ -158,7 +142,7 @@ class EmrServerlessSubmitter:
                 "sparkSubmit": {
                     "entryPoint": entry_point.uri,
                     "entryPointArguments": arguments,
-                    "sparkSubmitParameters": self.spark_parameters(hook, package.uri, location),
+                    "sparkSubmitParameters": self.spark_parameters(hook, package.uri, job.location),
                 }
             },
             "configurationOverrides": {
@@ -177,10 +161,7 @@ class EmrServerlessSubmitter:
             name,
             package.uri,
         )
-        try:
-            self._wait(name)
-        finally:
-            self.job_run_id = None  # ended: nothing for on_kill to cancel
+        self._wait(name)
 
     def _start_application(self) -> None:
         """Start the application when it is not (EMR Serverless starts one on a job run only when its
@@ -252,11 +233,8 @@ class EmrServerlessSubmitter:
             texts.append(text.decode("utf-8", "replace"))
         return (driver_tail(texts) if found else None), " and ".join(found)
 
-    def cancel(self) -> None:
-        """Cancel the job run that is running, if one is, and wait until it ended (the task is being killed)."""
-        job_run_id = self.job_run_id
-        if job_run_id is None:
-            return
+    def _stop(self, job_run_id: str) -> None:
+        """Cancel the job run ``job_run_id`` and wait until it ended (the task is being killed)."""
         self.log.info("Cancelling EMR Serverless job run %s of application %s", job_run_id, self.application_id)
         self.emr.conn.cancel_job_run(applicationId=self.application_id, jobRunId=job_run_id)
         wait_until_ended(

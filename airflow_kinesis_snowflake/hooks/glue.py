@@ -20,13 +20,11 @@ succeed raises with its ``ErrorMessage`` and the driver's last lines (from Cloud
 from __future__ import annotations
 
 import json
-import logging
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.hooks.glue import GlueJobHook, get_glue_log_group_names
 from airflow.providers.amazon.aws.hooks.logs import AwsLogsHook
-from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.compat import AirflowException
@@ -34,6 +32,8 @@ from airflow_kinesis_snowflake.config import GLUE_PLATFORM
 from airflow_kinesis_snowflake.core.job_log import OutputTail
 from airflow_kinesis_snowflake.hooks.artifacts import SOURCE_APPLICATIONS, upload_job_artifacts
 from airflow_kinesis_snowflake.hooks.managed import (
+    ManagedSubmitter,
+    Submission,
     check_argument_size,
     check_driver_identity,
     driver_tail,
@@ -62,7 +62,7 @@ def conf_argument(settings: dict[str, str]) -> str:
     return " --conf ".join(f"{key}={value}" for key, value in settings.items())
 
 
-class GlueSubmitter:
+class GlueSubmitter(ManagedSubmitter):
     """Runs the job as a run of an AWS Glue job and waits for it (a
     :class:`~airflow_kinesis_snowflake.hooks.spark.PlatformSubmitter`).
 
@@ -98,15 +98,13 @@ class GlueSubmitter:
         region_name: str | None = None,
         poll_seconds: int = 30,
     ) -> None:
-        self.log = logging.getLogger(f"airflow.task.hooks.{__name__}.{type(self).__name__}")
+        super().__init__(
+            artifacts=artifacts, aws_conn_id=aws_conn_id, region_name=region_name, poll_seconds=poll_seconds
+        )
         self.job_name, self.role_arn = job_name, role_arn
-        self.artifacts = artifacts.rstrip("/")
         self.worker_type, self.number_of_workers, self.glue_version = worker_type, number_of_workers, glue_version
         self.timeout_minutes, self.max_concurrent_runs = timeout_minutes, max_concurrent_runs
         self.additional_python_modules = list(additional_python_modules or [])
-        self.aws_conn_id, self.region_name = aws_conn_id, region_name
-        self.poll_seconds = poll_seconds
-        self.job_run_id: str | None = None
 
     def glue(self, script_location: str | None = None) -> GlueJobHook:
         """The Amazon provider's Glue job hook, defining the job with ``script_location`` as its script."""
@@ -130,11 +128,6 @@ class GlueSubmitter:
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
         )
-
-    @cached_property
-    def s3(self) -> S3Hook:
-        """The Amazon provider's S3 hook of the AWS connection (the artifacts)."""
-        return S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
     @cached_property
     def logs(self) -> AwsLogsHook:
@@ -172,25 +165,16 @@ class GlueSubmitter:
             run["--additional-python-modules"] = ",".join(self.additional_python_modules)
         return run
 
-    def submit(
-        self,
-        hook: KinesisJobSubmitHook,
-        application: str,
-        arguments: list[str],
-        *,
-        name: str,
-        label: str,
-        location: dict[str, str],
-    ) -> None:
+    def _run(self, job: Submission) -> None:
         """Upload the artifacts, define the job, start a run of it and wait until it ends (see the module).
 
-        :param application: the source's entry point, run on Glue by :data:`GLUE_APPLICATION`, which
+        :param job: its ``application`` is the source's entry point, run on Glue by :data:`GLUE_APPLICATION`, which
             runs the same driver; another file (the operators' ``application``) is the job's script
             itself, and gets Glue's arguments with the job's.
         :raises AirflowException: arguments too large for StartJobRun (before anything is uploaded), or
             the job run did not succeed: its state, error message and the driver's last lines.
         """
-        self.check(hook)
+        hook, arguments, name, label, location = job.hook, job.arguments, job.name, job.label, job.location
         # The package's key is not known before it is built: the size of an S3 URI of it stands for it.
         stand_in = self.run_arguments(
             hook, arguments, f"{self.artifacts}/sha256-{'0' * 64}/kinesis_snowflake_core.zip", location
@@ -202,7 +186,7 @@ class GlueSubmitter:
             GLUE_ARGUMENTS_LIMIT,
             "bytes Glue takes in one job run's arguments",
         )
-        script, package = upload_job_artifacts(self.s3, self.artifacts, self.script(application))
+        script, package = upload_job_artifacts(self.s3, self.artifacts, self.script(job.application))
         glue = self.glue(script.uri)
         run_kwargs = {"Timeout": self.timeout_minutes} if self.timeout_minutes is not None else {}
         started = glue.initialize_job(self.run_arguments(hook, arguments, package.uri, location), run_kwargs)
@@ -214,13 +198,10 @@ class GlueSubmitter:
             script.uri,
             label,
             name,
-            application,
+            job.application,
             package.uri,
         )
-        try:
-            self._wait(glue, name)
-        finally:
-            self.job_run_id = None  # ended: nothing for on_kill to stop
+        self._wait(glue, name)
 
     def _wait(self, glue: GlueJobHook, name: str) -> None:
         """Wait for the job run to end; a run that did not succeed raises with what says why."""
@@ -261,11 +242,8 @@ class GlueSubmitter:
                 texts.append("\n".join(str(event["message"]).rstrip("\n") for event in events))
         return (driver_tail(texts) if found else None), " and ".join(found)
 
-    def cancel(self) -> None:
-        """Stop the job run that is running, if one is, and wait until it ended (the task is being killed)."""
-        job_run_id = self.job_run_id
-        if job_run_id is None:
-            return
+    def _stop(self, job_run_id: str) -> None:
+        """Stop the job run ``job_run_id`` and wait until it is STOPPED (the task is being killed)."""
         self.log.info("Stopping Glue job run %s of job %s", job_run_id, self.job_name)
         conn = self.glue().conn
         conn.batch_stop_job_run(JobName=self.job_name, JobRunIds=[job_run_id])

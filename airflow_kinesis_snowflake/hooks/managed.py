@@ -3,13 +3,19 @@
 (:func:`check_driver_identity`), the task's Spark settings (:func:`spark_settings`), the refusal of a
 plan too large for the platform's job arguments (:func:`check_argument_size`), the exception of a run
 that did not succeed with its driver's last lines (:func:`driver_tail`, :func:`failure_message`), and
-the wait for a stopped run to end (:func:`wait_until_ended`).
+the wait for a stopped run to end (:func:`wait_until_ended`); and what every submitter holds and
+does around its platform's own steps (:class:`ManagedSubmitter`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
 from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.compat import AirflowException, redact
@@ -133,3 +139,80 @@ def wait_until_ended(
         countdown=minutes * 60,
         check_interval_seconds=poll_seconds,
     )
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One submission of the job to a managed platform: :meth:`ManagedSubmitter.submit`'s arguments."""
+
+    hook: KinesisJobSubmitHook
+    application: str
+    arguments: list[str]
+    name: str
+    label: str
+    location: dict[str, str]
+
+
+class ManagedSubmitter:
+    """What every managed platform's submitter (a
+    :class:`~airflow_kinesis_snowflake.hooks.spark.PlatformSubmitter`) holds: the AWS connection, the
+    artifacts location, the poll interval and the job run it is running; and its ``submit`` and
+    ``cancel`` around the platform's own steps (``check``, ``_run``, ``_stop``).
+
+    :param artifacts: ``s3://bucket/prefix`` of the uploaded entry point and package zip.
+    :param aws_conn_id: the AWS connection that calls the platform and S3.
+    :param region_name: its region; the connection's when None.
+    :param poll_seconds: seconds between two reads of the job run's state.
+    """
+
+    platform: str
+
+    def __init__(self, *, artifacts: str, aws_conn_id: str | None, region_name: str | None, poll_seconds: int) -> None:
+        self.log = logging.getLogger(f"airflow.task.hooks.{type(self).__module__}.{type(self).__name__}")
+        self.artifacts = artifacts.rstrip("/")
+        self.aws_conn_id, self.region_name = aws_conn_id, region_name
+        self.poll_seconds = poll_seconds
+        self.job_run_id: str | None = None
+
+    @cached_property
+    def s3(self) -> S3Hook:
+        """The Amazon provider's S3 hook of the AWS connection (the artifacts, and any driver logs there)."""
+        return S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    def check(self, hook: KinesisJobSubmitHook) -> None:
+        """Refuse, before any side effect, a submission that cannot run on the platform."""
+        raise NotImplementedError
+
+    def submit(
+        self,
+        hook: KinesisJobSubmitHook,
+        application: str,
+        arguments: list[str],
+        *,
+        name: str,
+        label: str,
+        location: dict[str, str],
+    ) -> None:
+        """Check the submission, then run it on the platform and wait until it ends (the platform's ``_run``).
+
+        :raises AirflowException: a submission the platform would refuse (before anything is submitted),
+            or the job run did not succeed: its state, what the platform says of it and the driver's last lines.
+        """
+        self.check(hook)
+        try:
+            self._run(Submission(hook, application, arguments, name, label, location))
+        finally:
+            self.job_run_id = None  # ended: nothing for on_kill to stop
+
+    def _run(self, job: Submission) -> None:
+        """Upload the artifacts, start a job run (its id in ``job_run_id``) and wait until it ends."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Stop the job run that is running, if one is, and wait until it ended (the task is being killed)."""
+        if self.job_run_id is not None:
+            self._stop(self.job_run_id)
+
+    def _stop(self, job_run_id: str) -> None:
+        """Stop the job run ``job_run_id`` and wait until it ended."""
+        raise NotImplementedError
