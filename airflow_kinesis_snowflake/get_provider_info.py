@@ -144,6 +144,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kinesis_snowflake.operators.lease_table",
                     "airflow_kinesis_snowflake.operators.ingest",
+                    "airflow_kinesis_snowflake.operators.spark_job",
                     "airflow_kinesis_snowflake.operators.iam",
                     "airflow_kinesis_snowflake.operators.fan_out",
                     "airflow_kinesis_snowflake.operators.snowflake",

@@ -23,7 +23,7 @@ import json
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.amazon.aws.hooks.glue import GlueJobHook, get_glue_log_group_names
+from airflow.providers.amazon.aws.hooks.glue import GlueJobHook
 from airflow.providers.amazon.aws.hooks.logs import AwsLogsHook
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -229,7 +229,7 @@ class GlueSubmitter(ManagedSubmitter):
         """The driver's last lines from CloudWatch Logs: the error log group (stderr: the Python driver's
         traceback and Spark's log) then the output group (stdout), in the run's stream."""
         texts, found = [], []
-        for group in reversed(get_glue_log_group_names(run)):
+        for group in reversed(_log_groups(run)):
             try:
                 events = self.logs.conn.get_log_events(
                     logGroupName=group, logStreamName=run["Id"], startFromHead=False, limit=LOG_LINES
@@ -254,3 +254,14 @@ class GlueSubmitter(ManagedSubmitter):
             ENDED_STATES,
             poll_seconds=self.poll_seconds,
         )
+
+
+def _log_groups(run: dict[str, Any]) -> tuple[str, str]:
+    """The output and error log groups of a Glue job run (the Amazon provider's
+    ``get_glue_log_group_names``, which older providers lack: 9.6 among them)."""
+    try:
+        from airflow.providers.amazon.aws.hooks.glue import get_glue_log_group_names
+    except ImportError:
+        prefix = run["LogGroupName"]
+        return f"{prefix}/output", f"{prefix}/error"
+    return get_glue_log_group_names(run)

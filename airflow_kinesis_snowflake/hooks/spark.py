@@ -218,6 +218,15 @@ class KinesisJobSubmitHook(SparkSubmitHook):
     conn_type = SPARK_CONN_TYPE
     hook_name = "Spark (Kinesis to Snowflake job)"
 
+    def _resolve_connection(self) -> dict[str, Any]:
+        """The Spark provider's reading of the connection. One without a host (enough on a managed
+        platform) keeps the provider's default master, ``yarn``, as its recent versions do; the
+        provider's 5.0, this package's floor, reads no master from it, which its constructor fails on."""
+        data: dict[str, Any] = super()._resolve_connection()
+        if data.get("master") is None:
+            data["master"] = "yarn"
+        return data
+
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Login, password and schema hidden; the host is the master."""
