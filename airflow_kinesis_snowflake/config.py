@@ -820,7 +820,8 @@ def _spark_conf_problem(key: Any, value: Any) -> str | None:
 SPARK_SUBMIT_PLATFORM = "spark_submit"
 EMR_SERVERLESS_PLATFORM = "emr_serverless"
 GLUE_PLATFORM = "glue"
-SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM)
+DATABRICKS_PLATFORM = "databricks"
+SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM, DATABRICKS_PLATFORM)
 # The spark: fields that only spark-submit reads: a managed platform sizes and places the driver itself.
 _SPARK_SUBMIT_ONLY = ("deploy_mode", "total_executor_cores", "queue")
 # The spark: fields Glue decides itself: its worker type sizes the driver and executors, its runtime is the Python.
@@ -1039,6 +1040,140 @@ class GlueConfig(_ManagedPlatformSection):
         return {"platform": GLUE_PLATFORM, **self.model_dump(exclude_none=True)}
 
 
+# Where a connector's job files go on Databricks: DBFS, or a Unity Catalog volume
+# (/Volumes/<catalog>/<schema>/<volume>).
+_DBFS_LOCATION = re.compile(r"^dbfs:/[^\s]+$")
+_VOLUME_LOCATION = re.compile(r"^/Volumes/[^/\s]+/[^/\s]+/[^/\s]+(/[^\s]*)?$")
+# A Databricks cluster id, as the clusters API and the cluster's page show it (e.g. 0123-456789-abcdefgh).
+_DATABRICKS_CLUSTER_ID = re.compile(r"^[0-9]{4}-[0-9]{6}-[A-Za-z0-9]+$")
+# A Databricks Runtime version key (e.g. 15.4.x-scala2.12, 16.4.x-photon-scala2.12), its major and minor.
+_DATABRICKS_RUNTIME = re.compile(r"^(\d+)\.(\d+)\.x-[\w.-]+$")
+# The first Databricks Runtime with Python 3.11 (and Spark 3.5), which the job needs; 17.x runs Spark 4.
+DATABRICKS_MIN_RUNTIME = 15
+# A reference to a Databricks secret, which Databricks resolves on the cluster: {{secrets/<scope>/<key>}}.
+_DATABRICKS_SECRET_REFERENCE = re.compile(r"^\{\{secrets/[^/{}]+/[^/{}]+\}\}$")
+# runs/submit's timeout_seconds is a 32-bit number of seconds.
+DATABRICKS_TIMEOUT_MAX_MINUTES = (2**31 - 1) // 60
+
+
+class DatabricksConfig(_ManagedPlatformSection):
+    """The Databricks workspace and cluster the Spark job runs on (``spark.databricks``): each
+    submission is a one-time run (Jobs API ``runs/submit``) of a Python script task, the source's
+    entry point, with the package installed on the cluster as a wheel.
+
+    :param databricks_conn_id: the Airflow connection of the workspace (the Databricks provider's).
+    :param existing_cluster_id: an all-purpose cluster the runs use; or
+    :param new_cluster: the spec of a job cluster created for each run (``spark_version``, node types,
+        workers, ``aws_attributes.instance_profile_arn`` ...), as runs/submit takes it. Its Databricks
+        Runtime must run Python 3.11 and Spark 3.5 or 4: 15.x or later.
+    :param artifacts: where the entry point and the package wheel are uploaded, each under a path holding
+        a hash of its bytes: ``dbfs:/<path>`` or a Unity Catalog volume ``/Volumes/<catalog>/<schema>/<volume>/<path>``.
+    :param libraries: pip requirements the run installs on the cluster besides the package (the task's
+        PyPI libraries): the job's libraries that the Databricks Runtime lacks.
+    :param timeout_minutes: runs/submit's ``timeout_seconds``, in minutes: Databricks ends a longer run
+        (TIMEDOUT); no timeout when left out.
+    :param poll_seconds: seconds between two reads of a run's state while the task waits (1 to 300).
+    """
+
+    databricks_conn_id: str = "databricks_default"
+    existing_cluster_id: str | None = None
+    new_cluster: dict[str, Any] | None = None
+    artifacts: str
+    libraries: list[str] = Field(default_factory=list)
+    timeout_minutes: int | None = None
+    poll_seconds: int = 30
+
+    timeout_minutes_range = (1, DATABRICKS_TIMEOUT_MAX_MINUTES)
+    timeout_bound = "runs/submit's timeout_seconds is a 32-bit number of seconds"
+
+    @field_validator("artifacts")
+    @classmethod
+    def _artifacts(cls, value: str) -> str:
+        if not (_DBFS_LOCATION.match(value) or _VOLUME_LOCATION.match(value)):
+            raise ValueError(
+                f"{value!r} is not a Databricks location: write it dbfs:/<path> or, in a Unity Catalog volume, "
+                "/Volumes/<catalog>/<schema>/<volume>/<path>"
+            )
+        return value.rstrip("/")
+
+    @field_validator("databricks_conn_id")
+    @classmethod
+    def _conn_id(cls, value: str) -> str:
+        if not value.strip() or len(value) > 200:
+            raise ValueError(f"{value!r} must be an Airflow connection id of 1 to 200 characters")
+        return value
+
+    @field_validator("existing_cluster_id")
+    @classmethod
+    def _cluster_id(cls, value: str | None) -> str | None:
+        if value is not None and not _DATABRICKS_CLUSTER_ID.match(value):
+            raise ValueError(
+                f"{value!r} is not a Databricks cluster id: as the cluster's page or `databricks clusters list` "
+                "shows it (e.g. 0123-456789-abcdefgh)"
+            )
+        return value
+
+    @field_validator("new_cluster")
+    @classmethod
+    def _new_cluster(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        version = value.get("spark_version")
+        match = _DATABRICKS_RUNTIME.match(version) if isinstance(version, str) else None
+        if match is None:
+            raise ValueError(
+                f"spark_version {version!r}: give the cluster's Databricks Runtime version key, e.g. 15.4.x-scala2.12 "
+                "(`databricks clusters spark-versions` lists them)"
+            )
+        if int(match.group(1)) < DATABRICKS_MIN_RUNTIME:
+            raise ValueError(
+                f"spark_version {version!r}: the job needs Python 3.11 and Spark 3.5 or 4, which Databricks Runtime "
+                f"runs from {DATABRICKS_MIN_RUNTIME}.x; choose {DATABRICKS_MIN_RUNTIME}.4.x-scala2.12 or later"
+            )
+        problems = []
+        env = value.get("spark_env_vars") or {}
+        if not isinstance(env, dict):
+            problems.append("spark_env_vars must be a mapping of variable names to values")
+            env = {}
+        for name, item in env.items():
+            if _CREDENTIAL_ENV.search(str(name)) and not _DATABRICKS_SECRET_REFERENCE.match(str(item)):
+                problems.append(
+                    f"spark_env_vars[{name!r}] would hold a credential in the cluster's spec, which anyone who may "
+                    "read the run sees (value not shown); reference a Databricks secret instead "
+                    "({{secrets/<scope>/<key>}}), or remove it: the driver uses the cluster's own identity"
+                )
+        conf = value.get("spark_conf") or {}
+        if not isinstance(conf, dict):
+            problems.append("spark_conf must be a mapping of spark.* settings to values")
+            conf = {}
+        plain = {key: item for key, item in conf.items() if not _DATABRICKS_SECRET_REFERENCE.match(str(item))}
+        problems += [f"spark_conf: {problem}" for problem in spark_conf_problems(plain)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("libraries")
+    @classmethod
+    def _libraries(cls, value: list[str]) -> list[str]:
+        if bad := [library for library in value if not library.strip()]:
+            raise ValueError(f"{bad[0]!r}: one pip requirement per item, e.g. snowflake-connector-python>=3.17")
+        return value
+
+    @model_validator(mode="after")
+    def _one_cluster(self) -> DatabricksConfig:
+        if (self.existing_cluster_id is None) == (self.new_cluster is None):
+            given = "both" if self.existing_cluster_id is not None else "neither"
+            raise ValueError(
+                f"{given} of existing_cluster_id and new_cluster is set: give existing_cluster_id (an all-purpose "
+                "cluster) or new_cluster (a job cluster's spec, created for each run), one of them"
+            )
+        return self
+
+    def platform_arguments(self) -> dict[str, Any]:
+        """The section as the operators' ``spark_platform`` mapping."""
+        return {"platform": DATABRICKS_PLATFORM, **self.model_dump(exclude_none=True)}
+
+
 class SparkConfig(_Strict):
     """spark-submit settings of the ingest job; the master is the Spark connection's (``connections.spark``).
 
@@ -1065,7 +1200,8 @@ class SparkConfig(_Strict):
         ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF.
     :param platform: where the job runs: ``spark_submit`` (spark-submit on the Airflow worker, the
         master of the Spark connection), ``emr_serverless`` (a job run on Amazon EMR Serverless,
-        :class:`EmrServerlessConfig`) or ``glue`` (a run of an AWS Glue job, :class:`GlueConfig`). On
+        :class:`EmrServerlessConfig`), ``glue`` (a run of an AWS Glue job, :class:`GlueConfig`) or
+        ``databricks`` (a one-time run on a Databricks cluster, :class:`DatabricksConfig`). On
         EMR Serverless ``conf``, the memory and core sizes, the Pythons and the log level become the
         job run's Spark settings; ``deploy_mode``, ``total_executor_cores`` and ``queue`` are
         spark-submit's only.
@@ -1073,6 +1209,10 @@ class SparkConfig(_Strict):
     :param glue: the AWS Glue job, its role, workers and artifacts location. On Glue ``conf`` and the
         log level become the run's Spark settings; the worker type sizes the driver and executors
         and Glue's runtime is the Python, so the memory and core sizes and the Pythons are refused.
+    :param databricks: the Databricks workspace connection, cluster and artifacts location. On a new
+        cluster ``conf`` and the log level join the cluster's Spark settings; an existing cluster's are
+        its own, so they are refused there. The cluster's node types size the driver and executors and
+        its runtime is the Python, so the memory and core sizes and the Pythons are refused.
     """
 
     deploy_mode: str | None = None
@@ -1089,6 +1229,7 @@ class SparkConfig(_Strict):
     platform: str = SPARK_SUBMIT_PLATFORM
     emr_serverless: EmrServerlessConfig | None = None
     glue: GlueConfig | None = None
+    databricks: DatabricksConfig | None = None
 
     @field_validator("platform", mode="before")
     @classmethod
@@ -1099,10 +1240,15 @@ class SparkConfig(_Strict):
 
     @model_validator(mode="after")
     def _platform_fields(self) -> SparkConfig:
-        sections = {EMR_SERVERLESS_PLATFORM: self.emr_serverless, GLUE_PLATFORM: self.glue}
+        sections = {
+            EMR_SERVERLESS_PLATFORM: self.emr_serverless,
+            GLUE_PLATFORM: self.glue,
+            DATABRICKS_PLATFORM: self.databricks,
+        }
         needs = {
             EMR_SERVERLESS_PLATFORM: "application_id, execution_role_arn and artifacts (s3://bucket/prefix)",
             GLUE_PLATFORM: "job_name, role_arn and artifacts (s3://bucket/prefix)",
+            DATABRICKS_PLATFORM: "existing_cluster_id or new_cluster, and artifacts (dbfs:/<path> or /Volumes/...)",
         }
         for platform, section in sections.items():
             if platform != self.platform and section is not None:
@@ -1127,11 +1273,27 @@ class SparkConfig(_Strict):
                 "sizes the driver and executors and Glue's runtime is the Python; remove "
                 f"{'them' if len(given) > 1 else 'it'} and choose spark.glue.worker_type and number_of_workers"
             )
+        decided = [n for n in _GLUE_DECIDES if getattr(self, n) is not None]
+        if self.platform == DATABRICKS_PLATFORM and (given := decided):
+            raise ValueError(
+                f"{', '.join(f'spark.{name}' for name in given)}: on Databricks the cluster's node types size the "
+                "driver and executors and its Databricks Runtime is the Python; remove "
+                f"{'them' if len(given) > 1 else 'it'} and choose them in spark.databricks.new_cluster "
+                "(node_type_id, num_workers ...) or on the cluster"
+            )
+        if self.databricks is not None and self.databricks.existing_cluster_id is not None:
+            if given := [name for name in ("conf", "log_level") if getattr(self, name)]:
+                raise ValueError(
+                    f"{', '.join(f'spark.{name}' for name in given)}: a run on an existing cluster "
+                    f"(spark.databricks.existing_cluster_id) has the cluster's Spark settings, which a run cannot "
+                    f"change; remove {'them' if len(given) > 1 else 'it'} and set them in the cluster's Spark config, "
+                    "or run on spark.databricks.new_cluster, whose spark_conf they join"
+                )
         return self
 
     def platform_arguments(self) -> dict[str, Any] | None:
         """The operators' ``spark_platform``: None for spark-submit, else the platform's settings."""
-        section = self.emr_serverless or self.glue
+        section = self.emr_serverless or self.glue or self.databricks
         return section.platform_arguments() if section is not None else None
 
     @field_validator(*_SPARK_TYPED, mode="before")

@@ -129,6 +129,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kinesis_snowflake.hooks.platforms",
                     "airflow_kinesis_snowflake.hooks.emr_serverless",
                     "airflow_kinesis_snowflake.hooks.glue",
+                    "airflow_kinesis_snowflake.hooks.databricks",
                     "airflow_kinesis_snowflake.hooks.managed",
                     "airflow_kinesis_snowflake.hooks.artifacts",
                 ],

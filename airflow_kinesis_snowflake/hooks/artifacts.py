@@ -7,6 +7,9 @@ never overwrites the files of a job that is running, and the same bytes are uplo
 upload is skipped when the key exists). The package zip is built byte for byte the same from the
 same package (:func:`~airflow_kinesis_snowflake.hooks.spark.package_core`), so every worker and the
 ``artifacts upload`` command agree on its key.
+
+S3 is one :class:`ArtifactStore`; a platform with storage of its own (Databricks: DBFS or a Unity
+Catalog volume) gives :func:`store_artifacts` its own store, and its files are named the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, DYNAMODB_APPLICATION, package_core
 from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE, KINESIS_SOURCE
@@ -48,10 +51,10 @@ def content_key(prefix: str, name: str, data: bytes) -> str:
 
 @dataclass(frozen=True)
 class Artifact:
-    """One file of the job and where it is on S3.
+    """One file of the job and where it is in the platform's storage.
 
     :param path: the local file.
-    :param uri: ``s3://bucket/key``, the key content-addressed (:func:`content_key`).
+    :param uri: where it is, e.g. ``s3://bucket/key``, the key content-addressed (:func:`content_key`).
     :param uploaded: whether this call uploaded it (False: the key held it already).
     """
 
@@ -60,25 +63,61 @@ class Artifact:
     uploaded: bool
 
 
+class ArtifactStore(Protocol):
+    """Storage a managed platform reads the job's files from, by URI."""
+
+    def exists(self, uri: str) -> bool:
+        """Whether a file is at ``uri``."""
+        ...
+
+    def put(self, uri: str, data: bytes) -> None:
+        """Write ``data`` as a new file at ``uri``."""
+        ...
+
+
+class S3Store:
+    """S3 through the Amazon provider's :class:`~airflow.providers.amazon.aws.hooks.s3.S3Hook`."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3 = s3
+
+    def exists(self, uri: str) -> bool:
+        bucket, key = split_location(uri)
+        return bool(self.s3.check_for_key(key, bucket_name=bucket))
+
+    def put(self, uri: str, data: bytes) -> None:
+        bucket, key = split_location(uri)
+        self.s3.load_bytes(data, key=key, bucket_name=bucket, replace=False)
+
+
+def store_artifacts(store: ArtifactStore, location: str, paths: Sequence[Path]) -> list[Artifact]:
+    """Upload each file of ``paths`` under ``location`` in ``store``, content-addressed, unless it is there.
+
+    :param location: where the files go, without a trailing slash (e.g. ``dbfs:/jobs``).
+    :returns: the files and their URIs, in the order given.
+    """
+    artifacts = []
+    for path in paths:
+        data = path.read_bytes()
+        uri = f"{location}/{content_key('', path.name, data)}"
+        uploaded = not store.exists(uri)
+        if uploaded:
+            store.put(uri, data)
+            log.info("Uploaded %s to %s", path.name, uri)
+        artifacts.append(Artifact(path, uri, uploaded))
+    return artifacts
+
+
 def upload_artifacts(s3: Any, location: str, paths: Sequence[Path]) -> list[Artifact]:
-    """Upload each file of ``paths`` under ``location``, content-addressed, unless its key exists.
+    """Upload each file of ``paths`` under ``location`` on S3, content-addressed, unless its key exists
+    (:func:`store_artifacts`).
 
     :param s3: an :class:`~airflow.providers.amazon.aws.hooks.s3.S3Hook`.
     :param location: ``s3://bucket/prefix``.
     :returns: the files and their URIs, in the order given.
     """
     bucket, prefix = split_location(location)
-    artifacts = []
-    for path in paths:
-        data = path.read_bytes()
-        key = content_key(prefix, path.name, data)
-        uri = f"{S3_SCHEME}{bucket}/{key}"
-        uploaded = not s3.check_for_key(key, bucket_name=bucket)
-        if uploaded:
-            s3.load_bytes(data, key=key, bucket_name=bucket, replace=False)
-            log.info("Uploaded %s to %s", path.name, uri)
-        artifacts.append(Artifact(path, uri, uploaded))
-    return artifacts
+    return store_artifacts(S3Store(s3), f"{S3_SCHEME}{bucket}/{prefix}".rstrip("/"), paths)
 
 
 def upload_job_artifacts(s3: Any, location: str, application: str) -> tuple[Artifact, Artifact]:

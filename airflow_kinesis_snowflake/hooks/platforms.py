@@ -8,7 +8,10 @@ differs per platform:
 * ``spark_submit``: the hook runs spark-submit on this worker (its master is the Spark connection's);
 * ``emr_serverless``: a job run on Amazon EMR Serverless
   (:class:`~airflow_kinesis_snowflake.hooks.emr_serverless.EmrServerlessSubmitter`);
-* ``glue``: a run of an AWS Glue job (:class:`~airflow_kinesis_snowflake.hooks.glue.GlueSubmitter`).
+* ``glue``: a run of an AWS Glue job (:class:`~airflow_kinesis_snowflake.hooks.glue.GlueSubmitter`);
+* ``databricks``: a one-time run on a Databricks cluster
+  (:class:`~airflow_kinesis_snowflake.hooks.databricks.DatabricksSubmitter`), the only module that
+  imports the Databricks provider (the ``databricks`` extra).
 
 A managed platform's submitter is a :class:`~airflow_kinesis_snowflake.hooks.spark.PlatformSubmitter`
 (the submit step's seam): it refuses what cannot run before
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_kinesis_snowflake.config import (
+    DATABRICKS_PLATFORM,
     EMR_SERVERLESS_PLATFORM,
     GLUE_PLATFORM,
     SPARK_PLATFORMS,
@@ -58,6 +62,12 @@ def platform_submitter(
         assert settings is not None
         fields = {key: value for key, value in settings.items() if key != "platform"}
         return GlueSubmitter(aws_conn_id=aws_conn_id, region_name=region_name, **fields)
+    if platform == DATABRICKS_PLATFORM:
+        from airflow_kinesis_snowflake.hooks.databricks import DatabricksSubmitter
+
+        assert settings is not None
+        fields = {key: value for key, value in settings.items() if key != "platform"}
+        return DatabricksSubmitter(aws_conn_id=aws_conn_id, region_name=region_name, **fields)
     raise ValueError(f"spark_platform: {platform!r} is not a Spark platform: one of {', '.join(SPARK_PLATFORMS)}")
 
 

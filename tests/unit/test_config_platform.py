@@ -1,4 +1,5 @@
-"""The connector file's ``spark.platform``: spark-submit by default, or EMR Serverless or AWS Glue with its section."""
+"""The connector file's ``spark.platform``: spark-submit by default, or EMR Serverless, AWS Glue or Databricks
+with its section."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ ROLE = "arn:aws:iam::123456789012:role/orders-emr-job"
 EMR = {"application_id": "00fabcdefghijklm", "execution_role_arn": ROLE, "artifacts": "s3://orders-jobs/kinesis/"}
 GLUE_ROLE = "arn:aws:iam::123456789012:role/orders-glue-job"
 GLUE = {"job_name": "orders-kinesis-to-snowflake", "role_arn": GLUE_ROLE, "artifacts": "s3://orders-jobs/glue/"}
+CLUSTER_ID = "0123-456789-abcdefgh"
+DATABRICKS = {"existing_cluster_id": CLUSTER_ID, "artifacts": "/Volumes/main/jobs/artifacts/orders/"}
+NEW_CLUSTER = {
+    "spark_version": "15.4.x-scala2.12",
+    "node_type_id": "m5d.large",
+    "num_workers": 2,
+    "aws_attributes": {"instance_profile_arn": "arn:aws:iam::123456789012:instance-profile/orders-job"},
+}
 
 
 def _spark(section: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +57,12 @@ def test_emr_serverless_settings_reach_the_operators_with_the_shared_spark_setti
 @pytest.mark.parametrize(
     ("section", "field", "shown", "fix"),
     [
-        ({"platform": "databricks"}, "spark.platform", "'databricks'", "one of spark_submit, emr_serverless, glue"),
+        (
+            {"platform": "dataproc"},
+            "spark.platform",
+            "'dataproc'",
+            "one of spark_submit, emr_serverless, glue, databricks",
+        ),
         ({"platform": "emr_serverless"}, "spark", "needs the spark.emr_serverless section", "execution_role_arn"),
         ({"emr_serverless": EMR}, "spark", "spark.platform is spark_submit", "set spark.platform: emr_serverless"),
         (
@@ -146,6 +160,91 @@ def test_emr_serverless_settings_reach_the_operators_with_the_shared_spark_setti
             "one pip requirement or S3 wheel per item",
         ),
         ({"platform": "glue", "glue": {**GLUE, "job_name": "a\nb"}}, "spark.glue.job_name", "'a\\nb'", "1 to 255"),
+        (
+            {"platform": "databricks"},
+            "spark",
+            "needs the spark.databricks section",
+            "existing_cluster_id or new_cluster",
+        ),
+        ({"databricks": DATABRICKS}, "spark", "spark.platform is spark_submit", "set spark.platform: databricks"),
+        (
+            {"platform": "databricks", "databricks": {"artifacts": "dbfs:/jobs"}},
+            "spark.databricks",
+            "neither of existing_cluster_id and new_cluster",
+            "one of them",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "new_cluster": NEW_CLUSTER}},
+            "spark.databricks",
+            "both of existing_cluster_id and new_cluster",
+            "one of them",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "existing_cluster_id": "orders"}},
+            "spark.databricks.existing_cluster_id",
+            "'orders'",
+            "0123-456789-abcdefgh",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "artifacts": "s3://orders-jobs/kinesis"}},
+            "spark.databricks.artifacts",
+            "'s3://orders-jobs/kinesis'",
+            "dbfs:/<path> or, in a Unity Catalog volume, /Volumes/<catalog>/<schema>/<volume>/<path>",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "artifacts": "/Volumes/main/jobs"}},
+            "spark.databricks.artifacts",
+            "'/Volumes/main/jobs'",
+            "/Volumes/<catalog>/<schema>/<volume>",
+        ),
+        (
+            {
+                "platform": "databricks",
+                "databricks": {
+                    "artifacts": "dbfs:/jobs",
+                    "new_cluster": {**NEW_CLUSTER, "spark_version": "14.3.x-scala2.12"},
+                },
+            },
+            "spark.databricks.new_cluster",
+            "spark_version '14.3.x-scala2.12': the job needs Python 3.11 and Spark 3.5 or 4",
+            "choose 15.4.x-scala2.12 or later",
+        ),
+        (
+            {"platform": "databricks", "databricks": {"artifacts": "dbfs:/jobs", "new_cluster": {"num_workers": 1}}},
+            "spark.databricks.new_cluster",
+            "spark_version None",
+            "e.g. 15.4.x-scala2.12",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "timeout_minutes": 0}},
+            "spark.databricks.timeout_minutes",
+            "0",
+            "32-bit number of seconds",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "poll_seconds": 301}},
+            "spark.databricks.poll_seconds",
+            "301",
+            "from 1 to 300",
+        ),
+        (
+            {"platform": "databricks", "databricks": {**DATABRICKS, "libraries": [" "]}},
+            "spark.databricks.libraries",
+            "' '",
+            "one pip requirement per item",
+        ),
+        (
+            {"platform": "databricks", "databricks": DATABRICKS, "executor_memory": "4g"},
+            "spark",
+            "spark.executor_memory: on Databricks the cluster's node types size the driver and executors",
+            "spark.databricks.new_cluster",
+        ),
+        (
+            {"platform": "databricks", "databricks": DATABRICKS, "conf": {"spark.sql.shuffle.partitions": 8}},
+            "spark",
+            "spark.conf: a run on an existing cluster (spark.databricks.existing_cluster_id) has the cluster's Spark",
+            "set them in the cluster's Spark config, or run on spark.databricks.new_cluster",
+        ),
     ],
 )
 def test_a_wrong_platform_setting_names_file_field_value_and_fix(
@@ -182,3 +281,40 @@ def test_glue_settings_reach_the_operators_with_glue_s_defaults(tmp_path: Path) 
         "poll_seconds": 30,
     }
     assert spark.spark_conf() == {"spark.sql.shuffle.partitions": "8"}
+
+
+def test_databricks_settings_reach_the_operators_and_a_new_cluster_may_take_the_spark_settings(tmp_path: Path) -> None:
+    section = {
+        "platform": "databricks",
+        "databricks": {"artifacts": "dbfs:/jobs/orders/", "new_cluster": NEW_CLUSTER, "timeout_minutes": 60},
+        "conf": {"spark.sql.shuffle.partitions": 8},
+        "log_level": "INFO",
+    }
+    spark = load_connector_config(_write(tmp_path, _spark(section))).spark
+    assert spark.platform_arguments() == {
+        "platform": "databricks",
+        "databricks_conn_id": "databricks_default",
+        "new_cluster": NEW_CLUSTER,
+        "artifacts": "dbfs:/jobs/orders",  # without the trailing slash
+        "libraries": [],
+        "timeout_minutes": 60,
+        "poll_seconds": 30,
+    }
+    assert spark.spark_conf() == {"spark.sql.shuffle.partitions": "8", "spark.log.level": "INFO"}
+
+
+def test_a_credential_in_a_new_cluster_s_environment_is_refused_unless_it_references_a_databricks_secret(
+    tmp_path: Path,
+) -> None:
+    env = {"SNOWFLAKE_PASSWORD": "s3cr3t-value", "AWS_SECRET_ACCESS_KEY": "{{secrets/aws/secret-key}}", "TZ": "UTC"}
+    conf = {"spark.hadoop.fs.s3a.secret.key": "an0ther-s3cr3t", "spark.hadoop.fs.s3a.access.key": "{{secrets/aws/id}}"}
+    cluster = {**NEW_CLUSTER, "spark_env_vars": env, "spark_conf": conf}
+    section = {"platform": "databricks", "databricks": {"artifacts": "dbfs:/jobs", "new_cluster": cluster}}
+    message = _load_error(tmp_path, _spark(section))
+    assert "  - spark.databricks.new_cluster:" in message
+    assert "spark_env_vars['SNOWFLAKE_PASSWORD'] would hold a credential" in message
+    assert "{{secrets/<scope>/<key>}}" in message
+    assert "spark_conf: key 'spark.hadoop.fs.s3a.secret.key' holds a secret" in message
+    # The references to Databricks secrets are what to write; no value is shown.
+    assert "AWS_SECRET_ACCESS_KEY" not in message and "access.key" not in message
+    assert "s3cr3t-value" not in message and "an0ther-s3cr3t" not in message
