@@ -37,6 +37,7 @@ from tests.emulators.airflow_stack import (  # noqa: E402
     write_dags_folder,
 )
 from tests.emulators.dag_runner import SERVER_ENV, dag_runner  # noqa: E402
+from tests.emulators.databricks import Databricks, local_databricks  # noqa: E402
 from tests.emulators.iam import IamMoto, enforcing_moto, stock_moto  # noqa: E402
 from tests.emulators.spark_cluster import SparkCluster, spark_cluster  # noqa: E402
 from tests.emulators.spark_env import spark_env  # noqa: E402
@@ -92,6 +93,14 @@ def iam_moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
 def moto_without_simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IamMoto]:
     """A moto server as the stock image runs it: no SimulatePrincipalPolicy, no IAM enforcement."""
     with stock_moto(tmp_path_factory.mktemp("moto-stock")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def databricks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databricks]:
+    """An emulated Databricks workspace on loopback (tests/emulators/databricks.py): its runs run through a
+    local spark-submit; started for the tests that use it."""
+    with local_databricks(tmp_path_factory.mktemp("databricks")) as running:
         yield running
 
 
