@@ -12,9 +12,10 @@ connector is a DAG file of its own in Airflow.
 ``status`` prints, per connector and shard, the checkpoint, the lag and the last batch's rows and
 dead letters, read from the lease table and Snowflake's batch outcomes table through Airflow's
 connections (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/lag/).
-``artifacts upload`` builds the job's files (the connector's entry point and the package zip) and uploads
-them, content-addressed, to the artifacts location of a connector on a managed Spark platform
-(``spark.emr_serverless.artifacts`` or ``spark.glue.artifacts``), printing their URIs.
+``artifacts upload`` builds the job's files (the connector's entry point and the package zip, on
+Databricks its wheel) and uploads them, content-addressed, to the artifacts location of a connector on a
+managed Spark platform (``spark.emr_serverless.artifacts``, ``spark.glue.artifacts`` or
+``spark.databricks.artifacts``), printing their URIs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -156,10 +158,11 @@ def _parser() -> argparse.ArgumentParser:
         "artifacts",
         help="build and upload the job's files for a managed Spark platform",
         description="Build the Spark job's files of a connector on a managed Spark platform (spark.platform: "
-        "emr_serverless or glue): its source's entry point (on Glue the Glue job's script) and the package zip, and "
-        "upload them to spark.emr_serverless.artifacts or spark.glue.artifacts under keys that hold a hash of their "
-        "bytes (a file already there is not uploaded again), "
-        "through the connector's AWS connection. Prints each file's URI. The tasks upload them too on first use.",
+        "emr_serverless, glue or databricks): its source's entry point (on Glue the Glue job's script) and the "
+        "package zip (on Databricks a wheel), and upload them to spark.emr_serverless.artifacts, spark.glue.artifacts "
+        "or spark.databricks.artifacts under keys that hold a hash of their bytes (a file already there is not "
+        "uploaded again), through the connector's AWS connection (on Databricks its workspace connection). Prints "
+        "each file's URI. The tasks upload them too on first use.",
     )
     actions = artifacts.add_subparsers(dest="action", required=True)
     upload = actions.add_parser("upload", help="build and upload the job's files, print their URIs")
@@ -173,30 +176,41 @@ def _artifacts(args: argparse.Namespace) -> int:
     except ConnectorConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    emr, glue = config.spark.emr_serverless, config.spark.glue
-    if emr is None and glue is None:
+    emr, glue, databricks = config.spark.emr_serverless, config.spark.glue, config.spark.databricks
+    if emr is None and glue is None and databricks is None:
         print(
             f"error: {args.connector}: spark.platform is {config.spark.platform}, which runs the job from this "
             "worker's files: nothing to upload. Set spark.platform: emr_serverless and spark.emr_serverless.artifacts "
-            f"({docs_url('spark', 'emr-serverless')}), or glue and spark.glue.artifacts "
-            f"({docs_url('spark', 'aws-glue')})",
+            f"({docs_url('spark', 'emr-serverless')}), glue and spark.glue.artifacts "
+            f"({docs_url('spark', 'aws-glue')}), or databricks and spark.databricks.artifacts "
+            f"({docs_url('spark', 'databricks')})",
             file=sys.stderr,
         )
         return 1
     # Airflow's and the clients' log lines go to standard error: standard output is the URIs.
     with contextlib.redirect_stdout(sys.stderr):
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from airflow_kinesis_snowflake.hooks.artifacts import SOURCE_APPLICATIONS
 
-        from airflow_kinesis_snowflake.hooks.artifacts import SOURCE_APPLICATIONS, upload_job_artifacts
-
-        s3 = S3Hook(aws_conn_id=config.connections.aws, region_name=config.source.region)
         application = SOURCE_APPLICATIONS[config.source_type]
-        if glue is not None:
-            from airflow_kinesis_snowflake.hooks.glue import GLUE_APPLICATION
+        if databricks is not None:
+            from airflow_kinesis_snowflake.hooks.platforms import platform_submitter
 
-            application = GLUE_APPLICATION
-        location = emr.artifacts if emr is not None else glue.artifacts  # type: ignore[union-attr]
-        uploaded = upload_job_artifacts(s3, location, application)
+            submitter: Any = platform_submitter(
+                databricks.platform_arguments(), aws_conn_id=config.connections.aws, region_name=config.source.region
+            )
+            uploaded = list(submitter.upload(application))
+        else:
+            from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+            from airflow_kinesis_snowflake.hooks.artifacts import upload_job_artifacts
+
+            s3 = S3Hook(aws_conn_id=config.connections.aws, region_name=config.source.region)
+            if glue is not None:
+                from airflow_kinesis_snowflake.hooks.glue import GLUE_APPLICATION
+
+                application = GLUE_APPLICATION
+            location = emr.artifacts if emr is not None else glue.artifacts  # type: ignore[union-attr]
+            uploaded = list(upload_job_artifacts(s3, location, application))
     for artifact in uploaded:
         print(f"{artifact.uri}\t{'uploaded' if artifact.uploaded else 'already there'}")
     return 0

@@ -59,3 +59,23 @@ def test_the_ingest_and_sync_tasks_run_their_job_on_glue_when_the_connector_says
     assert task(build_ingest_dag(load_connector_config(path)), "ingest").spark_platform == GLUE_PLATFORM
     sync = task(build_dynamodb_sync_dag(config(with_("spark", platform="glue", glue=GLUE))), "sync_table")
     assert sync.partial_kwargs["spark_platform"] == GLUE_PLATFORM
+
+
+DATABRICKS = {"new_cluster": {"spark_version": "16.4.x-scala2.12", "num_workers": 2}, "artifacts": "dbfs:/jobs/orders"}
+DATABRICKS_PLATFORM = {
+    "platform": "databricks",
+    "databricks_conn_id": "databricks_default",
+    **DATABRICKS,
+    "libraries": [],
+    "poll_seconds": 30,
+}
+
+
+def test_the_ingest_and_sync_tasks_run_their_job_on_databricks_when_the_connector_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "orders.yaml"
+    path.write_text(yaml.safe_dump({**CONNECTOR, "spark": {"platform": "databricks", "databricks": DATABRICKS}}))
+    assert task(build_ingest_dag(load_connector_config(path)), "ingest").spark_platform == DATABRICKS_PLATFORM
+    sync = task(
+        build_dynamodb_sync_dag(config(with_("spark", platform="databricks", databricks=DATABRICKS))), "sync_table"
+    )
+    assert sync.partial_kwargs["spark_platform"] == DATABRICKS_PLATFORM

@@ -92,6 +92,7 @@ def test_a_connector_that_runs_spark_submit_has_nothing_to_upload(
     error = capsys.readouterr().err
     assert f"{connector}: spark.platform is spark_submit" in error and "nothing to upload" in error
     assert "Set spark.platform: emr_serverless and spark.emr_serverless.artifacts" in error
+    assert "or databricks and spark.databricks.artifacts" in error
 
 
 def test_a_connector_file_with_a_problem_is_named_with_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,3 +145,18 @@ def test_the_policy_of_a_dynamodb_connector_on_glue_grants_the_same(
     granted = statements(path, capsys)
     assert granted["GlueJobRuns"]["Resource"] == ["arn:aws:glue:eu-west-1:210987654321:job/orders-to-snowflake"]
     assert granted["GluePassRole"]["Resource"] == [GLUE_ROLE]
+
+
+DATABRICKS = {
+    "platform": "databricks",
+    "databricks": {"existing_cluster_id": "0123-456789-abcdefgh", "artifacts": "/Volumes/main/jobs/artifacts"},
+}
+
+
+def test_the_policy_of_a_connector_on_databricks_grants_the_airflow_side_nothing_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The worker calls Databricks with the workspace's connection, and the files go to Databricks's
+    # storage: the AWS side of a run is the cluster's own identity, not the connector's principal.
+    on_databricks = statements(write_connector(tmp_path, DATABRICKS), capsys)
+    assert on_databricks == statements(write_connector(tmp_path, None), capsys)

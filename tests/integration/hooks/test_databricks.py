@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from airflow_kinesis_snowflake.__main__ import main
 from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.core.dynamodb_job import STREAMS_ENDPOINT_ENV, TableBatchPlan, TableBatchResult
 from airflow_kinesis_snowflake.core.dynamodb_sync import sync_table
@@ -28,6 +29,7 @@ from airflow_kinesis_snowflake.core.load.dynamodb_sink import Deletes
 from airflow_kinesis_snowflake.core.model import Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
+from airflow_kinesis_snowflake.hooks.databricks import DatabricksSubmitter
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
@@ -39,6 +41,7 @@ from tests.emulators.databricks import WORK_PREFIX, Databricks
 from tests.emulators.servers import REGION
 from tests.integration.core.test_dynamodb_sync import client, destination_rows, make_source, source_items
 from tests.integration.hooks.test_emr_serverless import snowflake_secret, spark_connection
+from tests.unit.test_main_platform import write_connector
 
 pytestmark = pytest.mark.integration
 
@@ -189,6 +192,7 @@ def test_a_failed_run_raises_with_its_state_message_and_the_driver_s_last_lines(
     assert "; its task: " in message and "ResourceNotFoundException" in message.split("; its task: ", 1)[1]
     assert f"of the output of task run {task['run_id']}" in message
     assert "GetSecretValue" in message.split("Its driver's last", 1)[1]
+    assert isinstance(spark.submitter, DatabricksSubmitter)
     assert spark.submitter.job_run_id is None  # ended: nothing for on_kill to cancel
 
 
@@ -243,3 +247,23 @@ def test_on_kill_cancels_the_run_and_its_processes_end(dbx: Workspace, tmp_path:
     processes = psutil.process_iter(["pid", "cmdline"])
     alive = [p.info["pid"] for p in processes if work in " ".join(p.info["cmdline"] or [])]
     assert alive == []
+
+
+def test_artifacts_upload_puts_the_entry_point_and_the_wheel_where_the_tasks_look_for_them(
+    dbx: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifacts = f"{dbx.volume}/{unique('cli')}"
+    spark = {"platform": "databricks", "databricks": {"existing_cluster_id": dbx.cluster_id, "artifacts": artifacts}}
+    connector = write_connector(tmp_path, spark)
+
+    assert main(["artifacts", "upload", "--connector", str(connector)]) == 0
+    first = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert main(["artifacts", "upload", "--connector", str(connector)]) == 0
+    again = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+
+    assert [state for _, state in first] == ["uploaded", "uploaded"]
+    assert [state for _, state in again] == ["already there", "already there"]
+    (entry_point, _), (wheel, _) = first
+    assert entry_point.startswith(f"{artifacts}/sha256-") and entry_point.endswith("/kinesis_to_snowflake.py")
+    assert wheel.startswith(f"{artifacts}/sha256-") and wheel.endswith("-py3-none-any.whl")
+    assert dbx.databricks.files(artifacts) == sorted([entry_point, wheel])
