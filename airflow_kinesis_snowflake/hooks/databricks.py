@@ -119,9 +119,8 @@ class DatabricksJobHook(DatabricksHook):
     """The Databricks provider's hook, and the job's files in the workspace's storage (an
     :class:`~airflow_kinesis_snowflake.hooks.artifacts.ArtifactStore`): ``dbfs:/`` paths through the
     DBFS API, Unity Catalog volume paths (``/Volumes/...``) through the Files API, each call with the
-    connection's authentication and the hook's retries.
-
-    :param databricks_conn_id: the workspace's connection.
+    connection's authentication and the hook's retries. It takes the provider hook's arguments
+    (``databricks_conn_id`` ...).
     """
 
     def exists(self, uri: str) -> bool:

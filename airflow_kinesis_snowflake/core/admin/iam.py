@@ -37,6 +37,10 @@ down to the calls this provider makes with the connector's credentials:
   role to Glue, uploads the job's files to the artifacts prefix as above, and reads a failed run's
   driver output from the Glue log groups in CloudWatch Logs.
 
+* On Databricks (``spark.platform: databricks``), nothing: the Airflow side calls the Databricks
+  workspace with its own connection for the run and its files, and the run reaches AWS with the
+  cluster's identity (its instance profile), which the Spark page of the docs tells.
+
 Unlike the Openflow table there is no DescribeStream: shards come from ListShards, and the stream
 ARN from DescribeStreamSummary.
 """
