@@ -51,7 +51,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from airflow_kinesis_snowflake.core.engine.leases import HeldLeases, release_leases, take_leases
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
+from airflow_kinesis_snowflake.core.engine.leases import (
+    HeldLeases,
+    LeaseHold,
+    forget_run,
+    release_leases,
+    resume_hold,
+    take_leases,
+)
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.load.ownership import owner_conflict, owner_refusal
 from airflow_kinesis_snowflake.core.load.pipe import validate_pipe_definition
@@ -303,9 +311,16 @@ def run_batch(
     owner: str,
     run_started_at: datetime | None = None,
     max_rounds: int = MAX_ROUNDS,
+    earlier: Sequence[BatchOutcome] = (),
 ) -> BatchOutcome:
     """Run one ingest run: a micro-batch (steps 1 to 10 of this module), and another one with the
     same cut-off while a reshard made children eligible (step 11).
+
+    A ``submit`` that leaves the job run to another process raises
+    :class:`~.engine.detached.JobDetached`: the batch's leases stay held, and the exception carries
+    where the run is (:class:`RunProgress`, as ``progress``); once the job run ended,
+    :func:`finish_round` finishes that batch, and ``run_batch`` with the batches so far in ``earlier``
+    goes on with the run.
 
     :param dynamodb: a DynamoDB client (the lease tables).
     :param stream: the Kinesis calls (:class:`Stream`).
@@ -315,14 +330,26 @@ def run_batch(
         lets a retry take over what its earlier try still holds.
     :param run_started_at: when the run started: the cut-off of all its batches (see :func:`cutoff_time`).
     :param max_rounds: at most this many micro-batches in the run.
+    :param earlier: the micro-batches the run loaded before (a run that goes on after a detached batch).
     :returns: the last micro-batch that ran the job, the run's earlier ones in its ``earlier``.
     :raises ResetInProgress: a reset or restore works on the connector before the first batch; nothing was read.
     :raises BatchRefused: the first batch cannot run; nothing was read.
+    :raises JobDetached: ``submit`` left a batch's job run to another process.
     """
     cutoff = cutoff_time(run_started_at, datetime.now(UTC))
-    done: list[BatchOutcome] = []
-    read: set[str] = set()
-    for number in range(1, max_rounds + 1):
+    done: list[BatchOutcome] = list(earlier)
+    read: set[str] = {shard.shard_id for outcome in done if outcome.result for shard in outcome.result.shards}
+    while not done or another_round(done[-1]):
+        number = len(done) + 1
+        if number > max_rounds:
+            log.warning(
+                "Stopped after %d batches with children of finished shards left to read (max_rounds); "
+                "the next run reads on from their checkpoints",
+                max_rounds,
+            )
+            break
+        if done:
+            log.info("A shard reached SHARD_END: planning again for its children, cut-off %s", cutoff.isoformat())
         try:
             outcome = _run_round(
                 settings,
@@ -339,23 +366,60 @@ def run_batch(
                 raise
             log.info("A reset started after batch %d of the run: the run stops there", number - 1)
             break
+        except JobDetached as detached:
+            detached.progress = RunProgress(cutoff, tuple(done)).to_dict()
+            raise
         done.append(outcome)
         if outcome.result is not None:
             read.update(shard.shard_id for shard in outcome.result.shards)
-        if not another_round(outcome):
-            break
-        if number == max_rounds:
-            log.warning(
-                "Stopped after %d batches with children of finished shards left to read (max_rounds); "
-                "the next run reads on from their checkpoints",
-                max_rounds,
-            )
-        else:
-            log.info("A shard reached SHARD_END: planning again for its children, cut-off %s", cutoff.isoformat())
     ran = [outcome for outcome in done if outcome.result is not None]
     if not ran:
         return done[0]
     return replace(ran[-1], earlier=tuple(ran[:-1]))
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Where an ingest run is when a batch's job run went on without it (:class:`~.engine.detached.JobDetached`).
+
+    :param cutoff: the run's cut-off, for its batches to come.
+    :param earlier: the micro-batches it loaded before that one.
+    """
+
+    cutoff: datetime
+    earlier: tuple[BatchOutcome, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values; each earlier batch as its application name and result."""
+        batches = [[b.application_name, b.result.to_dict()] for b in self.earlier if b.result is not None]
+        return {"cutoff": self.cutoff.isoformat(), "earlier": batches}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunProgress:
+        earlier = tuple(
+            outcome_of_results(name, [(name, BatchResult.from_dict(result))]) for name, result in data["earlier"]
+        )
+        return cls(datetime.fromisoformat(data["cutoff"]), earlier)
+
+
+def finish_round(dynamodb: Any, hold: LeaseHold, run: DetachedRun, result: Callable[[], BatchResult]) -> BatchOutcome:
+    """Steps 9 and 10 of a batch whose job run went on without the run (:mod:`~.engine.detached`), once
+    the job run ended: the leases held again (those still held), ``result()`` (the job's outcome, read as
+    the blocking path reads it; it raises when the run failed), the checkpoints committed, the leases
+    released, the run's record removed; also when ``result()`` raised.
+
+    :param hold: the batch's leases, as the detached run left them.
+    :param run: the job run.
+    :returns: the batch, as :func:`run_batch` would have; the run goes on with it among ``earlier``.
+    """
+    table = LeaseTable(dynamodb, hold.table_name)
+    try:
+        with resume_hold(table, hold) as held:
+            loaded = result()
+            outcome = BatchOutcome(hold.table_name, loaded, commit_checkpoints(table, held, loaded))
+    finally:
+        forget_run(table, run)
+    return outcome
 
 
 def _run_round(

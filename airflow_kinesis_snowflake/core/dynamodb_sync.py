@@ -43,7 +43,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -59,7 +59,8 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
 )
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
 from airflow_kinesis_snowflake.core.dynamodb_progress import report_snapshot_progress
-from airflow_kinesis_snowflake.core.engine.leases import HeldLeases, take_leases
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
+from airflow_kinesis_snowflake.core.engine.leases import HeldLeases, LeaseHold, forget_run, resume_hold, take_leases
 from airflow_kinesis_snowflake.core.engine.local import LocalContext, SharedConnection
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
@@ -225,6 +226,42 @@ class BatchFigures:
     shards_ended: tuple[str, ...]
     merge: MergeResult
 
+    @classmethod
+    def of_result(cls, generation: int, batch_id: str, result: TableBatchResult, merge: MergeResult) -> BatchFigures:
+        """The figures of a batch of ``generation`` that applied ``merge``."""
+        return cls(
+            generation=generation,
+            batch_id=batch_id,
+            segments={s.number: s.items for s in result.segments},
+            shards={s.shard_id: s.records_read for s in result.shards},
+            segments_done=tuple(sorted(s.number for s in result.segments if s.done)),
+            shards_ended=tuple(sorted(s.shard_id for s in result.shards if s.shard_end)),
+            merge=merge,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "batch_id": self.batch_id,
+            "segments": [[number, items] for number, items in self.segments.items()],
+            "shards": self.shards,
+            "segments_done": list(self.segments_done),
+            "shards_ended": list(self.shards_ended),
+            "merge": asdict(self.merge),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchFigures:
+        return cls(
+            generation=int(data["generation"]),
+            batch_id=str(data["batch_id"]),
+            segments={int(number): int(items) for number, items in data["segments"]},
+            shards={str(shard): int(records) for shard, records in data["shards"].items()},
+            segments_done=tuple(int(n) for n in data["segments_done"]),
+            shards_ended=tuple(str(s) for s in data["shards_ended"]),
+            merge=MergeResult(**data["merge"]),
+        )
+
 
 @dataclass(frozen=True)
 class TableBatchFigures:
@@ -289,6 +326,100 @@ class TableOutcome:
             "snapshots_completed": self.snapshots_completed,
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "batches": [b.to_dict() for b in self.batches],
+            "generations_started": list(self.generations_started),
+            "snapshots_completed": list(self.snapshots_completed),
+            "generations_superseded": list(self.generations_superseded),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TableOutcome:
+        return cls(
+            str(data["table"]),
+            [BatchFigures.from_dict(b) for b in data["batches"]],
+            [str(reason) for reason in data["generations_started"]],
+            [int(n) for n in data["snapshots_completed"]],
+            [int(n) for n in data["generations_superseded"]],
+        )
+
+
+@dataclass(frozen=True)
+class PendingBatch:
+    """A batch whose job run went on without the run (:mod:`~.engine.detached`): what finishing it needs.
+
+    :param generation: the generation it read.
+    :param batch_id: its id.
+    :param segments: its snapshot segments' lease keys, each with the segment's number.
+    """
+
+    generation: int
+    batch_id: str
+    segments: Mapping[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"generation": self.generation, "batch_id": self.batch_id, "segments": dict(self.segments)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PendingBatch:
+        segments = {str(key): int(number) for key, number in data["segments"].items()}
+        return cls(int(data["generation"]), str(data["batch_id"]), segments)
+
+
+@dataclass
+class SyncProgress:
+    """Where a table's run is: what it did so far, the snapshot batches and rounds it took, the gap its
+    last batch found (read by the next round), its cut-off, and the batch whose job run went on
+    without it (:class:`~.engine.detached.JobDetached`'s ``progress``), if one did."""
+
+    outcome: TableOutcome
+    snapshot_batches: int = 0
+    rounds: int = 0
+    gap: Gap | None = None
+    cutoff: datetime | None = None
+    pending: PendingBatch | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.to_dict(),
+            "snapshot_batches": self.snapshot_batches,
+            "rounds": self.rounds,
+            "gap": None if self.gap is None else [self.gap.shard_id, self.gap.reason],
+            "cutoff": None if self.cutoff is None else self.cutoff.isoformat(),
+            "pending": None if self.pending is None else self.pending.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SyncProgress:
+        gap, cutoff, pending = data.get("gap"), data.get("cutoff"), data.get("pending")
+        return cls(
+            TableOutcome.from_dict(data["outcome"]),
+            int(data["snapshot_batches"]),
+            int(data["rounds"]),
+            None if gap is None else Gap(str(gap[0]), str(gap[1])),
+            None if cutoff is None else datetime.fromisoformat(cutoff),
+            None if pending is None else PendingBatch.from_dict(pending),
+        )
+
+
+@dataclass(frozen=True)
+class DetachedBatch:
+    """A table's run whose batch's job run went on without it, once the run ended: what
+    :func:`sync_table` finishes before it goes on.
+
+    :param progress: the run's progress, as :class:`~.engine.detached.JobDetached` carried it.
+    :param hold: the batch's leases.
+    :param run: the job run.
+    :param result: the job's outcome, read as the blocking path reads it; raises when the run failed.
+    """
+
+    progress: SyncProgress
+    hold: LeaseHold
+    run: DetachedRun
+    result: Callable[[], TableBatchResult]
+
 
 def describe_summary(figures: Mapping[str, Any]) -> str:
     """One line for a :meth:`TableOutcome.summary` (or a continuous run's, which has no generations)."""
@@ -318,8 +449,14 @@ def sync_table(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     submit: Submit | None = None,
     region: str = "",
+    detached: DetachedBatch | None = None,
 ) -> TableOutcome:
     """Run one table's batches for one run (the module docstring tells the steps).
+
+    A ``submit`` that leaves a batch's job run to another process raises
+    :class:`~.engine.detached.JobDetached`, whose ``progress`` is the run's :class:`SyncProgress`
+    (the batch in its ``pending``); once the job run ended, ``sync_table`` with ``detached`` finishes
+    that batch and goes on with the run.
 
     :param lease_dynamodb: a DynamoDB client for the lease table.
     :param source_dynamodb: a DynamoDB client for the source table's Scan.
@@ -331,12 +468,14 @@ def sync_table(
         :class:`~.dynamodb_job.TableBatchPlan`, e.g. through spark-submit; None runs it here, with
         ``source_dynamodb`` and ``streams``.
     :param region: the table's region, written into the plans (for ``submit``).
+    :param detached: the run's batch whose job run went on without it, to finish first.
     :raises StreamGapError: the stream lost changes and ``on_gap: fail`` is set.
+    :raises JobDetached: ``submit`` left a batch's job run to another process.
     """
-    cutoff = cutoff or now()
-    outcome = TableOutcome(sync.table)
+    progress = detached.progress if detached is not None else SyncProgress(TableOutcome(sync.table))
+    progress.cutoff = progress.cutoff or cutoff or now()
+    outcome = progress.outcome
     leases = LeaseTable(lease_dynamodb, sync.application_name)
-    snapshot_batches = 0
     with closing(connect_snowflake()) as conn:
         sink = DynamoDBSink(conn, sync.target)
         sync = sync.fitted_to(sink.existing_columns())
@@ -353,22 +492,25 @@ def sync_table(
         _claim(leases, sync)
         # A destination dropped by hand is a gap, told before it is created again (``UNDROP TABLE``
         # still works after a refusal).
-        gap: Gap | None = None
-        if not sink.destination_exists():
+        if progress.gap is None and not sink.destination_exists():
             current = sink.current_generation(sync.application_name)
-            gap = destination_dropped(current, sync.target.destination.qualified_name)
-        if gap is not None and sync.settings.on_gap is OnGap.FAIL:
-            raise gap_error(sync.table, gap)
+            progress.gap = destination_dropped(current, sync.target.destination.qualified_name)
+        if progress.gap is not None and sync.settings.on_gap is OnGap.FAIL:
+            raise gap_error(sync.table, progress.gap)
         sink.ensure_destination(sync.destination_columns, sync.connector_id)
-        for _ in range(max_rounds + sync.settings.max_snapshot_batches_per_run):
+        if detached is not None and not _finish_detached(sync, sink, leases, detached, source_dynamodb, now):
+            return outcome
+        while progress.rounds < max_rounds + sync.settings.max_snapshot_batches_per_run:
+            progress.rounds += 1
             current = sink.current_generation(sync.application_name)
             segment_marks = _segment_marks(sink, sync, current)
             states = _segment_states(segment_marks)
             shards = list_stream_shards(streams, sync.stream_arn)
+            gap = progress.gap
             if gap is None and current is not None:
                 gap = stream_replaced(current, sync.stream_arn) or _checkpoint_gap(leases, sync, current, shards, now())
             step = next_step(sync.table, current, states, sync.settings, now(), gap)
-            gap = None
+            progress.gap = None
             if isinstance(step, StartGeneration):
                 sink.record_generation(
                     sync.application_name, replace(step.generation, stream_arn=sync.stream_arn), step.reason
@@ -397,12 +539,15 @@ def sync_table(
                     leases,
                     sink,
                     owner,
-                    cutoff,
+                    progress.cutoff,
                     now,
                     _DataPlane(source_dynamodb, streams, submit, region),
                 )
+            except JobDetached as detached_now:
+                detached_now.progress.update({k: v for k, v in progress.to_dict().items() if k != "pending"})
+                raise
             except StreamGap as err:
-                gap = Gap(err.shard_id, str(err))
+                progress.gap = Gap(err.shard_id, str(err))
                 log.warning("%s: %s", sync.table, err)
                 continue
             except GenerationSupersededError as err:
@@ -413,7 +558,6 @@ def sync_table(
                 continue
             if figures is None:
                 break
-            outcome.batches.append(figures)
             # The snapshot's segments and items done, percentage and ETA, in the task log.
             report_snapshot_progress(
                 sync.table,
@@ -424,21 +568,70 @@ def sync_table(
                 source_dynamodb,
                 now(),
             )
-            if figures.merge.completed_snapshot is not None:
-                outcome.snapshots_completed.append(figures.merge.completed_snapshot)
-            if figures.segments:
-                snapshot_batches += 1
-            # On: after a shard ended (its children are read next), and while the snapshot has more to
-            # read within the run's bound (this batch read segments without completing it); a stream
-            # batch that ended no shard read up to the cutoff.
-            more_snapshot = (
-                bool(figures.segments)
-                and figures.merge.completed_snapshot is None
-                and snapshot_batches < sync.settings.max_snapshot_batches_per_run
-            )
-            if not (figures.shards_ended or more_snapshot):
+            if not _account(progress, figures, sync.settings):
                 break
     return outcome
+
+
+def _account(progress: SyncProgress, figures: BatchFigures, settings: SyncSettings) -> bool:
+    """A batch that applied its changes, in the run's outcome; whether the run goes on with another.
+
+    On: after a shard ended (its children are read next), and while the snapshot has more to read
+    within the run's bound (this batch read segments without completing it); a stream batch that
+    ended no shard read up to the cutoff.
+    """
+    progress.outcome.batches.append(figures)
+    if figures.merge.completed_snapshot is not None:
+        progress.outcome.snapshots_completed.append(figures.merge.completed_snapshot)
+    if figures.segments:
+        progress.snapshot_batches += 1
+    more_snapshot = (
+        bool(figures.segments)
+        and figures.merge.completed_snapshot is None
+        and progress.snapshot_batches < settings.max_snapshot_batches_per_run
+    )
+    return bool(figures.shards_ended) or more_snapshot
+
+
+def _finish_detached(
+    sync: TableSync,
+    sink: DynamoDBSink,
+    leases: LeaseTable,
+    detached: DetachedBatch,
+    source_dynamodb: Any,
+    now: Callable[[], datetime],
+) -> bool:
+    """The batch whose job run went on without the run, once the run ended: its leases held again, its
+    outcome read (``detached.result()``, which raises when the run failed), the lease table caching what
+    it applied, the leases released, the run's record removed; whether the run goes on with another.
+    """
+    progress = detached.progress
+    pending = progress.pending
+    assert pending is not None, "a detached batch carries its pending batch"
+    progress.pending = None
+    try:
+        try:
+            with resume_hold(leases, detached.hold, what=sync.table) as held:
+                result = detached.result()
+                figures = _settle(sync, leases, held, pending, result, now().timestamp())
+        finally:
+            forget_run(leases, detached.run)
+    except StreamGap as err:
+        progress.gap = Gap(err.shard_id, str(err))
+        log.warning("%s: %s", sync.table, err)
+        return True
+    except GenerationSupersededError as err:
+        log.warning("%s: %s", sync.table, err)
+        progress.outcome.generations_superseded.append(pending.generation)
+        return True
+    current = sink.current_generation(sync.application_name)
+    if current is not None and current.number == pending.generation:
+        # The snapshot ledger holds the batch already: its marks as they are, and nothing more read.
+        marks = _segment_marks(sink, sync, current)
+        report_snapshot_progress(
+            sync.table, current, marks, dict.fromkeys(figures.segments, 0), (), source_dynamodb, now()
+        )
+    return _account(progress, figures, sync.settings)
 
 
 def _claim(leases: LeaseTable, sync: TableSync) -> None:
@@ -615,15 +808,33 @@ def _read_batch(
             first_records=_first_records(sync, generation, shards, held.held, now()),
         )
         plan = batch.plan(cutoff, data_plane.region)
-        result = held.run(lambda: data_plane.load(plan, sink))
-        if result.gap is not None:
-            gap = result.gap
-            raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
-        if result.superseded is not None:
-            raise GenerationSupersededError(result.superseded)
-        assert result.merge is not None  # a result without one carries its gap
-        batch.cache(leases, held, task_of, result, now().timestamp())
-        return batch.figures(result, result.merge)
+        pending = PendingBatch(
+            generation.number, batch.batch_id, {k: task_of[k].segment.number for k in keys if k in task_of}
+        )
+        try:
+            result = held.run(lambda: data_plane.load(plan, sink))
+        except JobDetached as detached:
+            detached.progress["pending"] = pending.to_dict()
+            raise
+        return _settle(sync, leases, held, pending, result, now().timestamp())
+
+
+def _settle(
+    sync: TableSync, leases: LeaseTable, held: HeldLeases, batch: PendingBatch, result: TableBatchResult, read_at: float
+) -> BatchFigures:
+    """Step 5 of a batch whose data plane ran: its figures, once the lease table caches what it applied.
+
+    :raises StreamGap: the batch found a trimmed position; it applied nothing.
+    :raises GenerationSupersededError: a newer generation was recorded meanwhile; it applied nothing.
+    """
+    if result.gap is not None:
+        gap = result.gap
+        raise StreamGap(sync.table, gap.shard_id, gap.checkpoint, gap.reason)
+    if result.superseded is not None:
+        raise GenerationSupersededError(result.superseded)
+    assert result.merge is not None  # a result without one carries its gap
+    _cache(leases, held, batch.segments, result, read_at)
+    return BatchFigures.of_result(batch.generation, batch.batch_id, result, result.merge)
 
 
 @dataclass
@@ -679,41 +890,28 @@ class _Batch:
             generation_started_at=self.generation.started_at,
         )
 
-    def cache(
-        self,
-        leases: LeaseTable,
-        held: HeldLeases,
-        task_of: Mapping[str, SegmentTask],
-        result: TableBatchResult,
-        read_at: float,
-    ) -> None:
-        """Step 5: the lease table caches what the ledger now holds; a lease lost meanwhile is left.
 
-        A shard read to the cut-off is checkpointed even when it had nothing new: its lease's
-        ``checkpointed_at`` is when a batch last read it (``read_at``, on the run's clock, which
-        the safe-age rule measures against).
-        """
-        done = {s.number for s in result.segments if s.done}
-        reads = {s.key: s for s in result.shards}
-        for key, lease in list(held.held.items()):
-            try:
-                if key in reads:
-                    read = reads[key]
-                    mark = Checkpoint(read.last_sequence_number) if read.last_sequence_number else None
-                    held.update(leases.checkpoint(lease, mark, shard_end=read.shard_end, now=read_at))
-                elif key in task_of and task_of[key].segment.number in done:
-                    held.update(leases.checkpoint(lease, None, shard_end=True, now=read_at))
-            except LeaseLostError:
-                log.warning("The lease on %s was taken meanwhile: its new owner reads from the ledger", key)
-                held.drop(key)
+def _cache(
+    leases: LeaseTable, held: HeldLeases, segments: Mapping[str, int], result: TableBatchResult, read_at: float
+) -> None:
+    """Step 5: the lease table caches what the ledger now holds; a lease lost meanwhile is left.
 
-    def figures(self, result: TableBatchResult, merge: MergeResult) -> BatchFigures:
-        return BatchFigures(
-            generation=self.generation.number,
-            batch_id=self.batch_id,
-            segments={s.number: s.items for s in result.segments},
-            shards={s.shard_id: s.records_read for s in result.shards},
-            segments_done=tuple(sorted(s.number for s in result.segments if s.done)),
-            shards_ended=tuple(sorted(s.shard_id for s in result.shards if s.shard_end)),
-            merge=merge,
-        )
+    A shard read to the cut-off is checkpointed even when it had nothing new: its lease's
+    ``checkpointed_at`` is when a batch last read it (``read_at``, on the run's clock, which
+    the safe-age rule measures against).
+
+    :param segments: the batch's snapshot segments: lease key -> segment number.
+    """
+    done = {s.number for s in result.segments if s.done}
+    reads = {s.key: s for s in result.shards}
+    for key, lease in list(held.held.items()):
+        try:
+            if key in reads:
+                read = reads[key]
+                mark = Checkpoint(read.last_sequence_number) if read.last_sequence_number else None
+                held.update(leases.checkpoint(lease, mark, shard_end=read.shard_end, now=read_at))
+            elif key in segments and segments[key] in done:
+                held.update(leases.checkpoint(lease, None, shard_end=True, now=read_at))
+        except LeaseLostError:
+            log.warning("The lease on %s was taken meanwhile: its new owner reads from the ledger", key)
+            held.drop(key)

@@ -15,6 +15,11 @@ snapshot segment or stream shard. Every source's batch holds its units the same 
 3. **Release** (:meth:`HeldLeases.release`, on leaving the ``with`` block, whatever happened):
    best effort, lease by lease, then the heartbeat item; a lease not released expires, a heartbeat
    item not deleted ends with its time to live.
+
+A batch whose job run goes on without this process (a deferred task's:
+:mod:`~.detached`) leaves the ``with`` block with :class:`~.detached.JobDetached`: its leases stay
+held, as a :class:`LeaseHold` that the waiting process renews (:func:`renew_hold`) and the task,
+once the run ended, holds again (:func:`resume_hold`) to checkpoint and release them.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
 from airflow_kinesis_snowflake.core.planning import eligible_leases
+from airflow_kinesis_snowflake.core.state.errors import LeaseLostError
 from airflow_kinesis_snowflake.core.state.leases import Lease, LeaseTable, open_to
 from airflow_kinesis_snowflake.core.state.renewal import LeaseKeeper
 
@@ -94,6 +102,9 @@ class HeldLeases:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        if isinstance(error, JobDetached):
+            self.detach(error)
+            return
         self.release()
 
     def update(self, lease: Lease) -> None:
@@ -122,6 +133,18 @@ class HeldLeases:
                     sorted(keeper.lost),
                 )
 
+    def detach(self, detached: JobDetached) -> None:
+        """The batch's job run goes on without this process: keep the leases (``detached.hold`` says
+        which, for whoever renews them), and record the run in the lease table under its batch id, where
+        a later try of the task that plans the same batch finds it. Recording is best effort: without the
+        record a later try starts a second run, whose commit the ledger guard refuses if the first committed.
+        """
+        detached.hold = LeaseHold(self.table.table_name, self.owner, tuple(sorted(self.held)), self.duration_seconds)
+        try:
+            self.table.record_run(detached.run.batch_id, detached.run.to_dict())
+        except Exception:  # see above
+            log.warning("%sCould not record job run %s", self._prefix, detached.run.job_run_id, exc_info=True)
+
     def release(self) -> None:
         """Step 3: release every lease still held, then delete the worker's heartbeat item; best effort."""
         release_leases(self.table, self.held.values())
@@ -139,3 +162,88 @@ def release_leases(table: LeaseTable, leases: Iterable[Lease]) -> None:
             table.release(lease)
         except Exception:  # releasing is best effort: the lease expires anyway
             log.warning("Could not release the lease on %s", lease.shard_id, exc_info=True)
+
+
+@dataclass(frozen=True)
+class LeaseHold:
+    """The leases of a batch whose job run goes on without the process that took them: plain names,
+    carried by a deferred task and its trigger.
+
+    :param table_name: the lease table.
+    :param owner: the owner that holds them.
+    :param units: the units (lease keys) held.
+    :param duration_seconds: how long a lease lasts without renewal.
+    """
+
+    table_name: str
+    owner: str
+    units: tuple[str, ...]
+    duration_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table_name": self.table_name,
+            "owner": self.owner,
+            "units": list(self.units),
+            "duration_seconds": self.duration_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LeaseHold:
+        return cls(
+            str(data["table_name"]),
+            str(data["owner"]),
+            tuple(str(unit) for unit in data["units"]),
+            float(data["duration_seconds"]),
+        )
+
+
+def _still_held(table: LeaseTable, hold: LeaseHold) -> tuple[list[Lease], set[str]]:
+    """The leases of ``hold`` its owner still holds (as read now, expired or not: nobody took them), and
+    the units another worker took meanwhile."""
+    found = table.leases_of(hold.units)
+    mine = [found[unit] for unit in hold.units if unit in found and found[unit].lease_owner == hold.owner]
+    return mine, set(hold.units) - {lease.shard_id for lease in mine}
+
+
+def resume_hold(table: LeaseTable, hold: LeaseHold, what: str = "") -> HeldLeases:
+    """The leases of ``hold`` again, once its job run ended: those its owner still holds, as a
+    :class:`HeldLeases` (a ``with`` block releases them); a unit another worker took meanwhile is lost,
+    and its new owner starts from the ledger.
+
+    :param what: how the log names the batch, or empty.
+    """
+    mine, lost = _still_held(table, hold)
+    held = HeldLeases(table, hold.owner, hold.duration_seconds, mine, what)
+    held.lost |= lost
+    if lost:
+        log.warning(
+            "%sLeases lost while the job ran (what it committed is in the ledger; the next owner starts there): %s",
+            f"{what}: " if what else "",
+            sorted(lost),
+        )
+    return held
+
+
+def renew_hold(table: LeaseTable, hold: LeaseHold) -> set[str]:
+    """One renewal of ``hold`` while its job run goes on: the owner's heartbeat, then every lease it still
+    holds (what :class:`HeldLeases` does every third of the duration while a batch runs here).
+
+    :returns: the units lost, taken by another worker.
+    """
+    table.heartbeat(hold.owner, hold.duration_seconds)
+    mine, lost = _still_held(table, hold)
+    for lease in mine:
+        try:
+            table.renew(lease, hold.duration_seconds)
+        except LeaseLostError:
+            lost.add(lease.shard_id)
+    return lost
+
+
+def forget_run(table: LeaseTable, run: DetachedRun) -> None:
+    """Remove the record of a detached job run whose batch was finished; best effort (it has a time to live)."""
+    try:
+        table.forget_run(run.batch_id)
+    except Exception:  # a stale record names a run that ended: a later try starts its own
+        log.warning("Could not remove the record of job run %s", run.job_run_id, exc_info=True)

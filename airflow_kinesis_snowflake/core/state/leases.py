@@ -45,6 +45,10 @@ from airflow_kinesis_snowflake.core.state.metadata import (
 )
 
 WORKER_PREFIX = "#worker#"
+# The item that names a batch's job run while it goes on without the task that started it.
+RUN_PREFIX = "#run#"
+# A run's item outlives the run by far, should no try of its task come back to remove it.
+RUN_ITEM_RETENTION_SECONDS = 7 * 86_400
 # DynamoDB deletes an item once the epoch seconds in this attribute passed (the table's time to live).
 TTL_ATTRIBUTE = "delete_after"
 # A worker item outlives the heartbeat's expiry by this long, should its try die before deleting it.
@@ -578,6 +582,37 @@ class LeaseTable:
     def stop_heartbeat(self, worker_id: str) -> None:
         """Delete a worker's heartbeat item once its try ends, so the table does not grow with history."""
         self.items.delete(f"{WORKER_PREFIX}{worker_id}")
+
+    # -- job runs that go on without their task ---------------------------------------------------
+
+    def record_run(self, batch_id: str, run: Mapping[str, str], now: float | None = None) -> None:
+        """Record the job run of batch ``batch_id`` that goes on while its task is deferred
+        (:mod:`~airflow_kinesis_snowflake.core.engine.detached`): a later try that plans the same batch
+        waits for that run instead of starting another. The item carries the table's time to live.
+
+        :param run: the run, as plain strings (platform, run id, attempt id, outcome key).
+        """
+        now = time.time() if now is None else now
+        self.items.put(
+            {
+                KEY_ATTRIBUTE: _s(f"{RUN_PREFIX}{batch_id}"),
+                "item_type": _s("RUN"),
+                "run": {"M": {name: _s(str(value)) for name, value in run.items()}},
+                "recorded_at": _n(now),
+                TTL_ATTRIBUTE: _n(int(now + RUN_ITEM_RETENTION_SECONDS)),
+            }
+        )
+
+    def recorded_run(self, batch_id: str) -> dict[str, str] | None:
+        """The job run recorded for batch ``batch_id`` (:meth:`record_run`); None when there is none."""
+        item = self.items.get(f"{RUN_PREFIX}{batch_id}")
+        if item is None or "run" not in item:
+            return None
+        return {name: value["S"] for name, value in item["run"]["M"].items()}
+
+    def forget_run(self, batch_id: str) -> None:
+        """Remove the record of batch ``batch_id``'s job run: the run ended and its task finished the batch."""
+        self.items.delete(f"{RUN_PREFIX}{batch_id}")
 
 
 def worker_item(worker_id: str, failover_seconds: float, now: float) -> dict[str, Any]:

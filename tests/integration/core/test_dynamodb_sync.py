@@ -26,8 +26,11 @@ import pytest
 
 from airflow_kinesis_snowflake.core import dynamodb_sync
 from airflow_kinesis_snowflake.core.admin.dynamodb_reset import plan_table_reset
+from airflow_kinesis_snowflake.core.dynamodb_job import ClientAccess, TableBatchPlan, TableBatchResult, load
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableSync, sync_table
-from airflow_kinesis_snowflake.core.engine.leases import take_leases
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
+from airflow_kinesis_snowflake.core.engine.leases import LeaseHold, take_leases
+from airflow_kinesis_snowflake.core.engine.local import LocalContext, SharedConnection
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
     WIDENING_SUFFIX,
     KeyAttribute,
@@ -1249,3 +1252,81 @@ def test_a_lost_lease_table_is_rebuilt_from_snowflakes_ledgers_with_no_new_snaps
     current = current_generation(emulators, sync)
     assert current is not None and current.number == 0
     assert destination_rows(emulators, sync)[0] == source_items(workload)
+
+
+# -- a batch whose job run goes on without the run (a deferred task) ------------------------------------
+
+
+def test_a_run_whose_every_batch_s_job_run_goes_on_elsewhere_syncs_what_a_waiting_run_syncs(
+    emulators: Emulators,
+) -> None:
+    """A deferred task's run: each batch's submit leaves the job run (JobDetached); once the run ended,
+    ``sync_table`` finishes the batch from what the task carried as plain JSON, and goes on."""
+    settings = SyncSettings(total_segments=2, max_segments_per_batch=2, max_snapshot_batches_per_run=2)
+    workload, sync = make_source(emulators, settings=settings)
+    workload.put(30, start=0)  # 30 items, at most 7 a segment a batch: two snapshot batches a run
+    plans: list[TableBatchPlan] = []
+
+    def detach(plan: TableBatchPlan) -> TableBatchResult:
+        plans.append(plan)
+        key = ("emr_serverless", f"run-{len(plans)}", f"attempt-{len(plans)}", plan.application_name)
+        raise JobDetached(DetachedRun(*key, plan.generation_id, plan.batch_id))
+
+    def job(plan: TableBatchPlan) -> TableBatchResult:
+        """The batch's job run, wherever it ran: the data plane's steps in this process."""
+        conn = emulators.snowflake_connect()
+        try:
+            access = ClientAccess(client(emulators, "dynamodb"), client(emulators, "dynamodbstreams"))
+            return load(LocalContext(), plan, SharedConnection(conn), access=access)
+        finally:
+            conn.close()
+
+    def ended(result: TableBatchResult) -> Callable[[], TableBatchResult]:
+        """The job run's outcome, once it ended."""
+        return lambda: result
+
+    def sync_run(attempt: int, detached: dynamodb_sync.DetachedBatch | None = None) -> dynamodb_sync.TableOutcome:
+        return sync_table(
+            sync,
+            lease_dynamodb=client(emulators, "dynamodb"),
+            source_dynamodb=client(emulators, "dynamodb"),
+            streams=client(emulators, "dynamodbstreams"),
+            connect_snowflake=emulators.snowflake_connect,
+            owner=f"ddb/sync/run/-1/try-{attempt}/{os.getpid()}",
+            submit=detach,
+            region="us-east-1",
+            detached=detached,
+        )
+
+    outcomes, detached, resumes = [], None, 0
+    for attempt in range(1, 6):
+        while True:
+            try:
+                outcomes.append(sync_run(attempt, detached))
+                detached = None
+                break
+            except JobDetached as raised:
+                carried = json.loads(json.dumps({"run": raised.run.to_dict(), "hold": raised.hold.to_dict()}))
+                progress = dynamodb_sync.SyncProgress.from_dict(json.loads(json.dumps(raised.progress)))
+                leases = LeaseTable(client(emulators, "dynamodb"), sync.application_name).leases()
+                hold = LeaseHold.from_dict(carried["hold"])
+                assert {leases[unit].lease_owner for unit in hold.units} == {hold.owner}  # kept for the run
+                detached = dynamodb_sync.DetachedBatch(
+                    progress, hold, DetachedRun.from_dict(carried["run"]), ended(job(plans[-1]))
+                )
+                resumes += 1
+        generation = current_generation(emulators, sync)
+        if generation is not None and generation.completed and outcomes[-1].changes == 0:
+            break
+
+    assert resumes == len(plans) >= 3
+    # The first run read two snapshot batches (its bound), each finished after its job run ended.
+    assert [len([b for b in outcomes[0].batches if b.segments])] == [2]
+    assert [b.batch_id for o in outcomes for b in o.batches] == [plan.batch_id for plan in plans]
+    assert sum(sum(b.segments.values()) for o in outcomes for b in o.batches) == 30  # each item read once
+    actual, _ = destination_rows(emulators, sync)
+    assert actual == source_items(workload)
+    leases = LeaseTable(client(emulators, "dynamodb"), sync.application_name).leases()
+    assert {lease.lease_owner for lease in leases.values()} == {None}
+    table = LeaseTable(client(emulators, "dynamodb"), sync.application_name)
+    assert [table.recorded_run(plan.batch_id) for plan in plans] == [None] * len(plans)

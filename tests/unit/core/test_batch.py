@@ -25,11 +25,15 @@ from airflow_kinesis_snowflake.core.batch import (
     BatchRefused,
     BatchSettings,
     ResetInProgress,
+    RunProgress,
     ShardOutcome,
     another_round,
+    finish_round,
     run_batch,
 )
 from airflow_kinesis_snowflake.core.engine.credentials import JobCredentials
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
+from airflow_kinesis_snowflake.core.engine.leases import LeaseHold
 from airflow_kinesis_snowflake.core.job import commit, process_range
 from airflow_kinesis_snowflake.core.load.snowflake_sink import SnowflakeSink
 from airflow_kinesis_snowflake.core.model import (
@@ -512,3 +516,70 @@ def test_a_run_stops_after_max_rounds_and_the_next_run_reads_on(
     connector.run()
     assert sorted(r.shard_id for r in connector.plans[-1].ranges) == ["shardId-000000000002", "shardId-000000000004"]
     assert connector.ids() == list(range(RECORDS + 40))
+
+
+def test_a_run_whose_every_batch_s_job_run_goes_on_elsewhere_loads_what_a_waiting_run_loads(
+    connector: Connector,
+) -> None:
+    """A deferred task's run: each batch's submit leaves the job run (JobDetached); once the run ended, the
+    batch is finished from what the task carried as plain JSON, and the run goes on, as the blocking run."""
+    reshard_before_the_run(connector)
+    started: list[BatchPlan] = []
+
+    def detach(plan: BatchPlan) -> BatchResult:
+        started.append(plan)
+        key = ("emr_serverless", f"run-{len(started)}", f"attempt-{len(started)}")
+        raise JobDetached(DetachedRun(*key, plan.application_name, plan.generation_id, plan.batch_id))
+
+    earlier: tuple[BatchOutcome, ...] = ()
+    started_at = None
+    for _ in range(5):
+        try:
+            outcome = connector.run(detach, earlier=earlier, run_started_at=started_at)
+            break
+        except JobDetached as detached:
+            # What the task defers with, as Airflow keeps it: plain JSON; the batch's leases still held.
+            carried = json.loads(
+                json.dumps({"run": detached.run.to_dict(), "hold": detached.hold.to_dict(), **detached.progress})
+            )
+        run, hold = DetachedRun.from_dict(carried["run"]), LeaseHold.from_dict(carried["hold"])
+        assert {connector.owners()[unit] for unit in hold.units} == {hold.owner}
+        assert connector.lease_table.recorded_run(run.batch_id) == run.to_dict()
+        progress = RunProgress.from_dict(carried)
+        # The job run, wherever it ran (here: the job's steps in this process), then the task's finish.
+        result = connector.job(started[-1])
+        finished = finish_round(connector.dynamodb, hold, run, lambda: result)  # noqa: B023 - called at once
+        assert connector.lease_table.recorded_run(run.batch_id) is None
+        earlier, started_at = (*progress.earlier, finished), progress.cutoff
+    else:
+        raise AssertionError("the run did not end")
+
+    # Parents before children, one batch per generation, as the run that waits for each job.
+    assert [sorted(r.shard_id[-1] for r in plan.ranges) for plan in started] == [["0", "1"], ["2", "3"], ["4"]]
+    assert len({plan.cutoff for plan in started}) == 1
+    assert connector.ids() == list(range(RECORDS + 40))  # every record put before the run, once
+    assert outcome.summary()["batch_ids"] == [plan.batch_id for plan in started]
+    tips, checkpoints = connector.tips(), connector.checkpoints()
+    assert checkpoints == {s: tips.get(s) for s in checkpoints}
+    assert set(connector.owners().values()) == {None} and connector.heartbeat_stopped()
+
+
+def test_a_detached_batch_whose_job_run_failed_releases_its_leases_and_loads_nothing(connector: Connector) -> None:
+    def detach(plan: BatchPlan) -> BatchResult:
+        raise JobDetached(DetachedRun("glue", "jr_1", "attempt-1", plan.application_name, plan.generation_id, "b1"))
+
+    with pytest.raises(JobDetached) as raised:
+        connector.run(detach)
+    before = connector.checkpoints()
+
+    def failed() -> BatchResult:
+        raise RuntimeError("The Spark job failed on AWS Glue: job run jr_1 ended FAILED")
+
+    with pytest.raises(RuntimeError, match="ended FAILED"):
+        finish_round(connector.dynamodb, raised.value.hold, raised.value.run, failed)
+
+    assert set(connector.owners().values()) == {None} and connector.heartbeat_stopped()
+    assert connector.checkpoints() == before and connector.ids() == []
+    assert connector.lease_table.recorded_run("b1") is None
+    connector.run()  # the next try plans the batch again and loads it
+    assert connector.ids() == list(range(RECORDS))
