@@ -136,9 +136,14 @@ class Workspace:
         return "/".join(path.split("/")[:5])  # /Volumes/<catalog>/<schema>/<volume>
 
     def read(self, path: str) -> bytes:
-        if path.startswith("/Volumes/") and self.volume_of(path) not in self.volumes:
+        """The file at ``path`` (as the workspace names it).
+
+        :raises FileNotFoundError: named by that path.
+        """
+        local = self.local(path)
+        if (path.startswith("/Volumes/") and self.volume_of(path) not in self.volumes) or not local.is_file():
             raise FileNotFoundError(path)
-        return self.local(path).read_bytes()
+        return local.read_bytes()
 
     # -- runs -------------------------------------------------------------------------------------------------------
 

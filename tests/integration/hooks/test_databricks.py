@@ -267,3 +267,20 @@ def test_artifacts_upload_puts_the_entry_point_and_the_wheel_where_the_tasks_loo
     assert entry_point.startswith(f"{artifacts}/sha256-") and entry_point.endswith("/kinesis_to_snowflake.py")
     assert wheel.startswith(f"{artifacts}/sha256-") and wheel.endswith("-py3-none-any.whl")
     assert dbx.databricks.files(artifacts) == sorted([entry_point, wheel])
+
+
+def test_a_run_whose_script_is_not_in_storage_ends_internal_error_and_the_exception_says_why(dbx: Workspace) -> None:
+    submitter = DatabricksSubmitter(**{k: v for k, v in dbx.platform().items() if k != "platform"})
+    missing = f"{dbx.volume}/{unique('gone')}/kinesis_to_snowflake.py"
+    task = {"task_key": "kinesis_snowflake", "existing_cluster_id": dbx.cluster_id}
+    task["spark_python_task"] = {"python_file": missing, "parameters": []}
+    run_id = submitter.databricks.submit_run({"run_name": "gone", "tasks": [task]})
+
+    submitter._wait_for_run(str(run_id), "gone")
+
+    state = submitter.databricks.get_run_state(run_id)
+    assert (state.life_cycle_state, state.result_state, state.is_successful) == ("INTERNAL_ERROR", "FAILED", False)
+    message = submitter.failure(str(run_id), "gone")
+    assert f"run {run_id} on cluster {dbx.cluster_id} ended INTERNAL_ERROR FAILED" in message
+    assert f"{missing} does not exist" in message
+    assert "has no output to show" in message  # no script ran: no driver line to show
