@@ -272,7 +272,7 @@ def test_artifacts_upload_puts_the_entry_point_and_the_wheel_where_the_tasks_loo
 def test_a_run_whose_script_is_not_in_storage_ends_internal_error_and_the_exception_says_why(dbx: Workspace) -> None:
     submitter = DatabricksSubmitter(**{k: v for k, v in dbx.platform().items() if k != "platform"})
     missing = f"{dbx.volume}/{unique('gone')}/kinesis_to_snowflake.py"
-    task = {"task_key": "kinesis_snowflake", "existing_cluster_id": dbx.cluster_id}
+    task: dict[str, Any] = {"task_key": "kinesis_snowflake", "existing_cluster_id": dbx.cluster_id}
     task["spark_python_task"] = {"python_file": missing, "parameters": []}
     run_id = submitter.databricks.submit_run({"run_name": "gone", "tasks": [task]})
 
