@@ -7,9 +7,9 @@ point with the job's arguments (the encoded plan, the attempt id, the Snowflake 
 name), ``--py-files`` the zip, and the driver's logs go to ``<artifacts>/logs``. The driver runs
 as the application's execution role and reads the Snowflake connection from Secrets Manager: no
 credential is in the job run's arguments or Spark settings. The task waits with the provider's
-waiter for the run to end, then reads the outcome from Snowflake as after spark-submit; a failed
-run's state details and its driver's last error lines (from the logs on S3) make the exception.
-``on_kill`` cancels the job run.
+waiter for the run to end (or defers, and the triggerer reads the run's state), then reads the
+outcome from Snowflake as after spark-submit; a failed run's state details and its driver's last
+error lines (from the logs on S3) make the exception. ``on_kill`` cancels the job run.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import EMR_SERVERLESS_PLATFORM
+from airflow_kinesis_snowflake.core.engine.detached import JobRunState
 from airflow_kinesis_snowflake.core.job_log import OutputTail
 from airflow_kinesis_snowflake.hooks.artifacts import split_location, upload_job_artifacts
 from airflow_kinesis_snowflake.hooks.managed import (
@@ -119,11 +120,10 @@ class EmrServerlessSubmitter(ManagedSubmitter):
             words += ["--conf", f"{key}={value}"]
         return shlex.join(words)
 
-    def _run(self, job: Submission) -> None:
-        """Upload the artifacts, start the job run, and wait until it ends (see the module).
+    def _start(self, job: Submission) -> str:
+        """Upload the artifacts and start the job run (see the module); its id.
 
-        :raises AirflowException: an argument too long for StartJobRun (before anything is submitted),
-            or the job run did not succeed: its state, state details and the driver's last lines.
+        :raises AirflowException: an argument too long for StartJobRun (before anything is submitted).
         """
         hook, arguments, name, label = job.hook, job.arguments, job.name, job.label
         if too_long := [argument for argument in arguments if len(argument) > EMR_ARGUMENT_LIMIT]:
@@ -151,17 +151,17 @@ class EmrServerlessSubmitter(ManagedSubmitter):
         }
         if self.execution_timeout_minutes is not None:
             request["executionTimeoutMinutes"] = self.execution_timeout_minutes
-        self.job_run_id = self.emr.conn.start_job_run(**request)["jobRunId"]
+        job_run_id: str = self.emr.conn.start_job_run(**request)["jobRunId"]
         self.log.info(
             "EMR Serverless job run %s of application %s started: %s %s (%s), --py-files %s",
-            self.job_run_id,
+            job_run_id,
             self.application_id,
             entry_point.uri,
             label,
             name,
             package.uri,
         )
-        self._wait(name)
+        return job_run_id
 
     def _start_application(self) -> None:
         """Start the application when it is not (EMR Serverless starts one on a job run only when its
@@ -181,45 +181,55 @@ class EmrServerlessSubmitter(ManagedSubmitter):
             status_args=["application.state", "application.stateDetails"],
         )
 
-    def _wait(self, name: str) -> None:
-        """Wait for the job run to end; a run that did not succeed raises with what says why."""
-        timeout = (self.execution_timeout_minutes or DEFAULT_TIMEOUT_MINUTES) * 60
+    @property
+    def wait_seconds(self) -> float:
+        """A little beyond the run's own timeout (720 minutes by default), after which EMR Serverless cancels it."""
+        return (self.execution_timeout_minutes or DEFAULT_TIMEOUT_MINUTES) * 60 + 10 * self.poll_seconds
+
+    def _wait_for_run(self, job_run_id: str, name: str) -> None:
+        """Wait for the job run to end, with the provider's waiter; a wait that runs out cancels it and raises."""
         try:
             wait(
                 waiter=self.emr.get_waiter("serverless_job_completed"),
                 waiter_delay=self.poll_seconds,
-                # A little beyond the run's own timeout, after which EMR Serverless cancels it.
-                waiter_max_attempts=timeout // self.poll_seconds + 10,
-                args={"applicationId": self.application_id, "jobRunId": self.job_run_id},
-                failure_message=f"EMR Serverless job run {self.job_run_id} failed",
-                status_message=f"EMR Serverless job run {self.job_run_id} is",
+                waiter_max_attempts=int(self.wait_seconds // self.poll_seconds),
+                args={"applicationId": self.application_id, "jobRunId": job_run_id},
+                failure_message=f"EMR Serverless job run {job_run_id} failed",
+                status_message=f"EMR Serverless job run {job_run_id} is",
                 status_args=["jobRun.state", "jobRun.stateDetails"],
             )
         except AirflowException as err:
             if "max attempts reached" in str(err):  # the wait ran out (WaiterMaxAttemptsError in recent providers)
                 self.cancel()
                 raise
-            raise AirflowException(self._failure_message(name)) from None
+            # It ended without success: finish says how.
 
-    def _failure_message(self, name: str) -> str:
-        """The job run's end and its driver's last error lines (its last lines when none is at ERROR)."""
-        run = self.emr.conn.get_job_run(applicationId=self.application_id, jobRunId=self.job_run_id)["jobRun"]
+    def run_state(self, job_run_id: str) -> JobRunState:
+        """The job run's state and state details (GetJobRun); CANCELLING has not ended."""
+        run = self.emr.conn.get_job_run(applicationId=self.application_id, jobRunId=job_run_id)["jobRun"]
+        state = str(run["state"])
+        ended = state in EmrServerlessHook.JOB_TERMINAL_STATES - {"CANCELLING"}
         details = str(run.get("stateDetails") or "").strip()
+        return JobRunState(state, ended, state in EmrServerlessHook.JOB_SUCCESS_STATES, details)
+
+    def failure(self, job_run_id: str, name: str) -> str:
+        """The job run's end and its driver's last error lines (its last lines when none is at ERROR)."""
+        state = self.run_state(job_run_id)
         what = (
-            f"The Spark job {name} failed on EMR Serverless: job run {self.job_run_id} of application "
-            f"{self.application_id} ended {run['state']}" + (f" ({details})" if details else "")
+            f"The Spark job {name} failed on EMR Serverless: job run {job_run_id} of application "
+            f"{self.application_id} ended {state.state}" + (f" ({state.details})" if state.details else "")
         )
-        tail, where = self._driver_output()
+        tail, where = self._driver_output(job_run_id)
         return failure_message(what, tail, where, f"no driver log was found under {self.log_uri}")
 
-    def _driver_output(self) -> tuple[OutputTail | None, str]:
+    def _driver_output(self, job_run_id: str) -> tuple[OutputTail | None, str]:
         """The driver's stderr then stdout (where the Python driver's own output and traceback are), as EMR
         Serverless uploaded them under the log URI."""
         bucket, _ = split_location(self.log_uri)
         texts, found = [], []
         for stream in ("stderr", "stdout"):
             uri = DRIVER_LOG.format(
-                log_uri=self.log_uri, application_id=self.application_id, job_run_id=self.job_run_id, stream=stream
+                log_uri=self.log_uri, application_id=self.application_id, job_run_id=job_run_id, stream=stream
             )
             key = uri[len(f"s3://{bucket}/") :]
             try:

@@ -12,8 +12,9 @@ connection's secret name) as ``--key value`` run arguments, the zip as ``--extra
 task's Spark settings and the executors' environment as ``--conf``, and the driver's environment
 (region and endpoints of AWS, no credential) as ``--driver-env``. The driver runs as the job's role
 and reads the Snowflake connection from Secrets Manager. The task waits with the hook's
-``job_completion``, then reads the outcome from Snowflake as after spark-submit; a run that did not
-succeed raises with its ``ErrorMessage`` and the driver's last lines (from CloudWatch Logs).
+``job_completion`` (or defers, and the triggerer reads the run's state), then reads the outcome from
+Snowflake as after spark-submit; a run that did not succeed raises with its ``ErrorMessage`` and the
+driver's last lines (from CloudWatch Logs).
 ``on_kill`` stops the run (BatchStopJobRun) and waits until it is STOPPED.
 """
 
@@ -29,6 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import GLUE_PLATFORM
+from airflow_kinesis_snowflake.core.engine.detached import JobRunState
 from airflow_kinesis_snowflake.core.job_log import OutputTail
 from airflow_kinesis_snowflake.hooks.artifacts import SOURCE_APPLICATIONS, upload_job_artifacts
 from airflow_kinesis_snowflake.hooks.managed import (
@@ -52,6 +54,8 @@ GLUE_APPLICATION = glue_to_snowflake.__file__
 GLUE_ARGUMENTS_LIMIT = 260 * 1024
 # The states a Glue job run ends in.
 ENDED_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED", "TIMEOUT", "ERROR", "EXPIRED"})
+# Glue's default Timeout of a job run, in minutes.
+DEFAULT_TIMEOUT_MINUTES = 2880
 # The driver's lines read back from each CloudWatch Logs stream of a failed run.
 LOG_LINES = 200
 EXECUTOR_ENV_SETTING = "spark.executorEnv."
@@ -165,14 +169,13 @@ class GlueSubmitter(ManagedSubmitter):
             run["--additional-python-modules"] = ",".join(self.additional_python_modules)
         return run
 
-    def _run(self, job: Submission) -> None:
-        """Upload the artifacts, define the job, start a run of it and wait until it ends (see the module).
+    def _start(self, job: Submission) -> str:
+        """Upload the artifacts, define the job and start a run of it (see the module); its id.
 
         :param job: its ``application`` is the source's entry point, run on Glue by :data:`GLUE_APPLICATION`, which
             runs the same driver; another file (the operators' ``application``) is the job's script
             itself, and gets Glue's arguments with the job's.
-        :raises AirflowException: arguments too large for StartJobRun (before anything is uploaded), or
-            the job run did not succeed: its state, error message and the driver's last lines.
+        :raises AirflowException: arguments too large for StartJobRun (before anything is uploaded).
         """
         hook, arguments, name, label, location = job.hook, job.arguments, job.name, job.label, job.location
         # The package's key is not known before it is built: the size of an S3 URI of it stands for it.
@@ -190,10 +193,10 @@ class GlueSubmitter(ManagedSubmitter):
         glue = self.glue(script.uri)
         run_kwargs = {"Timeout": self.timeout_minutes} if self.timeout_minutes is not None else {}
         started = glue.initialize_job(self.run_arguments(hook, arguments, package.uri, location), run_kwargs)
-        self.job_run_id = started["JobRunId"]
+        job_run_id: str = started["JobRunId"]
         self.log.info(
             "Glue job run %s of job %s started: %s %s (%s, from %s), --extra-py-files %s",
-            self.job_run_id,
+            job_run_id,
             self.job_name,
             script.uri,
             label,
@@ -201,25 +204,36 @@ class GlueSubmitter(ManagedSubmitter):
             job.application,
             package.uri,
         )
-        self._wait(glue, name)
+        return job_run_id
 
-    def _wait(self, glue: GlueJobHook, name: str) -> None:
-        """Wait for the job run to end; a run that did not succeed raises with what says why."""
-        assert self.job_run_id is not None
+    @property
+    def wait_seconds(self) -> float:
+        """A little beyond the run's own timeout (Glue's default, 2,880 minutes, when None), after which Glue
+        ends it TIMEOUT."""
+        return (self.timeout_minutes or DEFAULT_TIMEOUT_MINUTES) * 60 + 10 * self.poll_seconds
+
+    def _wait_for_run(self, job_run_id: str, name: str) -> None:
+        """Wait for the job run to end, with the hook's ``job_completion``."""
         try:
-            state = glue.job_completion(self.job_name, self.job_run_id)["JobRunState"]
-        except AirflowException:  # FAILED or TIMEOUT
-            state = None
-        if state != "SUCCEEDED":
-            raise AirflowException(self._failure_message(glue, name))
+            self.glue().job_completion(self.job_name, job_run_id)
+        except AirflowException:  # FAILED or TIMEOUT: finish says how
+            pass
 
-    def _failure_message(self, glue: GlueJobHook, name: str) -> str:
+    def run_state(self, job_run_id: str) -> JobRunState:
+        """The job run's state and error message (GetJobRun)."""
+        run = self.glue().conn.get_job_run(JobName=self.job_name, RunId=job_run_id)["JobRun"]
+        state = str(run["JobRunState"])
+        return JobRunState(
+            state, state in ENDED_STATES, state == "SUCCEEDED", str(run.get("ErrorMessage") or "").strip()
+        )
+
+    def failure(self, job_run_id: str, name: str) -> str:
         """The job run's end, its error message and its driver's last error lines (its last lines when
         none is at ERROR)."""
-        run = glue.conn.get_job_run(JobName=self.job_name, RunId=self.job_run_id)["JobRun"]
+        run = self.glue().conn.get_job_run(JobName=self.job_name, RunId=job_run_id)["JobRun"]
         error = str(run.get("ErrorMessage") or "").strip()
         what = (
-            f"The Spark job {name} failed on AWS Glue: job run {self.job_run_id} of job {self.job_name} ended "
+            f"The Spark job {name} failed on AWS Glue: job run {job_run_id} of job {self.job_name} ended "
             f"{run['JobRunState']}" + (f" ({error})" if error else "")
         )
         tail, where = self._driver_output(run)

@@ -5,6 +5,12 @@ plan too large for the platform's job arguments (:func:`check_argument_size`), t
 that did not succeed with its driver's last lines (:func:`driver_tail`, :func:`failure_message`), and
 the wait for a stopped run to end (:func:`wait_until_ended`); and what every submitter holds and
 does around its platform's own steps (:class:`ManagedSubmitter`).
+
+A submission is three steps, shared by the blocking and the deferred task: **submit** (check, upload,
+start the run: :meth:`ManagedSubmitter.start`), **wait** (here, :meth:`ManagedSubmitter._wait_for_run`; or in
+Airflow's triggerer, :class:`~airflow_kinesis_snowflake.triggers.spark_job.SparkJobRunTrigger`, which
+reads :meth:`ManagedSubmitter.run_state`) and **finish** (:meth:`ManagedSubmitter.finish`: a run that
+did not succeed raises with what its platform says and its driver's last lines).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
 from airflow_kinesis_snowflake import docs_url
 from airflow_kinesis_snowflake.compat import AirflowException, redact
+from airflow_kinesis_snowflake.core.engine.detached import JobRunState
 from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, OutputLine, OutputTail, read_output_line
 
 if TYPE_CHECKING:
@@ -156,8 +163,11 @@ class Submission:
 class ManagedSubmitter:
     """What every managed platform's submitter (a
     :class:`~airflow_kinesis_snowflake.hooks.spark.PlatformSubmitter`) holds: the AWS connection, the
-    artifacts location, the poll interval and the job run it is running; and its ``submit`` and
-    ``cancel`` around the platform's own steps (``check``, ``_run``, ``_stop``).
+    artifacts location, the poll interval and the job run it is running; and its ``submit``, ``start``,
+    ``finish`` and ``cancel`` around the platform's own steps: ``check``, ``_start`` (upload, start a run,
+    its id), ``_wait_for_run`` (until it ended, blocking), ``run_state`` (one read of its state), ``failure``
+    (the exception's message of a run that did not succeed) and ``_stop``. A platform's submitter is a
+    subclass with those; it is then deferrable too (``spark.deferrable``).
 
     :param artifacts: ``s3://bucket/prefix`` of the uploaded entry point and package zip.
     :param aws_conn_id: the AWS connection that calls the platform and S3.
@@ -205,8 +215,67 @@ class ManagedSubmitter:
             self.job_run_id = None  # ended: nothing for on_kill to stop
 
     def _run(self, job: Submission) -> None:
-        """Upload the artifacts, start a job run (its id in ``job_run_id``) and wait until it ends."""
+        """Upload the artifacts, start a job run (its id in ``job_run_id``), wait until it ends, and
+        raise unless it succeeded: :meth:`_start`, :meth:`_wait_for_run`, :meth:`finish`."""
+        self.job_run_id = self._start(job)
+        self._wait_for_run(self.job_run_id, job.name)
+        self.finish(self.job_run_id, job.name)
+
+    def start(
+        self,
+        hook: KinesisJobSubmitHook,
+        application: str,
+        arguments: list[str],
+        *,
+        name: str,
+        label: str,
+        location: dict[str, str],
+    ) -> str:
+        """The submit step alone, for a task that waits elsewhere (a deferred one): check the submission,
+        then upload the artifacts and start the job run (the platform's ``_start``), without waiting.
+
+        :returns: the job run's id on the platform.
+        :raises AirflowException: a submission the platform would refuse; nothing was submitted.
+        """
+        self.check(hook)
+        return self._start(Submission(hook, application, arguments, name, label, location))
+
+    def _start(self, job: Submission) -> str:
+        """Upload the artifacts and start a job run; its id."""
         raise NotImplementedError
+
+    def _wait_for_run(self, job_run_id: str, name: str) -> None:
+        """Wait here until the job run ended, whichever way (:meth:`finish` tells how); a wait that runs
+        out stops the run and raises."""
+        raise NotImplementedError
+
+    def run_state(self, job_run_id: str) -> JobRunState:
+        """The job run's state, read once (what a trigger polls)."""
+        raise NotImplementedError
+
+    def failure(self, job_run_id: str, name: str) -> str:
+        """The exception's message for a job run that ended without success: how it ended, what the
+        platform says of it, its driver's last lines."""
+        raise NotImplementedError
+
+    def finish(self, job_run_id: str, name: str) -> None:
+        """The finish of an ended job run, whoever waited for it: nothing when it succeeded (its outcome is
+        then read from Snowflake), else raise with what says why.
+
+        :raises AirflowException: the run did not succeed: :meth:`failure`.
+        """
+        if not self.run_state(job_run_id).succeeded:
+            raise AirflowException(self.failure(job_run_id, name))
+
+    @property
+    def wait_seconds(self) -> float | None:
+        """How long a wait for one job run lasts at most: a little beyond the run's own timeout, after which
+        the platform stops it; None when the run has none."""
+        return None
+
+    def stop(self, job_run_id: str) -> None:
+        """Stop the job run ``job_run_id`` and wait until it ended (a deferred wait that ran out)."""
+        self._stop(job_run_id)
 
     def cancel(self) -> None:
         """Stop the job run that is running, if one is, and wait until it ended (the task is being killed)."""

@@ -43,6 +43,7 @@ from airflow_kinesis_snowflake.core.engine.credentials import (
     SPARK_READ_AWS_CREDENTIAL_ENV,
     job_credential_environment,
 )
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobRunState
 from airflow_kinesis_snowflake.core.engine.driver import (
     ATTEMPT_ARG,
     CONTINUOUS_ARG,
@@ -527,26 +528,22 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: the work is too large for one argument (before anything is
             submitted), or spark-submit fails.
         """
-        self.check_credential_delivery()
-        try:
-            self._plan_argument = encode(item)
-        except PlanTooLargeError as err:
-            raise AirflowException(str(err)) from err
-        self._plan_label = f"<{label}: {len(self._plan_argument)} characters>"
-        flag = CONTINUOUS_ARG if item.work().kind is WorkKind.CONTINUOUS else PLAN_ARG
+        flag = self._encode_work(item, label)
         if self.submitter is not None:
-            assert self.snowflake_connection_ref is not None  # the submitter's check refuses a submission without it
-            arguments = [flag, self._plan_argument, ATTEMPT_ARG, attempt_id]
-            arguments += [SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
             self.submitter.submit(
-                self, application, arguments, name=name, label=self._plan_label, location=aws.job_location()
+                self,
+                application,
+                self._platform_arguments(flag, attempt_id),
+                name=name,
+                label=self._plan_label,
+                location=aws.job_location(),
             )
             return
         workdir = Path(tempfile.mkdtemp(prefix=f"{name}-"))
         try:
             self.submit_job(
                 application,
-                application_args=[flag, self._plan_argument, ATTEMPT_ARG, attempt_id],
+                application_args=[flag, self._plan_argument or "", ATTEMPT_ARG, attempt_id],
                 aws=aws,
                 snowflake=snowflake,
                 name=name,
@@ -554,6 +551,80 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _encode_work(self, item: Submittable, label: str) -> str:
+        """Check how credentials reach the driver, then encode ``item``'s work as the job's argument
+        (:attr:`_plan_argument`, shown as ``<label: n characters>``); the flag it goes with.
+
+        :raises AirflowException: the work is too large for one argument.
+        """
+        self.check_credential_delivery()
+        try:
+            self._plan_argument = encode(item)
+        except PlanTooLargeError as err:
+            raise AirflowException(str(err)) from err
+        self._plan_label = f"<{label}: {len(self._plan_argument)} characters>"
+        return CONTINUOUS_ARG if item.work().kind is WorkKind.CONTINUOUS else PLAN_ARG
+
+    def _platform_arguments(self, flag: str, attempt_id: str) -> list[str]:
+        """The job's arguments on a managed platform: the work, the attempt, the Snowflake connection's secret."""
+        assert self.snowflake_connection_ref is not None  # the submitter's check refuses a submission without it
+        assert self._plan_argument is not None
+        arguments = [flag, self._plan_argument, ATTEMPT_ARG, attempt_id]
+        return [*arguments, SNOWFLAKE_CONNECTION_REF_ARG, self.snowflake_connection_ref]
+
+    def start_work(
+        self,
+        item: Submittable,
+        key: OutcomeKey,
+        *,
+        application: str,
+        aws: JobLocation,
+        name: str,
+        label: str,
+    ) -> DetachedRun:
+        """The submit step alone, for a task that waits elsewhere (a deferred one): start the job run of
+        ``item`` on the managed platform, with the same arguments as :meth:`submit_work`, and return
+        without waiting.
+
+        :param key: the outcome key the job records its outcome under (its attempt id is the submission's).
+        :returns: the run, by plain ids (nothing secret), for the wait and the finish
+            (:meth:`finish_run`, then :meth:`read_outcome`).
+        :raises AirflowException: spark-submit is the platform (it runs here: nothing to wait for
+            elsewhere), or the platform refuses the submission; nothing was submitted.
+        """
+        if self.submitter is None:
+            raise AirflowException(
+                f"Spark connection {self._conn_id!r}: a deferred task waits for a job run on a managed Spark "
+                "platform; spark-submit runs on this worker"
+            )
+        flag = self._encode_work(item, label)
+        job_run_id = self.submitter.start(
+            self,
+            application,
+            self._platform_arguments(flag, key.attempt_id),
+            name=name,
+            label=self._plan_label,
+            location=aws.job_location(),
+        )
+        return DetachedRun(
+            self.submitter.platform,
+            job_run_id,
+            key.attempt_id,
+            key.application_name,
+            key.generation_id,
+            key.batch_id,
+            name,
+        )
+
+    def finish_run(self, run: DetachedRun) -> None:
+        """The platform's half of the finish of a job run that was waited for elsewhere (a deferred task):
+        nothing when it succeeded, else raise with how it ended and its driver's last lines.
+
+        :raises AirflowException: the run did not succeed.
+        """
+        assert self.submitter is not None and self.submitter.platform == run.platform
+        self.submitter.finish(run.job_run_id, run.name)
 
     def read_outcome(
         self,
@@ -625,39 +696,6 @@ class KinesisJobSubmitHook(SparkSubmitHook):
             for conn in connection:
                 conn.close()
 
-    def run_plan(
-        self,
-        plan: Submittable,
-        key: OutcomeKey,
-        destination: Destination,
-        *,
-        names: SupportNames,
-        application: str,
-        aws: JobLocation,
-        snowflake: KinesisSnowflakeHook,
-        name: str,
-        what: str,
-    ) -> BatchResult:
-        """Every source's batch on Spark: submit its plan (:meth:`submit_work`), then read back from
-        Snowflake the outcome the job recorded under ``key``.
-
-        :param key: the batch's outcome key, with this submission's attempt id.
-        :param names: the source's support objects (its outcomes table).
-        :param what: the batch, in the log and errors.
-        :raises AirflowException: the plan is too large for one argument (before anything is
-            submitted), the job fails, or it recorded no outcome.
-        """
-        self.submit_work(
-            plan,
-            application=application,
-            aws=aws,
-            snowflake=snowflake,
-            name=name,
-            label=f"plan of {what}",
-            attempt_id=key.attempt_id,
-        )
-        return self.read_outcome(destination, key, snowflake, names=names, what=what)
-
     def run_continuously(
         self,
         run: Submittable,
@@ -700,7 +738,7 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         application: str | None = None,
     ) -> BatchResult:
         """Run the Spark job of one Kinesis batch plan (:meth:`submit_work`) and read back, from
-        Snowflake, what it loaded.
+        Snowflake, what it loaded (:meth:`finish_batch`).
 
         :param plan: the batch.
         :param kinesis: see :meth:`job_environment`.
@@ -709,22 +747,56 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         :raises AirflowException: when the plan is too large for one argument (before anything is
             submitted), spark-submit fails, or the job recorded no outcome.
         """
-        result = self.run_plan(
+        key = self._batch_key(plan)
+        self.submit_work(
             plan,
-            OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex),
-            plan.destination,
-            names=KINESIS_SUPPORT_NAMES,
             application=application or DEFAULT_APPLICATION,
             aws=kinesis,
             snowflake=snowflake,
             name=f"kinesis-to-snowflake-{plan.application_name}",
-            what=f"batch {plan.batch_id}",
+            label=f"plan of batch {plan.batch_id}",
+            attempt_id=key.attempt_id,
         )
+        return self.finish_batch(key, plan.destination, snowflake)
+
+    def start_batch(
+        self,
+        plan: BatchPlan,
+        *,
+        kinesis: KinesisStreamHook,
+        application: str | None = None,
+    ) -> DetachedRun:
+        """Start the Spark job of one Kinesis batch plan on the managed platform, as :meth:`run_batch`
+        does, without waiting for it (:meth:`start_work`): a deferred task's submit step."""
+        return self.start_work(
+            plan,
+            self._batch_key(plan),
+            application=application or DEFAULT_APPLICATION,
+            aws=kinesis,
+            name=f"kinesis-to-snowflake-{plan.application_name}",
+            label=f"plan of batch {plan.batch_id}",
+        )
+
+    def finish_batch(self, key: OutcomeKey, destination: Destination, snowflake: KinesisSnowflakeHook) -> BatchResult:
+        """After a Kinesis batch's job ended (waited for here or elsewhere): read back what it loaded,
+        and log the driver's report when the driver ran elsewhere.
+
+        :raises AirflowException: the job recorded no outcome.
+        """
+        result = self.read_outcome(destination, key, snowflake, names=KINESIS_SUPPORT_NAMES)
         if self.deploy_mode == CLUSTER:
             # The driver printed its report on the cluster: tell it here too.
             for line in report_lines(result):
                 self.log.info("%s", line)
         return result
+
+    @staticmethod
+    def _batch_key(plan: Submittable) -> OutcomeKey:
+        """A new submission's outcome key of a plan (``application_name``, ``generation_id``, ``batch_id``)."""
+        application_name, generation_id, batch_id = (
+            str(getattr(plan, name)) for name in ("application_name", "generation_id", "batch_id")
+        )
+        return OutcomeKey(application_name, generation_id, batch_id, uuid.uuid4().hex)
 
     def run_continuous(
         self,
@@ -790,24 +862,54 @@ class KinesisJobSubmitHook(SparkSubmitHook):
         application: str | None = None,
     ) -> TableBatchResult:
         """Run the data plane of one DynamoDB table batch on Spark (:meth:`submit_work`) and read back
-        what it applied. Give it as ``submit`` to :func:`~.dynamodb_sync.sync_table`.
+        what it applied (:meth:`finish_table_batch`). Give it as ``submit`` to :func:`~.dynamodb_sync.sync_table`.
 
         :param aws: the hook of the AWS connection the job reads DynamoDB and its stream with
             (anything with ``job_environment``, ``job_location`` and ``conn_config``).
         :raises AirflowException: the plan is too large for one argument (before anything is
             submitted), spark-submit fails, or the job recorded no outcome.
         """
-        recorded = self.run_plan(
+        key = self._batch_key(plan)
+        self.submit_work(
             plan,
-            OutcomeKey(plan.application_name, plan.generation_id, plan.batch_id, uuid.uuid4().hex),
-            plan.target.destination,
-            names=DYNAMODB_SUPPORT_NAMES,
             application=application or DYNAMODB_APPLICATION,
             aws=_StreamsLocation(aws),
             snowflake=snowflake,
             name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
-            what=f"batch {plan.batch_id} of DynamoDB table {plan.table}",
+            label=f"plan of batch {plan.batch_id} of DynamoDB table {plan.table}",
+            attempt_id=key.attempt_id,
         )
+        return self.finish_table_batch(key, plan.target.destination, snowflake, table=plan.table)
+
+    def start_table_batch(
+        self,
+        plan: TableBatchPlan,
+        *,
+        aws: KinesisStreamHook,
+        application: str | None = None,
+    ) -> DetachedRun:
+        """Start the data plane of one DynamoDB table batch on the managed platform, as
+        :meth:`run_table_batch` does, without waiting for it (:meth:`start_work`): a deferred task's submit step."""
+        return self.start_work(
+            plan,
+            self._batch_key(plan),
+            application=application or DYNAMODB_APPLICATION,
+            aws=_StreamsLocation(aws),
+            name=f"dynamodb-to-snowflake-{plan.application_name}-{plan.table}",
+            label=f"plan of batch {plan.batch_id} of DynamoDB table {plan.table}",
+        )
+
+    def finish_table_batch(
+        self, key: OutcomeKey, destination: Destination, snowflake: KinesisSnowflakeHook, *, table: str
+    ) -> TableBatchResult:
+        """After a DynamoDB table batch's job ended (waited for here or elsewhere): read back what it
+        applied, and log the driver's report when the driver ran elsewhere.
+
+        :param table: the DynamoDB table, in errors.
+        :raises AirflowException: the job recorded no outcome.
+        """
+        what = f"batch {key.batch_id} of DynamoDB table {table}"
+        recorded = self.read_outcome(destination, key, snowflake, names=DYNAMODB_SUPPORT_NAMES, what=what)
         result = TableBatchResult.from_batch_result(recorded)
         if self.deploy_mode == CLUSTER:
             self._log_entries(table_report_entries(result))
@@ -960,6 +1062,36 @@ class PlatformSubmitter(Protocol):
         :param location: region and endpoints of AWS for the driver (no credentials).
         :raises AirflowException: the job did not succeed, with what its driver wrote last.
         """
+        ...
+
+    def start(
+        self,
+        hook: KinesisJobSubmitHook,
+        application: str,
+        arguments: list[str],
+        *,
+        name: str,
+        label: str,
+        location: dict[str, str],
+    ) -> str:
+        """:meth:`submit` without the wait (a deferred task's submit step): the job run's id."""
+        ...
+
+    def run_state(self, job_run_id: str) -> JobRunState:
+        """The job run's state, read once (the deferred wait polls it)."""
+        ...
+
+    def finish(self, job_run_id: str, name: str) -> None:
+        """Raise unless the ended job run ``job_run_id`` succeeded, with what its driver wrote last."""
+        ...
+
+    @property
+    def wait_seconds(self) -> float | None:
+        """How long a wait for one job run lasts at most; None: unbounded."""
+        ...
+
+    def stop(self, job_run_id: str) -> None:
+        """Stop the job run ``job_run_id`` and wait until it ended (a deferred wait that ran out)."""
         ...
 
     def cancel(self) -> None:
