@@ -14,7 +14,8 @@ The driver runs as the cluster's own AWS identity (its instance profile) and rea
 connection from Secrets Manager: no credential is in the run. On a new cluster the task's Spark
 settings join the spec's ``spark_conf`` and the region and endpoints of AWS its ``spark_env_vars``;
 an existing cluster keeps its own. The task polls the run's state every ``poll_seconds`` until its
-life cycle ends, then reads the outcome from Snowflake as after spark-submit; a run that did not
+life cycle ends (:meth:`DatabricksSubmitter.run_state` is what a deferred task's trigger polls instead),
+then reads the outcome from Snowflake as after spark-submit; a run that did not
 succeed raises with its state message and the driver's last lines (``runs/get-output``).
 ``on_kill`` cancels the run.
 """
@@ -44,6 +45,7 @@ from airflow_kinesis_snowflake.compat import AirflowException
 from airflow_kinesis_snowflake.config import DATABRICKS_PLATFORM
 from airflow_kinesis_snowflake.hooks.artifacts import Artifact, store_artifacts
 from airflow_kinesis_snowflake.hooks.managed import (
+    JobRunState,
     ManagedSubmitter,
     Submission,
     check_driver_identity,
@@ -295,17 +297,6 @@ class DatabricksSubmitter(ManagedSubmitter):
             )
         return entry_point, wheel
 
-    def _run(self, job: Submission) -> None:
-        """Upload the artifacts, submit the run, wait until it ends, and raise unless it succeeded (see
-        the module): :meth:`_start`, :meth:`_wait_for_run`, :meth:`failure`.
-
-        :raises AirflowException: the run did not succeed: its state, state message and the driver's last lines.
-        """
-        self.job_run_id = self._start(job)
-        self._wait_for_run(self.job_run_id, job.name)
-        if not self.databricks.get_run_state(int(self.job_run_id)).is_successful:
-            raise AirflowException(self.failure(self.job_run_id, job.name))
-
     def _start(self, job: Submission) -> str:
         """Upload the entry point and the wheel, and submit the run (runs/submit); its id."""
         if self.existing_cluster_id is not None and (endpoints := sorted(set(job.location) - {REGION_VARIABLE})):
@@ -328,6 +319,15 @@ class DatabricksSubmitter(ManagedSubmitter):
             self.databricks.get_run_page_url(run_id),
         )
         return str(run_id)
+
+    def run_state(self, job_run_id: str) -> JobRunState:
+        """The run's life-cycle and result state and its state message (runs/get), read once: ended once
+        its life cycle is ``TERMINATED``, ``SKIPPED`` or ``INTERNAL_ERROR``, succeeded with ``SUCCESS``."""
+        state = self.databricks.get_run_state(int(job_run_id))
+        shown = " ".join(word for word in (state.life_cycle_state, state.result_state) if word)
+        return JobRunState(
+            shown, state.is_terminal, state.is_terminal and state.is_successful, str(state.state_message or "").strip()
+        )
 
     @property
     def wait_seconds(self) -> float | None:

@@ -278,9 +278,12 @@ def test_a_run_whose_script_is_not_in_storage_ends_internal_error_and_the_except
 
     submitter._wait_for_run(str(run_id), "gone")
 
-    state = submitter.databricks.get_run_state(run_id)
-    assert (state.life_cycle_state, state.result_state, state.is_successful) == ("INTERNAL_ERROR", "FAILED", False)
-    message = submitter.failure(str(run_id), "gone")
+    state = submitter.run_state(str(run_id))  # what a deferred task's trigger reads
+    assert (state.state, state.ended, state.succeeded) == ("INTERNAL_ERROR FAILED", True, False)
+    assert state.details == f"Run failed with error message: {missing} does not exist"
+    with pytest.raises(AirflowException) as raised:
+        submitter.finish(str(run_id), "gone")
+    message = str(raised.value)
     assert f"run {run_id} on cluster {dbx.cluster_id} ended INTERNAL_ERROR FAILED" in message
     assert f"{missing} does not exist" in message
     assert "has no output to show" in message  # no script ran: no driver line to show
