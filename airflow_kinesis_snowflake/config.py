@@ -822,6 +822,9 @@ EMR_SERVERLESS_PLATFORM = "emr_serverless"
 GLUE_PLATFORM = "glue"
 DATABRICKS_PLATFORM = "databricks"
 SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM, DATABRICKS_PLATFORM)
+# The platforms whose submitter starts a run without waiting and reads its state: a task on them can
+# leave the wait to Airflow's triggerer (spark.deferrable; hooks/managed.py, ManagedSubmitter).
+DEFERRABLE_PLATFORMS = (EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM)
 # The spark: fields that only spark-submit reads: a managed platform sizes and places the driver itself.
 _SPARK_SUBMIT_ONLY = ("deploy_mode", "total_executor_cores", "queue")
 # The spark: fields Glue decides itself: its worker type sizes the driver and executors, its runtime is the Python.
@@ -1213,6 +1216,11 @@ class SparkConfig(_Strict):
         cluster ``conf`` and the log level join the cluster's Spark settings; an existing cluster's are
         its own, so they are refused there. The cluster's node types size the driver and executors and
         its runtime is the Python, so the memory and core sizes and the Pythons are refused.
+    :param deferrable: on a managed platform, the ingest and sync tasks submit each batch's job run
+        and defer: Airflow's triggerer waits for the run (renewing the batch's leases) and the task
+        resumes to read its outcome, so no worker slot is held meanwhile. Scheduled mode only;
+        spark-submit runs on the worker and cannot be deferred. Left out: Airflow's ``[operators]
+        default_deferrable`` where the tasks can defer.
     """
 
     deploy_mode: str | None = None
@@ -1230,6 +1238,7 @@ class SparkConfig(_Strict):
     emr_serverless: EmrServerlessConfig | None = None
     glue: GlueConfig | None = None
     databricks: DatabricksConfig | None = None
+    deferrable: bool | None = None
 
     @field_validator("platform", mode="before")
     @classmethod
@@ -1290,6 +1299,21 @@ class SparkConfig(_Strict):
                     "or run on spark.databricks.new_cluster, whose spark_conf they join"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _deferrable(self) -> SparkConfig:
+        if not self.deferrable or self.platform in DEFERRABLE_PLATFORMS:
+            return self
+        why = (
+            "spark-submit runs on the Airflow worker, in the task, so there is no job run for the triggerer to wait for"
+            if self.platform == SPARK_SUBMIT_PLATFORM
+            else "its runs are waited for in the task, in this version"
+        )
+        raise ValueError(
+            f"spark.deferrable: true needs a Spark platform whose job runs the triggerer can wait for, and "
+            f"spark.platform is {self.platform}: {why}. Set spark.platform to one of "
+            f"{', '.join(DEFERRABLE_PLATFORMS)} (with its section), or remove spark.deferrable"
+        )
 
     def platform_arguments(self) -> dict[str, Any] | None:
         """The operators' ``spark_platform``: None for spark-submit, else the platform's settings."""
@@ -1356,6 +1380,16 @@ class _ConnectorBase(_Strict):
     @classmethod
     def _connector_id(cls, value: str) -> str:
         return validate_connector_id(value)
+
+    @model_validator(mode="after")
+    def _deferrable_mode(self) -> _ConnectorBase:
+        if self.spark.deferrable and self.batch.mode == "continuous":
+            raise ValueError(
+                "spark.deferrable: true is for batch.mode scheduled: a continuous run's task reports each "
+                "micro-batch as it commits, for batch.max_runtime_minutes, so it keeps its worker slot. Remove "
+                "spark.deferrable, or set batch.mode: scheduled"
+            )
+        return self
 
 
 class ConnectorConfig(_ConnectorBase):

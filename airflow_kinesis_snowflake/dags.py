@@ -284,6 +284,7 @@ def build_ingest_dag(config: ConnectorConfig) -> DAG:
             spark_conf=spark.spark_conf() or None,
             spark_submit=spark.submit_arguments(),
             spark_platform=spark.platform_arguments(),
+            deferrable=spark.deferrable,
             cloudwatch_namespace=config.metrics.cloudwatch_namespace,
             cloudwatch_dimensions=list(config.metrics.dimensions),
             # The table's Asset (snowflake://<account>/<db>/<schema>/<table>) gets an event per batch
@@ -641,6 +642,7 @@ def build_dynamodb_sync_dag(config: DynamoDBConnectorConfig) -> DAG:
             spark_conf=config.spark.spark_conf() or None,
             spark_submit=config.spark.submit_arguments(),
             spark_platform=config.spark.platform_arguments(),
+            deferrable=config.spark.deferrable,
             max_runtime_minutes=config.batch.max_runtime_minutes,
             idle_seconds=config.batch.idle_seconds,
             cloudwatch_namespace=config.metrics.cloudwatch_namespace,

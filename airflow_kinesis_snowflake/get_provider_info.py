@@ -179,6 +179,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kinesis_snowflake.triggers.kinesis",
                     "airflow_kinesis_snowflake.triggers.lease_table",
+                    "airflow_kinesis_snowflake.triggers.spark_job",
                 ],
             }
         ],

@@ -8,6 +8,7 @@ with its name): plain mappings (:func:`~airflow_kinesis_snowflake.config.sync_ta
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -17,9 +18,18 @@ from airflow_kinesis_snowflake.config import (
     table_sync,
 )
 from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
-from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchPlan, TableBatchResult
-from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures, TableSync, describe_summary, sync_table
+from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
+from airflow_kinesis_snowflake.core.dynamodb_sync import (
+    DetachedBatch,
+    Submit,
+    SyncProgress,
+    TableBatchFigures,
+    TableSync,
+    describe_summary,
+    sync_table,
+)
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
 from airflow_kinesis_snowflake.core.model import Destination
 from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
@@ -60,6 +70,10 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
     :param cloudwatch_namespace: also publish each batch's metrics to this CloudWatch namespace, through
         the AWS connection (``metrics.cloudwatch``); None: Airflow's metrics backend only.
     :param cloudwatch_dimensions: the tags that become CloudWatch dimensions (all by default).
+    :param deferrable: on a managed ``spark_platform``, in scheduled mode: submit each batch's job run and
+        defer; the triggerer waits for it, renewing the batch's leases, and the task resumes to read its
+        outcome (:class:`~airflow_kinesis_snowflake.triggers.spark_job.SparkJobRunTrigger`). None:
+        ``[operators] default_deferrable`` where the task can defer.
     :return: the run's figures: table, batches, changes loaded, snapshots completed, and (scheduled)
         the generations started.
     """
@@ -89,6 +103,7 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
         idle_seconds: float = IDLE_SECONDS,
         cloudwatch_namespace: str | None = None,
         cloudwatch_dimensions: Sequence[str] | None = None,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -102,6 +117,8 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
             spark_platform=spark_platform,
             cloudwatch_namespace=cloudwatch_namespace,
             cloudwatch_dimensions=cloudwatch_dimensions,
+            deferrable=deferrable,
+            continuous=max_runtime_minutes is not None,
         )
         if max_runtime_minutes is not None and (spark_conn_id is None or max_runtime_minutes <= 0):
             raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
@@ -114,12 +131,20 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
         return table_sync(sync_target_from_dict(self.target), self.sync_options)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        return self._sync(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume once the deferred batch's job run ended: finish that batch, then go on with the table's run."""
+        return self._sync(context, event)
+
+    def _sync(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         sync = self.table_sync()
         aws = {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         # A retry takes over what an earlier try of this task instance still holds.
         owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
-        submit, region = None, ""
+        submit: Submit | None = None
+        region, lease_dynamodb, detached = "", LeaseTableHook(**aws).conn, None
         if self.spark_conn_id is not None:
             spark = self.build_spark_hook()
             job_aws = KinesisStreamHook(**aws)
@@ -138,22 +163,34 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
                 batches = [f for r in results if (f := TableBatchFigures.of_result(r)) is not None]
                 figures = summary_of_results(sync, results)
                 return self._report(context, sync, snowflake, figures, batches, continuous=True)
+            submit = partial(spark.run_table_batch, aws=job_aws, snowflake=snowflake)
+            if self.deferrable:
 
-            def submit(plan: TableBatchPlan) -> TableBatchResult:
-                return spark.run_table_batch(plan, aws=job_aws, snowflake=snowflake)
+                def finish(job_run: DetachedRun) -> TableBatchResult:
+                    return spark.finish_table_batch(job_run.key, sync.target.destination, snowflake, table=sync.table)
 
-        outcome = sync_table(
-            sync,
-            lease_dynamodb=LeaseTableHook(**aws).conn,
-            source_dynamodb=DynamoDBSourceHook(scan=True, **aws).conn,
-            streams=DynamoDBStreamsHook(**aws).conn,
-            connect_snowflake=snowflake.get_conn,
-            owner=owner,
-            # The run's start is shared by every try, so a retry reads up to the same records.
-            cutoff=getattr(context.get("dag_run"), "start_date", None),
-            submit=submit,
-            region=region,
-        )
+                start = partial(spark.start_table_batch, aws=job_aws)
+                submit = self.detaching_submit(spark, lease_dynamodb, start, finish)
+                if event is not None:  # the deferred batch's job run ended: finish it as the blocking path does
+                    job_run, hold, progress = self.resumed(event)
+                    owner, result = hold.owner, partial(self.finish_job, spark, event, job_run, finish)
+                    detached = DetachedBatch(SyncProgress.from_dict(progress), hold, job_run, result)
+        try:
+            outcome = sync_table(
+                sync,
+                lease_dynamodb=lease_dynamodb,
+                source_dynamodb=DynamoDBSourceHook(scan=True, **aws).conn,
+                streams=DynamoDBStreamsHook(**aws).conn,
+                connect_snowflake=snowflake.get_conn,
+                owner=owner,
+                # The run's start is shared by every try, so a retry reads up to the same records.
+                cutoff=getattr(context.get("dag_run"), "start_date", None),
+                submit=submit,
+                region=region,
+                detached=detached,
+            )
+        except JobDetached as batch:
+            self.defer_batch(batch)
         batches = [TableBatchFigures.of_batch(b) for b in outcome.batches]
         return self._report(context, sync, snowflake, outcome.summary(sync), batches)
 

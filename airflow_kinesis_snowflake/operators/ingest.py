@@ -11,8 +11,17 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.config import BATCH_MODES
-from airflow_kinesis_snowflake.core.batch import BatchOutcome, BatchRefused, BatchSettings, ResetInProgress, run_batch
+from airflow_kinesis_snowflake.core.batch import (
+    BatchOutcome,
+    BatchRefused,
+    BatchSettings,
+    ResetInProgress,
+    RunProgress,
+    finish_round,
+    run_batch,
+)
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.engine.detached import JobDetached
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
 from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
@@ -74,6 +83,10 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
     :param cloudwatch_namespace: also publish the batch's metrics to this CloudWatch namespace, through
         the AWS connection (``metrics.cloudwatch``); None: Airflow's metrics backend only.
     :param cloudwatch_dimensions: the tags that become CloudWatch dimensions (all by default).
+    :param deferrable: on a managed ``spark_platform``, in scheduled mode: submit each batch's job run and
+        defer; the triggerer waits for it, renewing the batch's leases, and the task resumes to read its
+        outcome (:class:`~airflow_kinesis_snowflake.triggers.spark_job.SparkJobRunTrigger`). None:
+        ``[operators] default_deferrable`` where the task can defer.
     """
 
     template_fields: Sequence[str] = (
@@ -125,6 +138,7 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
         connector_id: str | None = None,
         cloudwatch_namespace: str | None = None,
         cloudwatch_dimensions: Sequence[str] | None = None,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -148,12 +162,21 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
             spark_platform=spark_platform,
             cloudwatch_namespace=cloudwatch_namespace,
             cloudwatch_dimensions=cloudwatch_dimensions,
+            deferrable=deferrable,
+            continuous=bool(max_runtime_minutes),
         )
         self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
         self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
         self._last_summary: BatchOutcome | None = None  # the batch loaded, for the lineage
 
     def execute(self, context: Context) -> dict[str, Any]:
+        return self._ingest(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume once the deferred batch's job run ended: finish that batch, then go on with the run."""
+        return self._ingest(context, event)
+
+    def _ingest(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
         spark = self.build_spark_hook()
         spark.check_submission()  # a submission the job cannot run with fails before any lease is taken
@@ -179,16 +202,38 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
                     **clients,
                 )
             else:
+                dynamodb = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+                # The run's start is shared by every try of this task, so a retry plans the same batch.
+                started = getattr(context.get("dag_run"), "start_date", None)
+                earlier: tuple[BatchOutcome, ...] = ()
+                submit: Any = partial(spark.run_batch, **clients)
+                if self.deferrable:
+                    submit = self.detaching_submit(
+                        spark,
+                        dynamodb,
+                        partial(spark.start_batch, kinesis=kinesis, application=self.application),
+                        lambda run: spark.finish_batch(run.key, destination, snowflake),
+                    )
+                if event is not None:  # the deferred batch's job run ended: finish it as the blocking path does
+                    run, hold, progress = self.resumed(event)
+                    owner, ran = hold.owner, RunProgress.from_dict(progress)
+                    finish = partial(spark.finish_batch, destination=destination, snowflake=snowflake)
+                    finished = finish_round(
+                        dynamodb, hold, run, partial(self.finish_job, spark, event, run, lambda r: finish(r.key))
+                    )
+                    started, earlier = ran.cutoff, (*ran.earlier, finished)
                 outcome = run_batch(
                     settings,
-                    dynamodb=LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn,
+                    dynamodb=dynamodb,
                     stream=kinesis,
                     connect_snowflake=snowflake.get_conn,
-                    submit=partial(spark.run_batch, **clients),
+                    submit=submit,
                     owner=owner,
-                    # The run's start is shared by every try of this task, so a retry plans the same batch.
-                    run_started_at=getattr(context.get("dag_run"), "start_date", None),
+                    run_started_at=started,
+                    earlier=earlier,
                 )
+        except JobDetached as detached:
+            self.defer_batch(detached)
         except ResetInProgress as err:
             raise AirflowSkipException(str(err)) from err
         except BatchRefused as err:
