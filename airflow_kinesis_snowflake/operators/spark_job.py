@@ -16,7 +16,7 @@ from airflow_kinesis_snowflake.config import (
     SPARK_SUBMIT_PLATFORM,
     check_spark_conf,
 )
-from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached, recorded_run
+from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached, JobRunState, recorded_run
 from airflow_kinesis_snowflake.core.engine.leases import LeaseHold
 from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
@@ -163,14 +163,12 @@ class SparkJobMixin:
         :param start: starts a plan's job run (the hook's ``start_batch`` or ``start_table_batch``).
         :param finish: reads an ended run's outcome (the hook's ``finish_batch`` or ``finish_table_batch``).
         """
-        submitter = spark.submitter
-        assert submitter is not None
 
         def submit(plan: P) -> R:
             table, batch_id = LeaseTable(dynamodb, plan.application_name), plan.batch_id
-            earlier = recorded_run(table.recorded_run(batch_id), submitter.platform)
-            if earlier is not None:
-                state = submitter.run_state(earlier.job_run_id)
+            found = self._earlier_run(spark, table, batch_id)
+            if found is not None:
+                earlier, state = found
                 if not state.ended:
                     self.log.info(
                         "Batch %s: job run %s of an earlier try is %s: waiting for it, not starting another",
@@ -193,6 +191,22 @@ class SparkJobMixin:
             raise JobDetached(start(plan))
 
         return submit
+
+    def _earlier_run(
+        self, spark: KinesisJobSubmitHook, table: LeaseTable, batch_id: str
+    ) -> tuple[DetachedRun, JobRunState] | None:
+        """The job run an earlier try recorded for ``batch_id`` on this platform, and its state; None when
+        there is none, or when the platform cannot tell its state (a run it no longer knows: a new run
+        starts, its commit guarded by the ledger)."""
+        assert spark.submitter is not None
+        earlier = recorded_run(table.recorded_run(batch_id), spark.submitter.platform)
+        if earlier is None:
+            return None
+        try:
+            return earlier, spark.submitter.run_state(earlier.job_run_id)
+        except Exception as err:  # noqa: BLE001 - see above
+            self.log.warning("Batch %s: job run %s of an earlier try: %s", batch_id, earlier.job_run_id, err)
+            return None
 
     def defer_batch(self, detached: JobDetached) -> NoReturn:
         """Defer to the trigger that waits for the detached run and renews its leases; ``execute_complete``
