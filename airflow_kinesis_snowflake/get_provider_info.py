@@ -22,7 +22,7 @@ _SECONDS = {"type": ["integer", "null"], "minimum": 1}
 
 SPARK_CONNECTION: dict[str, Any] = {
     "connection-type": SPARK_CONN_TYPE,
-    "hook-class-name": "airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook",
+    "hook-class-name": "airflow_kinesis_snowflake.hooks.spark.SparkJobSubmitHook",
     "hook-name": "Spark (Kinesis to Snowflake job)",
     "ui-field-behaviour": {
         "hidden-fields": ["schema", "login", "password"],

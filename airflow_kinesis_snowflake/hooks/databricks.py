@@ -57,7 +57,7 @@ from airflow_kinesis_snowflake.hooks.managed import (
 from airflow_kinesis_snowflake.hooks.spark import package_core
 
 if TYPE_CHECKING:
-    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+    from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 
 DBFS_SCHEME = "dbfs:"
 # The run's one task.
@@ -254,7 +254,7 @@ class DatabricksSubmitter(ManagedSubmitter):
         """The cluster, as messages name it."""
         return f"cluster {self.existing_cluster_id}" if self.existing_cluster_id else "a new job cluster"
 
-    def check(self, hook: KinesisJobSubmitHook) -> None:
+    def check(self, hook: SparkJobSubmitHook) -> None:
         """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``
         (:func:`~airflow_kinesis_snowflake.hooks.managed.check_driver_identity`): on Databricks the
         driver runs as the cluster's identity."""
@@ -265,7 +265,7 @@ class DatabricksSubmitter(ManagedSubmitter):
             anchor="databricks",
         )
 
-    def run_request(self, hook: KinesisJobSubmitHook, job: Submission, entry_point: str, wheel: str) -> dict[str, Any]:
+    def run_request(self, hook: SparkJobSubmitHook, job: Submission, entry_point: str, wheel: str) -> dict[str, Any]:
         """runs/submit's request: one Python script task running ``entry_point`` with the job's arguments,
         the package ``wheel`` and the connector's libraries installed for it, on the existing cluster or
         a new one (whose ``spark_conf`` gets the task's Spark settings and Spark's log level, and whose

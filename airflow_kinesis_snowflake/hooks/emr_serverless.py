@@ -41,7 +41,7 @@ from airflow_kinesis_snowflake.hooks.managed import (
 )
 
 if TYPE_CHECKING:
-    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+    from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 
 # StartJobRun refuses an entry point argument longer than this (jobDriver.sparkSubmit.entryPointArguments).
 EMR_ARGUMENT_LIMIT = 10_280
@@ -96,7 +96,7 @@ class EmrServerlessSubmitter(ManagedSubmitter):
         """Where the job runs' logs go: ``<artifacts>/logs``."""
         return f"{self.artifacts}/logs"
 
-    def check(self, hook: KinesisJobSubmitHook) -> None:
+    def check(self, hook: SparkJobSubmitHook) -> None:
         """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``
         (:func:`~airflow_kinesis_snowflake.hooks.managed.check_driver_identity`): on EMR Serverless the
         driver runs as the execution role."""
@@ -107,7 +107,7 @@ class EmrServerlessSubmitter(ManagedSubmitter):
             anchor="emr-serverless",
         )
 
-    def spark_parameters(self, hook: KinesisJobSubmitHook, package: str, location: dict[str, str]) -> str:
+    def spark_parameters(self, hook: SparkJobSubmitHook, package: str, location: dict[str, str]) -> str:
         """StartJobRun's ``sparkSubmitParameters``: the package zip as ``--py-files``, the task's Spark
         settings and sizes, Spark's log level (``spark.log_level``, WARN by default), and the region and
         endpoints of AWS (no credentials) as the driver's and executors' environment."""

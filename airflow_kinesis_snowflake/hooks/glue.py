@@ -46,7 +46,7 @@ from airflow_kinesis_snowflake.hooks.managed import (
 from airflow_kinesis_snowflake.spark_jobs import glue_to_snowflake
 
 if TYPE_CHECKING:
-    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+    from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 
 # The script of the Glue job: the engine driver's entry point for Glue's arguments, for every source.
 GLUE_APPLICATION = glue_to_snowflake.__file__
@@ -138,7 +138,7 @@ class GlueSubmitter(ManagedSubmitter):
         """The Amazon provider's CloudWatch Logs hook of the AWS connection (the driver's output)."""
         return AwsLogsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
-    def check(self, hook: KinesisJobSubmitHook) -> None:
+    def check(self, hook: SparkJobSubmitHook) -> None:
         """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``
         (:func:`~airflow_kinesis_snowflake.hooks.managed.check_driver_identity`): on Glue the driver
         runs as the job's role."""
@@ -153,7 +153,7 @@ class GlueSubmitter(ManagedSubmitter):
         return GLUE_APPLICATION if application in SOURCE_APPLICATIONS.values() else application
 
     def run_arguments(
-        self, hook: KinesisJobSubmitHook, arguments: list[str], package: str, location: dict[str, str]
+        self, hook: SparkJobSubmitHook, arguments: list[str], package: str, location: dict[str, str]
     ) -> dict[str, str]:
         """StartJobRun's ``Arguments``: the job's (``--flag value`` pairs), the package zip as
         ``--extra-py-files``, the driver's environment as ``--driver-env``, as ``--conf`` the task's

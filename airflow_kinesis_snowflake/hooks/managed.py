@@ -29,7 +29,7 @@ from airflow_kinesis_snowflake.core.engine.detached import JobRunState
 from airflow_kinesis_snowflake.core.job_log import SPARK_LOG_LEVEL_SETTING, OutputLine, OutputTail, read_output_line
 
 if TYPE_CHECKING:
-    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+    from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 
 
 SPARK_DOC = docs_url("spark")
@@ -42,7 +42,7 @@ _SIZING = {
 }
 
 
-def check_driver_identity(hook: KinesisJobSubmitHook, *, platform: str, role: str, anchor: str) -> None:
+def check_driver_identity(hook: SparkJobSubmitHook, *, platform: str, role: str, anchor: str) -> None:
     """Refuse a Spark connection without ``driver_identity`` and ``snowflake_connection_ref``: on a
     managed platform the driver can only use its own identity (``role``), and the credentials this
     worker holds could reach it only as job arguments or Spark settings, which the platform shows to
@@ -65,7 +65,7 @@ def check_driver_identity(hook: KinesisJobSubmitHook, *, platform: str, role: st
     )
 
 
-def spark_settings(hook: KinesisJobSubmitHook, *, sizes: bool = True) -> dict[str, str]:
+def spark_settings(hook: SparkJobSubmitHook, *, sizes: bool = True) -> dict[str, str]:
     """The task's Spark settings on a managed platform: its sizes (when the platform takes them), its
     ``conf``, and Spark's log level (``spark.log_level``, WARN by default)."""
     settings = {}
@@ -152,7 +152,7 @@ def wait_until_ended(
 class Submission:
     """One submission of the job to a managed platform: :meth:`ManagedSubmitter.submit`'s arguments."""
 
-    hook: KinesisJobSubmitHook
+    hook: SparkJobSubmitHook
     application: str
     arguments: list[str]
     name: str
@@ -189,13 +189,13 @@ class ManagedSubmitter:
         """The Amazon provider's S3 hook of the AWS connection (the artifacts, and any driver logs there)."""
         return S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
-    def check(self, hook: KinesisJobSubmitHook) -> None:
+    def check(self, hook: SparkJobSubmitHook) -> None:
         """Refuse, before any side effect, a submission that cannot run on the platform."""
         raise NotImplementedError
 
     def submit(
         self,
-        hook: KinesisJobSubmitHook,
+        hook: SparkJobSubmitHook,
         application: str,
         arguments: list[str],
         *,
@@ -223,7 +223,7 @@ class ManagedSubmitter:
 
     def start(
         self,
-        hook: KinesisJobSubmitHook,
+        hook: SparkJobSubmitHook,
         application: str,
         arguments: list[str],
         *,

@@ -1,7 +1,7 @@
 """Where the Spark job of a plan runs: the submit step's platforms, chosen by ``spark.platform``.
 
 Every source's work reaches Spark through one step,
-:meth:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook.submit_work`: the plan is
+:meth:`~airflow_kinesis_snowflake.hooks.spark.SparkJobSubmitHook.submit_work`: the plan is
 encoded as an argument, the job runs, and the outcome is read back from Snowflake. Only the middle
 differs per platform:
 
@@ -35,7 +35,7 @@ from airflow_kinesis_snowflake.config import (
 )
 
 if TYPE_CHECKING:
-    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook, PlatformSubmitter
+    from airflow_kinesis_snowflake.hooks.spark import PlatformSubmitter, SparkJobSubmitHook
 
 
 def platform_submitter(
@@ -79,10 +79,10 @@ def job_submit_hook(
     spark_platform: Mapping[str, Any] | None,
     aws_conn_id: str | None,
     region_name: str | None,
-) -> KinesisJobSubmitHook:
+) -> SparkJobSubmitHook:
     """The job's hook: the Spark connection's extras and the task's Spark settings, on the platform
     ``spark_platform`` names (spark-submit when None)."""
-    from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+    from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 
     submitter = platform_submitter(spark_platform, aws_conn_id=aws_conn_id, region_name=region_name)
-    return KinesisJobSubmitHook(submitter=submitter, conn_id=conn_id, conf=conf, **spark_submit)
+    return SparkJobSubmitHook(submitter=submitter, conn_id=conn_id, conf=conf, **spark_submit)

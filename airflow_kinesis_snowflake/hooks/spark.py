@@ -3,7 +3,7 @@ command line or in Spark settings.
 
 The job shares no disk with the Airflow worker: the batch plan travels inside the submission (one
 application argument, :func:`~airflow_kinesis_snowflake.core.engine.wire.encode`), and the job
-records its outcome in Snowflake, next to the ledger, where :meth:`KinesisJobSubmitHook.run_batch`
+records its outcome in Snowflake, next to the ledger, where :meth:`SparkJobSubmitHook.run_batch`
 reads it once spark-submit returns. Where the driver runs per master and deploy mode, and what
 the cluster needs, is told in
 https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/spark/.
@@ -129,7 +129,7 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-class KinesisJobSubmitHook(SparkSubmitHook):
+class SparkJobSubmitHook(SparkSubmitHook):
     """:class:`~airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook` for the ingestion job.
 
     The Spark provider's ``env_vars`` are turned into ``--conf spark.yarn.appMasterEnv.*`` (YARN)
@@ -1037,7 +1037,7 @@ class PlatformSubmitter(Protocol):
 
     platform: str
 
-    def check(self, hook: KinesisJobSubmitHook) -> None:
+    def check(self, hook: SparkJobSubmitHook) -> None:
         """Refuse, before any side effect, a submission that cannot run on the platform.
 
         :raises AirflowException: naming the field to change and how.
@@ -1046,7 +1046,7 @@ class PlatformSubmitter(Protocol):
 
     def submit(
         self,
-        hook: KinesisJobSubmitHook,
+        hook: SparkJobSubmitHook,
         application: str,
         arguments: list[str],
         *,
@@ -1066,7 +1066,7 @@ class PlatformSubmitter(Protocol):
 
     def start(
         self,
-        hook: KinesisJobSubmitHook,
+        hook: SparkJobSubmitHook,
         application: str,
         arguments: list[str],
         *,
@@ -1126,3 +1126,17 @@ class _StreamsLocation:
 
     def job_location(self) -> dict[str, str]:
         return {**self.aws.job_location(), **self._streams()}
+
+
+def __getattr__(name: str) -> Any:
+    """``KinesisJobSubmitHook``, the hook's name before it ran every source's job: still importable,
+    with a deprecation warning, until the next major version."""
+    if name == "KinesisJobSubmitHook":
+        warnings.warn(
+            "KinesisJobSubmitHook is renamed SparkJobSubmitHook (it runs the job of every source); "
+            "import airflow_kinesis_snowflake.hooks.spark.SparkJobSubmitHook instead",
+            AirflowProviderDeprecationWarning,
+            stacklevel=2,
+        )
+        return SparkJobSubmitHook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

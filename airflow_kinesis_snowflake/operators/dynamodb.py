@@ -56,7 +56,7 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
     :param snowflake_conn_id: the Airflow Snowflake connection.
     :param spark_conn_id: the Airflow Spark connection: each batch's reads, staging and MERGE run
         through spark-submit, one Spark task per snapshot segment and per stream shard
-        (:meth:`~airflow_kinesis_snowflake.hooks.spark.KinesisJobSubmitHook.run_table_batch`);
+        (:meth:`~airflow_kinesis_snowflake.hooks.spark.SparkJobSubmitHook.run_table_batch`);
         None runs them in this task's process.
     :param spark_conf: more ``--conf`` settings for spark-submit (never credentials: they show).
     :param spark_submit: more ``SparkSubmitHook`` arguments, among :data:`~.config.SPARK_SUBMIT_ARGUMENTS`

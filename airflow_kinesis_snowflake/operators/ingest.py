@@ -35,7 +35,7 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
     """Load the next micro-batch of a Kinesis stream into a Snowflake table, exactly once.
 
     Runs :func:`~airflow_kinesis_snowflake.core.batch.run_batch` (its module tells why a crash at any
-    step loses nothing and loads nothing twice) with the Spark job of :class:`~.KinesisJobSubmitHook`,
+    step loses nothing and loads nothing twice) with the Spark job of :class:`~.SparkJobSubmitHook`,
     which keeps credentials off the command line, Spark settings and logs
     (https://airflow-provider-kinesis-snowflake.github.io/airflow-provider-kinesis-snowflake/spark/).
 

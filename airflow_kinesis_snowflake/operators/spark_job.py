@@ -22,7 +22,7 @@ from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_names
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
 from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 from airflow_kinesis_snowflake.metrics import Publish
 from airflow_kinesis_snowflake.triggers.spark_job import SparkJobRunTrigger
 
@@ -107,9 +107,9 @@ class SparkJobMixin:
             check_namespace(cloudwatch_namespace)
         self.cloudwatch_namespace = cloudwatch_namespace
         self.cloudwatch_dimensions = None if cloudwatch_dimensions is None else check_dimensions(cloudwatch_dimensions)
-        self._spark_hook: KinesisJobSubmitHook | None = None
+        self._spark_hook: SparkJobSubmitHook | None = None
 
-    def build_spark_hook(self) -> KinesisJobSubmitHook:
+    def build_spark_hook(self) -> SparkJobSubmitHook:
         """The job's hook of the Spark connection, with this task's Spark settings, on its platform;
         kept for :meth:`on_kill`."""
         assert self.spark_conn_id is not None
@@ -146,7 +146,7 @@ class SparkJobMixin:
 
     def detaching_submit(
         self,
-        spark: KinesisJobSubmitHook,
+        spark: SparkJobSubmitHook,
         dynamodb: Any,
         start: Callable[[P], DetachedRun],
         finish: Callable[[DetachedRun], R],
@@ -193,7 +193,7 @@ class SparkJobMixin:
         return submit
 
     def _earlier_run(
-        self, spark: KinesisJobSubmitHook, table: LeaseTable, batch_id: str
+        self, spark: SparkJobSubmitHook, table: LeaseTable, batch_id: str
     ) -> tuple[DetachedRun, JobRunState] | None:
         """The job run an earlier try recorded for ``batch_id`` on this platform, and its state; None when
         there is none, or when the platform cannot tell its state (a run it no longer knows: a new run
@@ -250,7 +250,7 @@ class SparkJobMixin:
 
     def finish_job(
         self,
-        spark: KinesisJobSubmitHook,
+        spark: SparkJobSubmitHook,
         event: Mapping[str, Any],
         run: DetachedRun,
         finish: Callable[[DetachedRun], R],

@@ -1,7 +1,7 @@
 """A DynamoDB table's batch runs on Spark (a real ``spark-submit --master local[2]``) and the table converges.
 
 One spark-submit: :func:`~.core.dynamodb_sync.sync_table` plans the batch (3 snapshot segments and
-the stream's shard) and hands it to :meth:`~.hooks.spark.KinesisJobSubmitHook.run_table_batch`,
+the stream's shard) and hands it to :meth:`~.hooks.spark.SparkJobSubmitHook.run_table_batch`,
 which runs one Spark task per unit against the moto server and fakesnow, and reads the result back
 from Snowflake. The stream holds the items' puts, an update that changes an attribute's type and a
 delete; the ``unpacked`` table evolves on the driver before staging.
@@ -28,7 +28,7 @@ from airflow_kinesis_snowflake.core.sources.dynamodb.progress import Generation,
 from airflow_kinesis_snowflake.core.sources.dynamodb.streams import list_stream_shards
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 from tests.emulators import Emulators
 from tests.emulators.dynamodb_streams import trim
 from tests.emulators.servers import AWS_KEY, REGION
@@ -67,7 +67,7 @@ def test_a_snapshot_of_three_segments_and_a_stream_batch_run_as_spark_tasks_and_
     deleted = {"pk": {"S": "user#4"}, "sk": {"N": "4.0"}}
     workload.dynamodb.delete_item(TableName=workload.table, Key=deleted)
 
-    spark = KinesisJobSubmitHook(conn_id="spark_default")
+    spark = SparkJobSubmitHook(conn_id="spark_default")
     aws, snowflake = KinesisStreamHook(aws_conn_id="aws_default"), KinesisSnowflakeHook()
     plans: list[TableBatchPlan] = []
     results: list[TableBatchResult] = []
@@ -117,7 +117,7 @@ def test_on_spark_a_batch_refused_by_a_reset_and_a_gap_found_by_a_task_apply_not
     aws_connections: Emulators, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workload, sync = source_on_spark(aws_connections, monkeypatch, Layout.PACKED, total_segments=2)
-    spark = KinesisJobSubmitHook(conn_id="spark_default")
+    spark = SparkJobSubmitHook(conn_id="spark_default")
     aws, snowflake = KinesisStreamHook(aws_conn_id="aws_default"), KinesisSnowflakeHook()
     results: list[TableBatchResult] = []
     before_submit: list[Callable[[TableBatchPlan], None]] = []

@@ -1,4 +1,4 @@
-"""KinesisJobSubmitHook reads the batch's outcome from Snowflake, where the job recorded it."""
+"""SparkJobSubmitHook reads the batch's outcome from Snowflake, where the job recorded it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey, Snowf
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination, InitialPosition, StartPosition
 from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 from tests.conftest import create_table, unique
 from tests.emulators import Emulators
 
@@ -40,7 +40,7 @@ def test_the_outcome_is_read_by_batch_and_attempt_and_a_missing_one_says_what_th
         sink = SnowflakeSink(conn, plan.destination)
         sink.ensure_support_objects()
         sink.record_outcome(OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-1"), recorded)
-    hook, snowflake = KinesisJobSubmitHook(conn_id="spark_default"), KinesisSnowflakeHook()
+    hook, snowflake = SparkJobSubmitHook(conn_id="spark_default"), KinesisSnowflakeHook()
 
     assert (
         hook.read_outcome(plan.destination, OutcomeKey("hook-outcome", "g", plan.batch_id, "attempt-1"), snowflake)

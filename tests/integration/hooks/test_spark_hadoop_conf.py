@@ -6,7 +6,7 @@ driver's environment into its Hadoop configuration (``fs.s3a.access.key``, ``fs.
 configuration, unredacted, into ``__spark_hadoop_conf__.xml`` inside ``__spark_conf__.zip``, uploaded
 to the HDFS staging directory and every container. A client-mode job without ``driver_identity``
 gets its AWS credentials through spark-submit's environment: this submits, through
-:meth:`~.KinesisJobSubmitHook.submit_job`, a probe application that reads the job's credentials as
+:meth:`~.SparkJobSubmitHook.submit_job`, a probe application that reads the job's credentials as
 the job does and reports its driver's Hadoop configuration, SparkConf and JVM environment.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook, package_core
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook, package_core
 from tests.emulators.spark_env import spark_env
 
 pytestmark = pytest.mark.integration
@@ -111,7 +111,7 @@ def test_the_drivers_hadoop_configuration_holds_no_aws_credential_in_client_mode
     kinesis, snowflake, spark_conn = connections(monkeypatch)
     probe, report_path = tmp_path / "probe.py", tmp_path / "report.json"
     probe.write_text(PROBE)
-    hook = KinesisJobSubmitHook(conn_id=spark_conn)
+    hook = SparkJobSubmitHook(conn_id=spark_conn)
 
     hook.submit_job(
         str(probe),

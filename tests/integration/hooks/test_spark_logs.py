@@ -24,7 +24,7 @@ from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.core.sources.dynamodb.progress import SyncSettings
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook, package_core
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook, package_core
 from tests.conftest import create_stream, create_table, put_json, unique
 from tests.emulators import Emulators
 from tests.emulators.servers import REGION
@@ -75,7 +75,7 @@ def test_a_batch_logs_no_spark_info_line(
 ) -> None:
     use_spark_and_a_snowflake_password(aws_connections, monkeypatch)
     plan = kinesis_plan(aws_connections, [{"id": i, "name": f"n{i}"} for i in range(5)])
-    hook = KinesisJobSubmitHook(conn_id="spark_default")
+    hook = SparkJobSubmitHook(conn_id="spark_default")
 
     result = hook.run_batch(
         plan, kinesis=KinesisStreamHook(aws_conn_id="aws_default"), snowflake=KinesisSnowflakeHook()
@@ -94,7 +94,7 @@ def test_a_failed_job_raises_with_its_last_error_lines(
     use_spark_and_a_snowflake_password(aws_connections, monkeypatch)
     plan = kinesis_plan(aws_connections, [{"id": 1, "name": "n1"}])
     plan = replace(plan, destination=Destination("NO_SUCH_DATABASE", "RAW", plan.destination.table))
-    hook = KinesisJobSubmitHook(conn_id="spark_default")
+    hook = SparkJobSubmitHook(conn_id="spark_default")
 
     with pytest.raises(AirflowException) as raised:
         hook.run_batch(plan, kinesis=KinesisStreamHook(aws_conn_id="aws_default"), snowflake=KinesisSnowflakeHook())
@@ -132,7 +132,7 @@ def test_a_failed_jobs_lines_are_masked_in_its_exception(
     use_spark_and_a_snowflake_password(aws_connections, monkeypatch)
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    hook = KinesisJobSubmitHook(conn_id="spark_default")
+    hook = SparkJobSubmitHook(conn_id="spark_default")
 
     with pytest.raises(AirflowException) as raised:
         hook.submit_job(
@@ -157,7 +157,7 @@ def test_a_warning_of_the_job_reaches_the_task_log_at_warning(
     workload, sync = make_source(aws_connections, Layout.UNPACKED, Deletes.HARD, SyncSettings(total_segments=1))
     workload.put(3, start=0)
     workload.put_item({**workload.item(10, 0), "ITEM": {"S": "no column can be named ITEM"}})
-    spark = KinesisJobSubmitHook(conn_id="spark_default")
+    spark = SparkJobSubmitHook(conn_id="spark_default")
     aws, snowflake = KinesisStreamHook(aws_conn_id="aws_default"), KinesisSnowflakeHook()
     results: list[TableBatchResult] = []
 

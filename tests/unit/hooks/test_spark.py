@@ -1,4 +1,4 @@
-"""KinesisJobSubmitHook: how the job's driver gets credentials, decided from the Spark connection."""
+"""SparkJobSubmitHook: how the job's driver gets credentials, decided from the Spark connection."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from airflow_kinesis_snowflake.core.planning import BatchPlan, ShardRange
 from airflow_kinesis_snowflake.environment import SparkSubmitNotFoundError
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, STANDALONE_PYTHON_CLUSTER, SparkJobSubmitHook
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.unit.core.test_dynamodb_job import plan as table_plan
 
@@ -53,16 +53,26 @@ def spark_connection(monkeypatch: pytest.MonkeyPatch, host: str, **extra: Any) -
     return "spark_unit"
 
 
+def test_the_hooks_former_name_still_imports_with_a_deprecation_warning() -> None:
+    from airflow_kinesis_snowflake.hooks import spark
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match="renamed SparkJobSubmitHook"):
+        former = spark.KinesisJobSubmitHook
+    assert former is SparkJobSubmitHook
+    with pytest.raises(AttributeError, match="NoSuchHook"):
+        spark.NoSuchHook  # noqa: B018
+
+
 def test_env_vars_are_refused_they_would_become_spark_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     conn_id = spark_connection(monkeypatch, "yarn")
     with pytest.raises(ValueError, match="env_vars would reach the driver as Spark settings"):
-        KinesisJobSubmitHook(conn_id=conn_id, env_vars={"AWS_SECRET_ACCESS_KEY": "x"})
+        SparkJobSubmitHook(conn_id=conn_id, env_vars={"AWS_SECRET_ACCESS_KEY": "x"})
 
 
 def test_driver_identity_needs_the_secret_that_holds_the_snowflake_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     conn_id = spark_connection(monkeypatch, "yarn", driver_identity=True)
     with pytest.raises(ValueError, match="driver_identity needs snowflake_connection_ref"):
-        KinesisJobSubmitHook(conn_id=conn_id)
+        SparkJobSubmitHook(conn_id=conn_id)
 
 
 def test_the_secret_name_is_not_masked_in_logs_and_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,7 +80,7 @@ def test_the_secret_name_is_not_masked_in_logs_and_messages(monkeypatch: pytest.
     name = f"sf{uuid.uuid4().hex[:6]}"
     conn_id = spark_connection(monkeypatch, "local[2]", driver_identity="true", snowflake_connection_ref=name)
 
-    hook = KinesisJobSubmitHook(conn_id=conn_id)  # reads the connection, which registers its secrets
+    hook = SparkJobSubmitHook(conn_id=conn_id)  # reads the connection, which registers its secrets
 
     assert hook.driver_identity and hook.snowflake_connection_ref == name
     assert redact(f"reading the Snowflake connection from secret {name}") == (
@@ -85,7 +95,7 @@ def test_snowflake_secret_id_still_works_deprecated_and_masked(monkeypatch: pyte
     conn_id = spark_connection(monkeypatch, "yarn", driver_identity=True, snowflake_secret_id=name)
 
     with pytest.warns(AirflowProviderDeprecationWarning, match="rename it 'snowflake_connection_ref'"):
-        hook = KinesisJobSubmitHook(conn_id=conn_id)
+        hook = SparkJobSubmitHook(conn_id=conn_id)
 
     assert hook.snowflake_connection_ref == name
     # Why it is deprecated: Airflow masks the value of any extra whose name says "secret".
@@ -126,7 +136,7 @@ def test_cluster_deploy_mode_without_driver_identity_is_refused_naming_the_extra
     conf: dict[str, Any] | None,
 ) -> None:
     conn_id = spark_connection(monkeypatch, master, **extra)
-    hook = KinesisJobSubmitHook(conn_id=conn_id, conf=conf)
+    hook = SparkJobSubmitHook(conn_id=conn_id, conf=conf)
     assert hook.deploy_mode == "cluster"
 
     with pytest.raises(AirflowException) as raised:
@@ -153,7 +163,7 @@ def test_standalone_cluster_mode_is_refused_with_sparks_own_reason(
     monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any]
 ) -> None:
     conn_id = spark_connection(monkeypatch, "spark://spark-master:7077", **{"deploy-mode": "cluster", **extra})
-    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    hook = SparkJobSubmitHook(conn_id=conn_id)
 
     with pytest.raises(AirflowException) as raised:
         hook.check_credential_delivery()
@@ -172,7 +182,7 @@ def test_standalone_cluster_mode_is_refused_with_sparks_own_reason(
 def test_local_master_in_cluster_mode_is_refused_as_spark_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     conn_id = spark_connection(monkeypatch, "local[2]", **{"deploy-mode": "cluster", **IDENTITY})
     with pytest.raises(AirflowException, match=r"which Spark refuses with a local master .*: use client deploy mode"):
-        KinesisJobSubmitHook(conn_id=conn_id).check_credential_delivery()
+        SparkJobSubmitHook(conn_id=conn_id).check_credential_delivery()
     with zipfile.ZipFile(spark_core_jar()) as jar:
         assert b'Cluster deploy mode is not compatible with master "local"' in jar.read(
             "org/apache/spark/deploy/SparkSubmit.class"
@@ -182,7 +192,7 @@ def test_local_master_in_cluster_mode_is_refused_as_spark_refuses_it(monkeypatch
 def test_without_spark_submit_a_submission_is_refused_naming_the_extra_that_brings_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
+    hook = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
     # A worker without pyspark and without a Spark distribution on its PATH.
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
@@ -218,7 +228,7 @@ def test_cluster_mode_settings_that_return_before_the_driver_finished_are_refuse
     monkeypatch: pytest.MonkeyPatch, kube: list[tuple[str, str]], master: str, kwargs: dict[str, Any], refused: str
 ) -> None:
     conn_id = spark_connection(monkeypatch, master, **{"deploy-mode": "cluster", **IDENTITY})
-    hook = KinesisJobSubmitHook(conn_id=conn_id, **kwargs)
+    hook = SparkJobSubmitHook(conn_id=conn_id, **kwargs)
 
     with pytest.raises(AirflowException) as raised:
         hook.check_credential_delivery()
@@ -257,7 +267,7 @@ def test_with_driver_identity_the_job_is_told_where_aws_is_and_no_credential_is_
     kinesis, snowflake = job_connections(monkeypatch)
     conn_id = spark_connection(monkeypatch, "local[2]", driver_identity=True, snowflake_connection_ref="kinesis/sf")
 
-    env = KinesisJobSubmitHook(conn_id=conn_id).job_environment(kinesis, snowflake)
+    env = SparkJobSubmitHook(conn_id=conn_id).job_environment(kinesis, snowflake)
 
     # The Snowflake key is never decrypted: its wrong passphrase goes unnoticed.
     assert env == {
@@ -271,7 +281,7 @@ def test_with_driver_identity_the_job_is_told_where_aws_is_and_no_credential_is_
 def test_without_driver_identity_the_job_gets_both_connections_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
     conn_id = spark_connection(monkeypatch, "local[2]")
-    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    hook = SparkJobSubmitHook(conn_id=conn_id)
 
     with pytest.raises(ValueError, match="connection 'snowflake_job_env': the private key could not be read"):
         hook.job_environment(kinesis, snowflake)
@@ -308,7 +318,7 @@ def test_in_client_mode_no_aws_credential_reaches_spark_submit_under_a_name_spar
 
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
     for master in ("local[2]", "yarn"):
-        hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, master, **{"deploy-mode": "client"}))
+        hook = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, master, **{"deploy-mode": "client"}))
         hook.submit_job(DEFAULT_APPLICATION, application_args=[], aws=kinesis, snowflake=snowflake)
 
         env = submitted.pop()
@@ -347,12 +357,12 @@ def test_a_yarn_client_driver_whose_identity_is_this_workers_aws_variables_is_re
 ) -> None:
     """With driver_identity the driver keeps this worker's environment: Spark would copy its AWS_* keys."""
     yarn = spark_connection(monkeypatch, "yarn", **{"deploy-mode": "client", **IDENTITY})
-    KinesisJobSubmitHook(conn_id=yarn).check_credential_delivery()  # an instance profile, a role: fine
+    SparkJobSubmitHook(conn_id=yarn).check_credential_delivery()  # an instance profile, a role: fine
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWORKER")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "worker-secret")
 
     with pytest.raises(AirflowException) as raised:
-        KinesisJobSubmitHook(conn_id=yarn).check_credential_delivery()
+        SparkJobSubmitHook(conn_id=yarn).check_credential_delivery()
 
     message = str(raised.value)
     assert "Spark connection 'spark_unit' (master yarn, client deploy mode) has \"driver_identity\": true" in message
@@ -360,7 +370,7 @@ def test_a_yarn_client_driver_whose_identity_is_this_workers_aws_variables_is_re
     assert "uploads unredacted to the HDFS staging directory" in message and f"{SITE}spark/" in message
     # Elsewhere the driver's Hadoop configuration stays in its own process.
     local = spark_connection(monkeypatch, "local[2]", **IDENTITY)
-    KinesisJobSubmitHook(conn_id=local).check_credential_delivery()
+    SparkJobSubmitHook(conn_id=local).check_credential_delivery()
 
 
 def test_the_py_files_zip_holds_every_module_of_core_and_nothing_of_airflow(tmp_path: Any) -> None:
@@ -441,7 +451,7 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     )
     credentials = ["AKIAJOBENVTEST000001", "job-env-secret-key-3Xq9", "pw-7c1e0b3d"]
     conn_id = spark_connection(monkeypatch, master, **{"deploy-mode": "cluster", **IDENTITY, **extra})
-    hook = KinesisJobSubmitHook(conn_id=conn_id, conf={"spark.executor.memory": "2g"})
+    hook = SparkJobSubmitHook(conn_id=conn_id, conf={"spark.executor.memory": "2g"})
     submitted: list[tuple[list[str], dict[str, str]]] = []
 
     def submit(self: spark_submit.SparkSubmitHook, application: str = "", **kwargs: Any) -> None:
@@ -453,13 +463,13 @@ def test_the_cluster_mode_command_carries_the_plan_and_no_credential(
     read: list[OutcomeKey] = []
 
     def read_outcome(
-        self: KinesisJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any, **kwargs: Any
+        self: SparkJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any, **kwargs: Any
     ) -> BatchResult:
         assert destination == plan.destination and kwargs["names"] == KINESIS_SUPPORT_NAMES
         read.append(key)
         return outcome_of(plan)
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "read_outcome", read_outcome)
+    monkeypatch.setattr(SparkJobSubmitHook, "read_outcome", read_outcome)
 
     result = hook.run_batch(plan, kinesis=kinesis, snowflake=snowflake)
 
@@ -508,7 +518,7 @@ def test_the_logged_command_names_the_plan_by_batch_and_length(
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
     conn_id = spark_connection(monkeypatch, "local[2]", **IDENTITY)
-    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    hook = SparkJobSubmitHook(conn_id=conn_id)
     plan = batch_plan(shards=50)
 
     with pytest.raises(AirflowException) as raised:
@@ -528,7 +538,7 @@ def test_a_plan_too_large_for_one_argument_is_refused_before_spark_submit_runs(
     monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
-    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    hook = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
     monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode", partial(encode, limit=200))
 
     with pytest.raises(AirflowException, match=r"set batch\.max_shards_per_batch in the connector file to at most"):
@@ -541,7 +551,7 @@ def test_a_dynamodb_table_plan_too_large_for_one_argument_is_refused_before_spar
     monkeypatch: pytest.MonkeyPatch, spark_submit_fails: Path
 ) -> None:
     aws, snowflake = job_connections(monkeypatch)
-    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    hook = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
     monkeypatch.setattr("airflow_kinesis_snowflake.hooks.spark.encode", partial(encode, limit=100))
 
     with pytest.raises(AirflowException, match="lower snapshot_total_segments in the connector file; nothing was"):
@@ -577,7 +587,7 @@ def test_the_ingest_operators_on_kill_stops_a_cluster_mode_driver(
     yarn.chmod(0o755)
     monkeypatch.setenv("PATH", os.pathsep.join([str(yarn.parent), os.environ["PATH"]]))
     conn_id = spark_connection(monkeypatch, master, namespace="ingest", **{"deploy-mode": "cluster", **IDENTITY})
-    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    hook = SparkJobSubmitHook(conn_id=conn_id)
     # spark-submit, still running, has said where the driver is (as it logs it in cluster mode).
     hook._process_spark_submit_log(
         iter(
@@ -607,7 +617,7 @@ def test_continuous_mode_submits_the_run_once_and_reads_every_outcome_of_its_att
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
     conn_id = spark_connection(monkeypatch, "local[2]", **IDENTITY)
-    hook = KinesisJobSubmitHook(conn_id=conn_id)
+    hook = SparkJobSubmitHook(conn_id=conn_id)
     submitted: list[list[str]] = []
     monkeypatch.setattr(
         spark_submit.SparkSubmitHook,
@@ -644,7 +654,7 @@ def test_continuous_mode_hands_on_each_micro_batch_as_it_commits_while_the_appli
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
-    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    hook = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
     hook.outcome_poll_seconds = 0.01
     plan = batch_plan()
     recorded: list[tuple[str, BatchResult]] = []  # the outcomes table of this submission
@@ -681,7 +691,7 @@ def test_continuous_mode_refuses_a_pipe_without_its_statement_before_submitting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kinesis, snowflake = job_connections(monkeypatch)
-    hook = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
+    hook = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]"))
     monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", lambda *a, **k: pytest.fail("submitted"))
     settings = BatchSettings(
         stream_name="s", application_name="app", destination=Destination("D", "S", "T"), connector_id="c",

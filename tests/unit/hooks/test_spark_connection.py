@@ -14,7 +14,7 @@ import pytest
 from airflow.models.connection import Connection
 
 from airflow_kinesis_snowflake.get_provider_info import SPARK_CONN_TYPE
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 
 
 def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, host: str, **extra: Any) -> Connection:
@@ -29,12 +29,12 @@ def test_the_host_of_a_connection_of_this_type_is_the_master(monkeypatch: pytest
         "AIRFLOW_CONN_SPARK_TYPED",
         json.dumps({"conn_type": SPARK_CONN_TYPE, "host": "spark://spark-master", "port": 7077}),
     )
-    hook = KinesisJobSubmitHook(conn_id="spark_typed")
+    hook = SparkJobSubmitHook(conn_id="spark_typed")
     # Not kinesis_snowflake_spark://spark://spark-master: the Spark provider reads only a "spark"
     # connection's host as a master URL.
     assert hook.master == "spark://spark-master:7077"
     connection(monkeypatch, "spark_local", "local[2]", queue="ingest", **{"deploy-mode": "client"})
-    local = KinesisJobSubmitHook(conn_id="spark_local")
+    local = SparkJobSubmitHook(conn_id="spark_local")
     assert (local.master, local.deploy_mode, local._connection["queue"]) == ("local[2]", "client", "ingest")
 
 

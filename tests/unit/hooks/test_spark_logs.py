@@ -1,4 +1,4 @@
-"""KinesisJobSubmitHook: spark-submit's output in the task log at its levels, and Spark kept at WARN."""
+"""SparkJobSubmitHook: spark-submit's output in the task log at its levels, and Spark kept at WARN."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from airflow.providers.apache.spark.hooks import spark_submit
 
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import DEFAULT_APPLICATION, SparkJobSubmitHook
 
 OUTPUT = [
     "26/11/27 18:07:34 INFO SparkContext: Running Spark version 4.3.0\n",
@@ -29,10 +29,10 @@ OUTPUT = [
 ]
 
 
-def hook(monkeypatch: pytest.MonkeyPatch, conf: dict[str, str] | None = None, **extra: Any) -> KinesisJobSubmitHook:
+def hook(monkeypatch: pytest.MonkeyPatch, conf: dict[str, str] | None = None, **extra: Any) -> SparkJobSubmitHook:
     spark = {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", **extra}}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOGS", json.dumps(spark))
-    return KinesisJobSubmitHook(conn_id="spark_logs", conf=conf)
+    return SparkJobSubmitHook(conn_id="spark_logs", conf=conf)
 
 
 def test_the_jobs_and_sparks_warnings_and_errors_reach_the_task_log_at_their_level(
@@ -65,7 +65,7 @@ def job_hooks(monkeypatch: pytest.MonkeyPatch) -> tuple[KinesisStreamHook, Kines
 
 
 def submitted_with(
-    monkeypatch: pytest.MonkeyPatch, submit: KinesisJobSubmitHook
+    monkeypatch: pytest.MonkeyPatch, submit: SparkJobSubmitHook
 ) -> tuple[dict[str, str], list[str], dict[str, str]]:
     """The environment, command and log4j2 file (as key -> value) spark-submit would have run with."""
     seen: list[tuple[dict[str, str], list[str], dict[str, str]]] = []

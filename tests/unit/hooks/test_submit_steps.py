@@ -16,7 +16,7 @@ from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobRunSt
 from airflow_kinesis_snowflake.core.load.snowflake_sink import KINESIS_SUPPORT_NAMES, OutcomeKey
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 from airflow_kinesis_snowflake.hooks.managed import ManagedSubmitter, Submission, check_driver_identity
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 from tests.unit.hooks.test_spark import IDENTITY, batch_plan, job_connections, outcome_of, spark_connection
 
 
@@ -31,7 +31,7 @@ class Platform(ManagedSubmitter):
         self.calls: list[Any] = []
         self.runs: dict[str, str] = {}
 
-    def check(self, hook: KinesisJobSubmitHook) -> None:
+    def check(self, hook: SparkJobSubmitHook) -> None:
         self.calls.append("check")
         check_driver_identity(hook, platform=self.platform, role="its role", anchor="emr-serverless")
 
@@ -62,20 +62,20 @@ def steps(platform: Platform) -> list[str]:
     return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
 
 
-def hook(monkeypatch: pytest.MonkeyPatch, platform: Platform) -> tuple[KinesisJobSubmitHook, list[OutcomeKey]]:
+def hook(monkeypatch: pytest.MonkeyPatch, platform: Platform) -> tuple[SparkJobSubmitHook, list[OutcomeKey]]:
     """The job's hook on ``platform``, reading outcomes from a stand-in of Snowflake's outcomes table."""
-    spark = KinesisJobSubmitHook(submitter=platform, conn_id=spark_connection(monkeypatch, "yarn", **IDENTITY))
+    spark = SparkJobSubmitHook(submitter=platform, conn_id=spark_connection(monkeypatch, "yarn", **IDENTITY))
     read: list[OutcomeKey] = []
     recorded = outcome_of(batch_plan())
 
     def read_outcome(
-        self: KinesisJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any, **kwargs: Any
+        self: SparkJobSubmitHook, destination: Destination, key: OutcomeKey, sf: Any, **kwargs: Any
     ) -> BatchResult:
         assert kwargs["names"] == KINESIS_SUPPORT_NAMES
         read.append(key)
         return recorded
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "read_outcome", read_outcome)
+    monkeypatch.setattr(SparkJobSubmitHook, "read_outcome", read_outcome)
     return spark, read
 
 
@@ -143,7 +143,7 @@ def test_a_platform_refuses_a_connection_without_the_driver_s_identity_before_st
 ) -> None:
     kinesis, _ = job_connections(monkeypatch)
     platform = Platform()
-    spark = KinesisJobSubmitHook(submitter=platform, conn_id=spark_connection(monkeypatch, "yarn"))
+    spark = SparkJobSubmitHook(submitter=platform, conn_id=spark_connection(monkeypatch, "yarn"))
 
     with pytest.raises(AirflowException, match="nothing was submitted"):
         spark.start_batch(batch_plan(), kinesis=kinesis)
@@ -152,7 +152,7 @@ def test_a_platform_refuses_a_connection_without_the_driver_s_identity_before_st
 
 def test_spark_submit_has_no_run_to_leave_to_the_triggerer(monkeypatch: pytest.MonkeyPatch) -> None:
     kinesis, _ = job_connections(monkeypatch)
-    spark = KinesisJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
+    spark = SparkJobSubmitHook(conn_id=spark_connection(monkeypatch, "local[2]", **IDENTITY))
 
     with pytest.raises(AirflowException, match="a deferred task waits for a job run on a managed Spark platform"):
         spark.start_batch(batch_plan(), kinesis=kinesis)

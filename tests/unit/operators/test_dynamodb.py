@@ -10,7 +10,7 @@ import pytest
 from airflow_kinesis_snowflake.config import sync_target_from_dict, sync_target_to_dict
 from airflow_kinesis_snowflake.core.dynamodb_sync import TableOutcome
 from airflow_kinesis_snowflake.core.sources.dynamodb.discovery import KeyAttribute, SyncTarget
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 from airflow_kinesis_snowflake.operators.dynamodb import SyncDynamoDBTableOperator
 from airflow_kinesis_snowflake.operators.dynamodb_discovery import DiscoverDynamoDBTablesOperator
 from airflow_kinesis_snowflake.operators.dynamodb_provision import (
@@ -90,14 +90,14 @@ def test_with_a_spark_connection_each_batch_is_submitted_to_spark_and_the_hook_i
     from airflow_kinesis_snowflake.operators import dynamodb as module
 
     calls: list[tuple[str, Any]] = []
-    monkeypatch.setattr(KinesisJobSubmitHook, "check_submission", lambda self: calls.append(("check", None)))
+    monkeypatch.setattr(SparkJobSubmitHook, "check_submission", lambda self: calls.append(("check", None)))
 
     def run_table_batch(self: Any, plan: Any, *, aws: Any, snowflake: Any) -> str:
         calls.append(("run", (plan, aws.region_name)))
         return "result"
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "run_table_batch", run_table_batch)
-    monkeypatch.setattr(KinesisJobSubmitHook, "on_kill", lambda self: calls.append(("kill", None)))
+    monkeypatch.setattr(SparkJobSubmitHook, "run_table_batch", run_table_batch)
+    monkeypatch.setattr(SparkJobSubmitHook, "on_kill", lambda self: calls.append(("kill", None)))
     seen: dict[str, Any] = {}
 
     def fake_sync(sync: Any, **kwargs: Any) -> TableOutcome:
@@ -152,7 +152,7 @@ def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_b
     from airflow_kinesis_snowflake.core.load.dynamodb_sink import MergeResult
     from airflow_kinesis_snowflake.operators import dynamodb as module
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "check_submission", lambda self: None)
+    monkeypatch.setattr(SparkJobSubmitHook, "check_submission", lambda self: None)
     monkeypatch.setattr(module, "sync_table", lambda *a, **k: pytest.fail("a continuous task syncs in Spark only"))
     runs: list[Any] = []
 
@@ -179,7 +179,7 @@ def test_in_continuous_mode_the_task_submits_one_run_of_the_table_and_sums_the_b
     def emit_table_metrics(batch: Any, application_name: str, source_table: str, *args: Any) -> None:
         emitted.append((batch.batch_id, running))
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "run_table_continuous", run_table_continuous)
+    monkeypatch.setattr(SparkJobSubmitHook, "run_table_continuous", run_table_continuous)
     monkeypatch.setattr(lineage, "emit_table_metrics", emit_table_metrics)
     task = SyncDynamoDBTableOperator(
         task_id="sync_table",

@@ -11,7 +11,7 @@ import pytest
 from airflow_kinesis_snowflake.config import load_connector_config
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
 from airflow_kinesis_snowflake.dags import build_ingest_dag
-from airflow_kinesis_snowflake.hooks.spark import KinesisJobSubmitHook
+from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
 from airflow_kinesis_snowflake.operators.ingest import SparkKinesisIngestOperator
 from tests.unit.test_config import _set, _with, _write
 
@@ -60,7 +60,7 @@ def test_a_continuous_task_hands_its_runtime_and_idle_pause_to_the_spark_applica
     from airflow_kinesis_snowflake.core.batch import BatchOutcome
     from airflow_kinesis_snowflake.operators import ingest as module
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "check_submission", lambda self: None)
+    monkeypatch.setattr(SparkJobSubmitHook, "check_submission", lambda self: None)
     monkeypatch.setattr(module, "run_batch", lambda *a, **k: pytest.fail("a continuous task runs in Spark only"))
     asked: list[dict[str, Any]] = []
 
@@ -68,7 +68,7 @@ def test_a_continuous_task_hands_its_runtime_and_idle_pause_to_the_spark_applica
         asked.append({"application_name": settings.application_name, **kwargs})
         return BatchOutcome("app")
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "run_continuous", run_continuous)
+    monkeypatch.setattr(SparkJobSubmitHook, "run_continuous", run_continuous)
     task = SparkKinesisIngestOperator(
         task_id="ingest", **TABLE, mode="continuous", max_runtime_minutes=3, idle_seconds=25,
         aws_conn_id="aws_unit", spark_conn_id="spark_unit", snowflake_conn_id="snowflake_unit",
@@ -90,7 +90,7 @@ def test_a_continuous_task_emits_each_micro_batch_s_metrics_once_as_it_commits(
     from airflow_kinesis_snowflake.core.batch import BatchOutcome, outcome_of_results
     from airflow_kinesis_snowflake.core.model import BatchResult
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "check_submission", lambda self: None)
+    monkeypatch.setattr(SparkJobSubmitHook, "check_submission", lambda self: None)
     results = [("app", BatchResult(f"b{n}", f"app/b{n}", True, n, 0, (), datetime.now(UTC), {})) for n in (1, 2)]
     emitted: list[tuple[str, bool]] = []
     running = False
@@ -107,7 +107,7 @@ def test_a_continuous_task_emits_each_micro_batch_s_metrics_once_as_it_commits(
         assert outcome.result is not None
         emitted.append((outcome.result.batch_id, running))
 
-    monkeypatch.setattr(KinesisJobSubmitHook, "run_continuous", run_continuous)
+    monkeypatch.setattr(SparkJobSubmitHook, "run_continuous", run_continuous)
     monkeypatch.setattr(lineage, "emit_ingest_metrics", emit_ingest_metrics)
     task = SparkKinesisIngestOperator(
         task_id="ingest", **TABLE, mode="continuous", max_runtime_minutes=3,
