@@ -27,11 +27,22 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-INSTALL_HINT = "Chromium is needed by the lag page's test: apt-get install -y chromium"
+from tests.emulators.servers import REPO_ROOT
+
+INSTALL_HINT = (
+    "Chromium is needed by the lag page's test: apt-get install -y chromium, or without root "
+    "scripts/system-deps.sh chromium (make test runs it), which unpacks it into .test-work/chromium"
+)
+
+
+# Where scripts/system-deps.sh unpacks Chromium on a machine where it cannot install it (not root).
+UNPACKED = REPO_ROOT / ".test-work" / "chromium" / "bin" / "chromium"
 
 
 def chromium_executable() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    if found := shutil.which("chromium") or shutil.which("chromium-browser"):
+        return found
+    return str(UNPACKED) if UNPACKED.is_file() else None
 
 
 @dataclass
