@@ -824,7 +824,7 @@ DATABRICKS_PLATFORM = "databricks"
 SPARK_PLATFORMS = (SPARK_SUBMIT_PLATFORM, EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM, DATABRICKS_PLATFORM)
 # The platforms whose submitter starts a run without waiting and reads its state: a task on them can
 # leave the wait to Airflow's triggerer (spark.deferrable; hooks/managed.py, ManagedSubmitter).
-DEFERRABLE_PLATFORMS = (EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM)
+DEFERRABLE_PLATFORMS = (EMR_SERVERLESS_PLATFORM, GLUE_PLATFORM, DATABRICKS_PLATFORM)
 # The spark: fields that only spark-submit reads: a managed platform sizes and places the driver itself.
 _SPARK_SUBMIT_ONLY = ("deploy_mode", "total_executor_cores", "queue")
 # The spark: fields Glue decides itself: its worker type sizes the driver and executors, its runtime is the Python.
@@ -1304,14 +1304,10 @@ class SparkConfig(_Strict):
     def _deferrable(self) -> SparkConfig:
         if not self.deferrable or self.platform in DEFERRABLE_PLATFORMS:
             return self
-        why = (
-            "spark-submit runs on the Airflow worker, in the task, so there is no job run for the triggerer to wait for"
-            if self.platform == SPARK_SUBMIT_PLATFORM
-            else "its runs are waited for in the task, in this version"
-        )
         raise ValueError(
             f"spark.deferrable: true needs a Spark platform whose job runs the triggerer can wait for, and "
-            f"spark.platform is {self.platform}: {why}. Set spark.platform to one of "
+            f"spark.platform is {self.platform}: spark-submit runs on the Airflow worker, in the task, so there "
+            "is no job run for the triggerer to wait for. Set spark.platform to one of "
             f"{', '.join(DEFERRABLE_PLATFORMS)} (with its section), or remove spark.deferrable"
         )
 

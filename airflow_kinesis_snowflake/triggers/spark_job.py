@@ -21,7 +21,8 @@ class SparkJobRunTrigger(BaseTrigger):
 
     Every ``poll_seconds`` the run's state is read through the platform's submitter
     (:meth:`~airflow_kinesis_snowflake.hooks.managed.ManagedSubmitter.run_state`: GetJobRun of EMR
-    Serverless or Glue; any platform of :mod:`~airflow_kinesis_snowflake.hooks.platforms`), and every
+    Serverless or Glue, runs/get of Databricks; any platform of
+    :mod:`~airflow_kinesis_snowflake.hooks.platforms`), and every
     third of the lease duration the batch's leases are renewed with their owner's heartbeat
     (:func:`~airflow_kinesis_snowflake.core.engine.leases.renew_hold`), as the task renews them while it
     waits itself: so a reset, restore or clean-up, and any other worker, still sees the batch's units

@@ -34,14 +34,8 @@ def _spark(section: dict[str, Any], **batch: Any) -> dict[str, Any]:
             {},
             "spark",
             "spark.platform is spark_submit: spark-submit runs on the Airflow worker, in the task",
-            "Set spark.platform to one of emr_serverless, glue (with its section), or remove spark.deferrable",
-        ),
-        (
-            {"platform": "databricks", "databricks": DATABRICKS, "deferrable": True},
-            {},
-            "spark",
-            "spark.platform is databricks: its runs are waited for in the task",
-            "or remove spark.deferrable",
+            "Set spark.platform to one of emr_serverless, glue, databricks (with its section), or remove "
+            "spark.deferrable",
         ),
         (
             {"platform": "emr_serverless", "emr_serverless": EMR, "deferrable": True},
@@ -58,7 +52,7 @@ def _spark(section: dict[str, Any], **batch: Any) -> dict[str, Any]:
             "valid boolean",
         ),
     ],
-    ids=["spark-submit", "databricks", "continuous", "not-a-boolean"],
+    ids=["spark-submit", "continuous", "not-a-boolean"],
 )
 def test_deferrable_where_it_cannot_work_fails_naming_the_file_the_field_and_the_fix(
     tmp_path: Path, section: dict[str, Any], batch: dict[str, Any], field: str, shown: str, fix: str
@@ -68,11 +62,12 @@ def test_deferrable_where_it_cannot_work_fails_naming_the_file_the_field_and_the
     assert shown in message and fix in message
 
 
-@pytest.mark.parametrize("platform", ["emr_serverless", "glue"])
+@pytest.mark.parametrize("platform", ["emr_serverless", "glue", "databricks"])
 def test_on_a_managed_platform_the_ingest_and_sync_tasks_defer_as_the_connector_file_says(
     tmp_path: Path, platform: str
 ) -> None:
-    section = {"platform": platform, platform: {"emr_serverless": EMR, "glue": GLUE}[platform]}
+    sections = {"emr_serverless": EMR, "glue": GLUE, "databricks": DATABRICKS}
+    section = {"platform": platform, platform: sections[platform]}
     for deferrable in (True, False):
         path = _write(tmp_path, _spark({**section, "deferrable": deferrable}))
         assert task(build_ingest_dag(load_connector_config(path)), "ingest").deferrable is deferrable
@@ -102,9 +97,8 @@ def test_left_out_the_tasks_follow_airflow_s_default_deferrable_where_they_can_d
             {"spark_platform": {"platform": "emr_serverless", **EMR}, "mode": "continuous", "max_runtime_minutes": 30},
             "this task runs in continuous mode",
         ),
-        ({"spark_platform": {"platform": "databricks", **DATABRICKS}}, "spark_platform databricks's runs are waited"),
     ],
-    ids=["spark-submit", "continuous", "databricks"],
+    ids=["spark-submit", "continuous"],
 )
 def test_an_ingest_task_that_cannot_defer_refuses_deferrable_true_at_parse_time(
     arguments: dict[str, Any], why: str
