@@ -18,10 +18,14 @@ import json
 import os
 import signal
 import threading
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from airflow_kinesis_snowflake.core.engine.driver import CONTINUOUS_ARG, PLAN_ARG
+from airflow_kinesis_snowflake.core.engine.wire import decode
 
 # Processes of a Spark job started by spark-submit: the JVM, the Python driver, Python workers.
 SPARK_PROCESS_MARKERS = (
@@ -32,6 +36,8 @@ SPARK_PROCESS_MARKERS = (
     "pyspark/daemon.py",
     "tests.emulators.spark_daemon",
 )
+# The job's arguments that carry its encoded work.
+WORK_FLAGS = (PLAN_ARG, CONTINUOUS_ARG)
 
 
 class FaultFile:
@@ -106,19 +112,40 @@ def _calls_already_served(faults: list[dict[str, Any]], record: list[dict[str, A
     return calls
 
 
+def runs_work_of(words: list[str], application_name: str) -> bool:
+    """Whether a Spark job's command line ``words`` carries work (``--plan`` or ``--continuous``, the
+    encoded envelope) of ``application_name``: how a job run of an emulated managed platform
+    (tests/emulators/spark_runs.py), whose spark-submit has no ``--name`` of the task's, is found."""
+    for flag, value in pairwise(words):
+        if flag not in WORK_FLAGS:
+            continue
+        try:
+            body = decode(value).body
+        except ValueError:
+            continue
+        if body.get("application_name") == application_name:
+            return True
+    return False
+
+
 def kill_spark_jobs(application_name: str | None = None) -> list[int]:
     """SIGKILL the processes of running Spark jobs (of one application, when named); their pids.
 
     spark-submit runs the JVM with ``--name kinesis-to-snowflake-<application>`` (a DynamoDB
     table's batch: ``dynamodb-to-snowflake-<application>-<table>``); the Python driver and workers
-    are its descendants.
+    are its descendants. A job run of an emulated managed platform (EMR Serverless, Glue,
+    Databricks) is the same spark-submit without that name: it is found by the application its
+    encoded plan names (:func:`runs_work_of`).
     """
     names = (f"kinesis-to-snowflake-{application_name}", f"dynamodb-to-snowflake-{application_name}-")
     targets: list[psutil.Process] = []
     for process in psutil.process_iter(["pid", "cmdline"]):
-        cmdline = " ".join(process.info.get("cmdline") or [])
+        words = list(process.info.get("cmdline") or [])
+        cmdline = " ".join(words)
         if application_name is not None:
-            if SPARK_PROCESS_MARKERS[0] in cmdline and any(name in cmdline for name in names):
+            if SPARK_PROCESS_MARKERS[0] in cmdline and (
+                any(name in cmdline for name in names) or runs_work_of(words, application_name)
+            ):
                 targets += [process, *process.children(recursive=True)]
         elif any(marker in cmdline for marker in SPARK_PROCESS_MARKERS):
             targets.append(process)

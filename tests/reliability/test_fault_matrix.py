@@ -7,17 +7,21 @@ service restart loses sessions and open transactions, not committed data); the m
 the Airflow worker in the middle of the DynamoDB checkpoint; the lease table is deleted between two
 runs, as by hand or by clean-up. One case is not a crash but a neighbour: the clean-up DAG of
 another DAG folder, which does not know this connector, deletes with no retention asked for right
-after a batch. After each fault the DAG is run again until it succeeds (at least once more), and
-the table is queried: every case must end with every record exactly once and the checkpoints at
-the tips.
+after a batch. Three cases run the batch as a job run of an emulated managed platform (EMR
+Serverless, Glue, Databricks: the same entry point through a local spark-submit, found by the
+application its plan names) and kill that run after its COMMIT. After each fault the DAG is run
+again until it succeeds (at least once more), and the table is queried: every case must end with
+every record exactly once and the checkpoints at the tips.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 import uuid
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from airflow_kinesis_snowflake.core.engine.driver import PLAN_ARG
+from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.core.state.backups import snapshot
 from airflow_kinesis_snowflake.core.state.dynamodb import delete_table
 from airflow_kinesis_snowflake.core.state.leases import LeaseTable
@@ -32,6 +38,12 @@ from airflow_kinesis_snowflake.core.state.metadata import KEY_ATTRIBUTE, RESET_E
 from tests.conftest import create_stream, create_table, put_json, query, unique
 from tests.emulators import Emulators
 from tests.emulators.airflow_env import run_dag
+from tests.emulators.faults import kill_spark_jobs
+from tests.integration.hooks.test_databricks import workspace
+from tests.integration.hooks.test_emr_serverless import ROLE as EMR_ROLE
+from tests.integration.hooks.test_emr_serverless import emr_serverless, spark_connection
+from tests.integration.hooks.test_glue import ROLE as GLUE_ROLE
+from tests.integration.hooks.test_glue import glue
 from tests.integration.test_cleanup_dag import age_lease_table, dag_folder
 from tests.integration.test_cleanup_dag import connector as cleanup_connector
 from tests.integration.test_ingest_dag import checkpoints, shard_tips, write_connector
@@ -67,6 +79,8 @@ class Case:
     aws_kill: str = ""
     # More of the connector file's batch section (continuous mode ...).
     batch: dict[str, Any] = field(default_factory=dict)
+    # The managed Spark platform (spark.platform) the batches run on, emulated; None: spark-submit.
+    platform: str | None = None
 
 
 CHECKPOINT_FAILS = [
@@ -78,6 +92,10 @@ CHECKPOINT_FAILS = [
 # first micro-batch's commit, before the checkpoints; the next DAG run's micro-batches fast-forward
 # from the ledger and read on.
 CONTINUOUS = {"mode": "continuous", "max_runtime_minutes": 0.25, "max_records_per_shard": 40}
+
+# The Spark job is killed right after its load transaction's COMMIT, before the task reads the
+# outcome and checkpoints: on a managed platform, the platform's job run then ends failed.
+KILLED_AFTER_COMMIT = [{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}]
 
 CASES = [
     Case("SIGKILL spark-submit after reading, before staging",
@@ -120,6 +138,11 @@ CASES = [
     Case("SIGKILL during continuous mode (the driver, after a micro-batch's COMMIT)",
          snowflake=[{"match": r"^\s*COMMIT", "when": "after", "action": "kill_spark"}],
          batch=CONTINUOUS, rows_after_fault=80),
+    Case("EMR Serverless job run killed after COMMIT, before the checkpoint",
+         snowflake=KILLED_AFTER_COMMIT, platform="emr_serverless"),
+    Case("Glue job run killed after COMMIT, before the checkpoint", snowflake=KILLED_AFTER_COMMIT, platform="glue"),
+    Case("Databricks run killed after COMMIT, before the checkpoint",
+         snowflake=KILLED_AFTER_COMMIT, platform="databricks"),
 ]  # fmt: skip
 
 
@@ -215,6 +238,36 @@ def run_with_faults(
     return FirstRun(code, fired, log)
 
 
+def managed_platform(
+    platform: str, emulators: Emulators, request: pytest.FixtureRequest
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The connector file's spark section on the emulated ``platform``, and the connections its DAG runs
+    need: the Spark connection whose driver reads the Snowflake connection from a secret (and, on
+    Databricks, the workspace's connection). The emulated workspace starts only for its case."""
+    env: dict[str, str] = {}
+    if platform == "emr_serverless":
+        emr = emr_serverless(emulators)
+        section: dict[str, Any] = {
+            "application_id": emr.application_id,
+            "execution_role_arn": EMR_ROLE,
+            "artifacts": f"s3://{emr.bucket}/jobs",
+        }
+        secret_id = emr.secret_id
+    elif platform == "glue":
+        job = glue(emulators)
+        section = {"job_name": job.job_name, "role_arn": GLUE_ROLE, "artifacts": f"s3://{job.bucket}/jobs"}
+        section.update(worker_type="G.1X", number_of_workers=2)
+        secret_id = job.secret_id
+    else:
+        databricks = request.getfixturevalue("databricks")
+        dbx = workspace(emulators, databricks)
+        section = {"existing_cluster_id": dbx.cluster_id, "artifacts": f"{dbx.volume}/jobs"}
+        secret_id = dbx.secret_id
+        env["AIRFLOW_CONN_DATABRICKS_DEFAULT"] = json.dumps(databricks.connection())
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = spark_connection(secret_id)
+    return {"platform": platform, platform: {**section, "poll_seconds": 1}}, env
+
+
 def cleanup_from_another_folder(dag_env: dict[str, str], tmp_path: Path, stream: str, app: str) -> bool:
     """Delete with the clean-up DAG of a DAG folder whose one connector reads ``stream`` under another name.
 
@@ -299,6 +352,7 @@ def test_every_record_exactly_once_after_the_fault(
     stream: tuple[str, Any],
     outcomes: Any,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     name, kinesis = stream
     app = unique("fm-app")
@@ -310,9 +364,13 @@ def test_every_record_exactly_once_after_the_fault(
         "destination": {"database": "ANALYTICS", "schema": "RAW", "table": table},
         "batch": {"schedule": None, "retries": 0, "lease_duration_seconds": LEASE_SECONDS, **case.batch},
     }
+    platform_env: dict[str, str] = {}
+    if case.platform is not None:
+        connector["spark"], platform_env = managed_platform(case.platform, emulators, request)
     dag_file = write_connector(tmp_path / "dags", connector)
     dag_id = f"kinesis_snowflake_{connector['connector_id']}_ingest"
-    run_env = {**dag_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
+    retry_env = {**dag_env, **platform_env}
+    run_env = {**retry_env, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
 
     kill_worker = {"operation": "DynamoDB.UpdateItem", "contains": "checkpoint_sequence_number"}
     first = run_with_faults(
@@ -347,7 +405,7 @@ def test_every_record_exactly_once_after_the_fault(
         or not LeaseTable(emulators.boto3_client("dynamodb"), app).exists()
         or checkpoints(emulators, app) != shard_tips(kinesis, name)
     ):
-        retry = run_dag(dag_id, dag_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
+        retry = run_dag(dag_id, retry_env, dag_file=dag_file, log_path=tmp_path / f"run{runs + 1}.log")
         runs += 1
         if retry.returncode != 0:
             retry_failure = (retry.stdout + retry.stderr)[-4000:]
@@ -367,3 +425,29 @@ def test_every_record_exactly_once_after_the_fault(
     assert (outcome.lost, outcome.duplicated) == (0, 0), json.dumps(outcome.__dict__)
     assert sorted(ids) == list(range(RECORDS))
     assert checkpoints(emulators, app) == shard_tips(kinesis, name)
+
+
+def test_a_fault_kills_the_job_run_of_its_application_on_a_managed_platform() -> None:
+    """kill_spark_jobs(app) finds an emulated platform's job run, a spark-submit without the task's
+    --name, by the application its encoded plan names, and no other app's."""
+
+    def plan(application: str) -> str:
+        work = Work("kinesis", WorkKind.BATCH, "us-east-1", {"application_name": application})
+        return base64.urlsafe_b64encode(zlib.compress(work.to_json().encode())).decode("ascii")
+
+    sleep = "import time; time.sleep(60)"
+    jobs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", sleep, "org.apache.spark.deploy.SparkSubmit", "job.py", PLAN_ARG, plan(name)]
+        )
+        for name in ("app-a", "app-ab")
+    }
+    try:
+        killed = kill_spark_jobs("app-a")
+        assert killed == [jobs["app-a"].pid]
+        assert jobs["app-a"].wait(timeout=10) < 0
+        assert jobs["app-ab"].poll() is None
+    finally:
+        for job in jobs.values():
+            job.kill()
+            job.wait()
