@@ -32,7 +32,7 @@ if [ $# -eq 0 ]; then
         tests/integration/hooks/test_spark_logs.py tests/integration/test_spark_cluster.py
 fi
 # The extras whose floors are tested with the dependencies' (pyproject.toml's optional-dependencies).
-EXTRAS=(spark-submit databricks)
+EXTRAS=(spark-submit databricks openlineage docs)
 started=$(date +%s)
 
 echo "== fresh venv: $VENV"
