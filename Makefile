@@ -43,8 +43,12 @@ check-java:
 check-chromium:
 	@scripts/system-deps.sh chromium
 
+# `make demo PLATFORM=emr_serverless`: the connectors' Spark jobs run as job runs of the emulated EMR
+# Serverless (tests/emulators/emr_serverless.py) instead of spark-submit on this machine.
+PLATFORM ?= spark_submit
+
 demo: install check-java
-	$(PY) demo/run_demo.py
+	$(PY) demo/run_demo.py --platform $(PLATFORM)
 
 lint: install
 	$(VENV)/bin/ruff check .

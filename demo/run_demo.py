@@ -9,10 +9,17 @@ and the checkpoint per shard; then puts more records, runs again and shows that 
 Then the DynamoDB source: the table `customers` with a stream, its connector's provision and sync
 DAGs (a snapshot of the existing items, then the stream), an update and a delete, and the sync's
 second run showing them in Snowflake.
+
+With ``--platform emr_serverless`` (``make demo PLATFORM=emr_serverless``) both connectors run their
+Spark job as job runs of an EMR Serverless application in moto (tests/emulators/emr_serverless.py runs
+each with a local spark-submit): the demo creates the application, an artifacts bucket and a Secrets
+Manager secret holding the Snowflake connection the driver reads, and writes the connector files with
+their ``spark.emr_serverless`` section under ``.demo/dags/``. Nothing else changes.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import random
@@ -23,16 +30,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from textwrap import indent
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from airflow_kinesis_snowflake.config import load_connector_config, load_dynamodb_connector_config  # noqa: E402
 from airflow_kinesis_snowflake.core.admin.iam import (  # noqa: E402
+    Requirement,
     dynamodb_source_permissions,
+    emr_serverless_permissions,
     policy_document,
     required_permissions,
 )
-from tests.emulators import local_emulators  # noqa: E402
+from tests.emulators import Emulators, local_emulators  # noqa: E402
 from tests.emulators.airflow_env import airflow_home_env, run_dag  # noqa: E402
 
 CONNECTOR = REPO / "dags" / "connectors" / "orders.yaml"
@@ -41,6 +52,69 @@ DYNAMODB_CONNECTOR = REPO / "demo" / "connectors" / "customers.yaml"
 STATUSES = ["NEW", "PAID", "SHIPPED", "DELIVERED"]
 T0 = time.monotonic()
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
+SPARK_SUBMIT, EMR_SERVERLESS = "spark_submit", "emr_serverless"
+EMR_ROLE = f"arn:aws:iam::{MOTO_ACCOUNT}:role/demo-spark-job"  # the job runs' execution role
+EMR_BUCKET = "demo-spark-jobs"
+EMR_SECRET = "demo/snowflake"
+
+
+def emr_serverless_platform(emulators: Emulators, env: dict[str, str]) -> dict[str, object]:
+    """An EMR Serverless application, its artifacts bucket and the secret its driver reads the Snowflake
+    connection from, in moto; points spark_default at them; the connectors' ``spark`` section."""
+    emulators.boto3_client("s3").create_bucket(Bucket=EMR_BUCKET)
+    application = emulators.boto3_client("emr-serverless").create_application(
+        name="demo", releaseLabel="emr-7.5.0", type="SPARK"
+    )["applicationId"]
+    snowflake = {
+        "account": "fakesnow",
+        "user": "fake",
+        "password": "snow",
+        "host": "127.0.0.1",
+        "port": emulators.fakesnow_port,
+        "protocol": "http",
+    }
+    emulators.boto3_client("secretsmanager").create_secret(Name=EMR_SECRET, SecretString=json.dumps(snowflake))
+    # The Spark connection says only how the driver gets its credentials: its execution role and the secret.
+    extra = {"driver_identity": True, "snowflake_connection_ref": EMR_SECRET}
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "kinesis_snowflake_spark", "extra": extra})
+    return {
+        "platform": EMR_SERVERLESS,
+        "emr_serverless": {
+            "application_id": application,
+            "execution_role_arn": EMR_ROLE,
+            "artifacts": f"s3://{EMR_BUCKET}/jobs",
+            "poll_seconds": 1,
+        },
+    }
+
+
+def on_platform(connector: Path, spark: dict[str, object] | None, work: Path) -> Path:
+    """The connector file as it is (``spark`` None), or a copy under ``work/dags/connectors`` whose
+    ``spark`` section is ``spark``."""
+    if spark is None:
+        return connector
+    content = yaml.safe_load(connector.read_text())
+    content["spark"] = spark
+    copy = work / "dags" / "connectors" / connector.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(yaml.safe_dump(content, sort_keys=False))
+    return copy
+
+
+def platform_permissions(spark: dict[str, object] | None, region: str) -> list[Requirement]:
+    """What the Airflow side needs of the Spark platform: nothing for spark-submit."""
+    if spark is None:
+        return []
+    emr = spark["emr_serverless"]
+    assert isinstance(emr, dict)
+    return emr_serverless_permissions(
+        application_id=emr["application_id"],
+        execution_role_arn=emr["execution_role_arn"],
+        artifacts=emr["artifacts"],
+        partition="aws",
+        region=region,
+        account_id=MOTO_ACCOUNT,
+    )
 
 
 def quiet_libraries() -> None:
@@ -107,13 +181,31 @@ def show(emulators: object, config: object, lease_client: object) -> None:
 
 
 def main() -> int:
-    config = load_connector_config(CONNECTOR)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--platform",
+        choices=(SPARK_SUBMIT, EMR_SERVERLESS),
+        default=SPARK_SUBMIT,
+        help="where the connectors' Spark job runs: spark-submit here (default) or the emulated EMR Serverless",
+    )
+    platform = parser.parse_args().platform
+    load_connector_config(CONNECTOR)  # the demo's connector file is valid before anything starts
     quiet_libraries()  # once reading the connector file has configured Airflow's logging
     work = REPO / ".demo"
     shutil.rmtree(work, ignore_errors=True)
     step("Starting the emulators: moto (Kinesis, DynamoDB) and fakesnow (Snowflake) on loopback")
     with local_emulators(work) as emulators:
         env = airflow_home_env(work / "airflow", emulators.airflow_env())
+        spark = None
+        dag_file = DAG_FILE
+        if platform == EMR_SERVERLESS:
+            spark = emr_serverless_platform(emulators, env)
+            application = spark["emr_serverless"]["application_id"]  # type: ignore[index]
+            step(f"Spark jobs run as job runs of EMR Serverless application {application} (emulated in moto)")
+            dag_file = work / "dags" / DAG_FILE.name
+            dag_file.parent.mkdir(parents=True, exist_ok=True)
+            dag_file.write_text(connector_dag_file(on_platform(CONNECTOR, spark, work)))
+        config = load_connector_config(on_platform(CONNECTOR, spark, work))
         kinesis = emulators.boto3_client("kinesis")
         stream = config.source.stream_name
         step(f"Creating Kinesis stream {stream!r} with 2 shards and putting 1,000 JSON orders")
@@ -130,6 +222,7 @@ def main() -> int:
                 application_name=src.application_name,
                 consumer_type=src.consumer_type.value,
             )
+            + platform_permissions(spark, src.region)
         )
         step("Creating the IAM user the connector runs as, holding only the generated least-privilege policy")
         print(indent(json.dumps(policy, indent=2), "    "))
@@ -138,7 +231,7 @@ def main() -> int:
 
         provision = f"kinesis_snowflake_{config.connector_id}_provision"
         step(f"dag.test() of {provision}: check IAM >> lease table >> Snowflake objects >> verify")
-        proc = run_dag(provision, env, dag_file=DAG_FILE, log_path=work / "dag-provision.log")
+        proc = run_dag(provision, env, dag_file=dag_file, log_path=work / "dag-provision.log")
         if proc.returncode != 0:
             print((proc.stdout + proc.stderr)[-6000:])
             step(f"Provisioning failed; full log in {work / 'dag-provision.log'}")
@@ -152,7 +245,7 @@ def main() -> int:
                 put_orders(kinesis, stream, first, count)
             step(f"Run {run}: dag.test() of {dag_id} (wait_for_records >> create_lease_table >> ingest)")
             log = work / f"dag-run-{run}.log"
-            proc = run_dag(dag_id, env, dag_file=DAG_FILE, log_path=log)
+            proc = run_dag(dag_id, env, dag_file=dag_file, log_path=log)
             if proc.returncode != 0:
                 print((proc.stdout + proc.stderr)[-6000:])
                 step(f"Run {run} failed; full log in {log}")
@@ -160,7 +253,29 @@ def main() -> int:
             step(f"Run {run} succeeded (log: {log})")
             show(emulators, config, emulators.boto3_client("dynamodb"))
         step("Done: the second run loaded only the 250 new orders; nothing was loaded twice.")
-        return sync_dynamodb_table(emulators, env, work)
+        if spark is not None:
+            show_job_runs(emulators, spark)
+        code = sync_dynamodb_table(emulators, env, work, spark)
+        if code == 0 and spark is not None:
+            show_job_runs(emulators, spark)
+        return code
+
+
+def connector_dag_file(connector: Path) -> str:
+    """A DAG file building the DAGs of one connector file."""
+    return (
+        "from pathlib import Path\n\nfrom airflow_kinesis_snowflake.dags import build_connector_file_dags\n\n"
+        f"globals().update(build_connector_file_dags(Path({str(connector)!r})))\n"
+    )
+
+
+def show_job_runs(emulators: Emulators, spark: dict[str, object]) -> None:
+    application = spark["emr_serverless"]["application_id"]  # type: ignore[index]
+    emr = emulators.boto3_client("emr-serverless")
+    runs = emr.list_job_runs(applicationId=application)["jobRuns"]
+    print(f"    EMR Serverless job runs of application {application}:")
+    for run in sorted(runs, key=lambda r: r["createdAt"]):
+        print(f"      {run['id']}: {run['state']}")
 
 
 def put_customers(dynamodb: object, table: str, count: int) -> None:
@@ -190,8 +305,9 @@ def show_customers(emulators: object, table: str, picks: list[str]) -> None:
     conn.close()
 
 
-def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> int:
-    config = load_dynamodb_connector_config(DYNAMODB_CONNECTOR)
+def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path, spark: dict[str, object] | None) -> int:
+    connector = on_platform(DYNAMODB_CONNECTOR, spark, work)
+    config = load_dynamodb_connector_config(connector)
     (table,) = config.source.tables or ()
     dynamodb = emulators.boto3_client("dynamodb")  # type: ignore[attr-defined]
     step(f"DynamoDB: creating table {table!r} with a NEW_AND_OLD_IMAGES stream and putting 200 customers")
@@ -210,16 +326,14 @@ def sync_dynamodb_table(emulators: object, env: dict[str, str], work: Path) -> i
             application_name=config.source.application_name,
             tables=config.source.tables,
         )
+        + platform_permissions(spark, config.source.region)
     )
     step("Creating the IAM user the DynamoDB connector runs as, holding only its generated policy")
     print(indent(json.dumps(policy, indent=2), "    "))
     env = {**env, "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(emulators.iam_user_connection("customers-connector", policy))}  # type: ignore[attr-defined]
     dag_file = work / "dags" / "dynamodb_snowflake_customers.py"
     dag_file.parent.mkdir(parents=True, exist_ok=True)
-    dag_file.write_text(
-        "from pathlib import Path\n\nfrom airflow_kinesis_snowflake.dags import build_connector_file_dags\n\n"
-        f"globals().update(build_connector_file_dags(Path({str(DYNAMODB_CONNECTOR)!r})))\n"
-    )
+    dag_file.write_text(connector_dag_file(connector))
     destination = f"{config.destination.database}.{config.destination.schema_}.{table.upper()}"
     runs = [
         (
