@@ -34,11 +34,14 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import PARSE_FAILURES_SU
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset
 
-    from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
+    from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
+    from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures, TableSync
     from airflow_kinesis_snowflake.metrics import Publish
 
 log = logging.getLogger(__name__)
@@ -147,13 +150,15 @@ def report_run(
 ) -> dict[str, Any]:
     """What the ingest ``operator`` reports of its run: each committed batch (:func:`report_batch`; several
     when a reshard made the run plan again), then every shard's lag and checkpoint age (logged, measured,
-    returned: ``docs/lag.md``). A failure to report a batch is logged: it is committed.
+    returned: ``docs/lag.md``). A failure to report a batch is logged: it is committed. The batch loaded
+    is kept on the operator for its lineage (:func:`ingest_lineage`).
 
     :param kinesis: the Kinesis hook the lag is read with.
     :returns: the run's summary (the task's XCom), with its ``lag``.
     """
     from airflow_kinesis_snowflake.status import report_lag
 
+    operator._last_summary = outcome if outcome.result is not None else None  # the batch loaded, for the lineage
     summary = outcome.summary()
     for batch in outcome.batches:
         try:
@@ -356,6 +361,54 @@ def report_table_batches(
             log.info("Asset event for %s: %s", asset.uri, extra)
         except Exception:
             log.warning("Could not report batch %s", batch.batch_id, exc_info=True)
+
+
+def report_table_run(
+    operator: Any,
+    context: Any,
+    sync: TableSync,
+    snowflake: Any,
+    figures: dict[str, Any],
+    batches: list[TableBatchFigures],
+    publish: Publish | None,
+    *,
+    continuous: bool = False,
+) -> dict[str, Any]:
+    """What the sync ``operator`` reports of its run: its figures, logged; each committed batch
+    (:func:`report_table_batches`); and the destination and batches its lineage reads, kept on it.
+
+    :param figures: the run's figures (:meth:`~.core.dynamodb_sync.TableOutcome.summary`).
+    :param continuous: the batches' metrics went out as each committed (:func:`table_metrics_on_commit`).
+    :returns: ``figures`` (the task's XCom).
+    """
+    from airflow_kinesis_snowflake.core.dynamodb_sync import describe_summary
+
+    operator.log.info("%s", describe_summary(figures))
+    operator._destination, operator._batches = sync.target.destination, batches
+    report_table_batches(
+        operator,
+        context,
+        batches,
+        application_name=sync.application_name,
+        source_table=sync.table,
+        destination=sync.target.destination,
+        snowflake=snowflake,
+        publish=publish,
+        metrics=not continuous,
+    )
+    return figures
+
+
+def table_metrics_on_commit(sync: TableSync, publish: Publish | None) -> Callable[[TableBatchResult], None]:
+    """What a continuous sync does as each of its batches commits: emit its metrics
+    (:func:`emit_table_metrics`), not when the application ends."""
+    from airflow_kinesis_snowflake.core.dynamodb_sync import TableBatchFigures
+
+    def committed(result: TableBatchResult) -> None:
+        if (batch := TableBatchFigures.of_result(result)) is not None:
+            emit_table_metrics(batch, sync.application_name, sync.table, sync.target.destination, publish)
+
+    return committed
 
 
 def emit_table_metrics(

@@ -47,14 +47,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
 from airflow_kinesis_snowflake.core.engine.leases import (
     HeldLeases,
     LeaseHold,
+    ResumedBatch,
     forget_run,
     release_leases,
     resume_hold,
@@ -157,6 +159,14 @@ class BatchSettings:
     pipe_definition: str | None = None
     schema_evolution: bool | None = None
     on_unknown_key: UnknownKeys = UnknownKeys.IGNORE
+
+    @classmethod
+    def of_task(cls, task: Any, connector_id: str) -> BatchSettings:
+        """An ingest task's settings: its attributes of the same names (as rendered), and its
+        ``database``, ``schema`` and ``table`` as the destination, upper-cased."""
+        destination = Destination(task.database.upper(), task.schema.upper(), task.table.upper())
+        own = {f.name: getattr(task, f.name) for f in fields(cls) if f.name not in ("destination", "connector_id")}
+        return cls(destination=destination, connector_id=connector_id, **own)
 
     def start_position(self, now: datetime) -> StartPosition:
         """Where shards with no checkpoint start, the connector's initial position resolved at ``now``."""
@@ -420,6 +430,28 @@ def finish_round(dynamodb: Any, hold: LeaseHold, run: DetachedRun, result: Calla
     finally:
         forget_run(table, run)
     return outcome
+
+
+def resume_run(
+    dynamodb: Any,
+    resumed: ResumedBatch | None,
+    finish: Callable[[ResumedBatch], BatchResult],
+    owner: str,
+    cutoff: datetime | None,
+) -> tuple[str, datetime | None, tuple[BatchOutcome, ...]]:
+    """Where :func:`run_batch` starts: ``owner`` and ``cutoff`` with no batch before; for a run whose
+    batch's job run went on without it (a deferred task's, ``resumed``), once the run ended, that batch
+    finished (:func:`finish_round`) and the run's owner, cut-off and batches, that one last.
+
+    :param finish: the job's outcome of a resumed batch, read as the blocking path reads it; raises when
+        the run failed.
+    :returns: ``owner``, ``run_started_at`` and ``earlier`` of :func:`run_batch`.
+    """
+    if resumed is None:
+        return owner, cutoff, ()
+    ran = RunProgress.from_dict(resumed.progress)
+    finished = finish_round(dynamodb, resumed.hold, resumed.run, partial(finish, resumed))
+    return resumed.hold.owner, ran.cutoff, (*ran.earlier, finished)
 
 
 def _run_round(

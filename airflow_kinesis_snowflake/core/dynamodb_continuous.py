@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
-from airflow_kinesis_snowflake.core.dynamodb_sync import Submit, TableOutcome, TableSync, sync_table
+from airflow_kinesis_snowflake.core.dynamodb_sync import Submit, TableBatchFigures, TableOutcome, TableSync, sync_table
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS, Pace, check_pace, run_back_to_back
 from airflow_kinesis_snowflake.core.engine.wire import Work, WorkKind
 from airflow_kinesis_snowflake.registry import DYNAMODB_SOURCE
@@ -116,6 +116,11 @@ def summary_of_results(sync: TableSync, results: Sequence[TableBatchResult]) -> 
         "changes": sum(m.changes_loaded for m in applied),
         "snapshots_completed": [m.completed_snapshot for m in applied if m.completed_snapshot is not None],
     }
+
+
+def committed_batches(results: Sequence[TableBatchResult]) -> list[TableBatchFigures]:
+    """The figures of the batches a continuous application committed, from the results it recorded."""
+    return [f for r in results if (f := TableBatchFigures.of_result(r)) is not None]
 
 
 def sync_continuously(

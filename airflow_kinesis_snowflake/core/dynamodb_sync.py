@@ -60,7 +60,14 @@ from airflow_kinesis_snowflake.core.dynamodb_job import (
 from airflow_kinesis_snowflake.core.dynamodb_job import generation_id as generation_id
 from airflow_kinesis_snowflake.core.dynamodb_progress import report_snapshot_progress
 from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
-from airflow_kinesis_snowflake.core.engine.leases import HeldLeases, LeaseHold, forget_run, resume_hold, take_leases
+from airflow_kinesis_snowflake.core.engine.leases import (
+    HeldLeases,
+    LeaseHold,
+    ResumedBatch,
+    forget_run,
+    resume_hold,
+    take_leases,
+)
 from airflow_kinesis_snowflake.core.engine.local import LocalContext, SharedConnection
 from airflow_kinesis_snowflake.core.load.dynamodb_failures import FAILURES_SUFFIX
 from airflow_kinesis_snowflake.core.load.dynamodb_rows import (
@@ -419,6 +426,11 @@ class DetachedBatch:
     hold: LeaseHold
     run: DetachedRun
     result: Callable[[], TableBatchResult]
+
+    @classmethod
+    def of_resumed(cls, resumed: ResumedBatch, result: Callable[[], TableBatchResult]) -> DetachedBatch:
+        """The batch a deferred task resumed with (its trigger's event), and how its outcome is read."""
+        return cls(SyncProgress.from_dict(resumed.progress), resumed.hold, resumed.run, result)
 
 
 def describe_summary(figures: Mapping[str, Any]) -> str:

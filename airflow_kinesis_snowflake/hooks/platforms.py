@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_kinesis_snowflake.config import (
     DATABRICKS_PLATFORM,
+    DEFERRABLE_PLATFORMS,
     EMR_SERVERLESS_PLATFORM,
     GLUE_PLATFORM,
     SPARK_PLATFORMS,
@@ -86,3 +87,28 @@ def job_submit_hook(
 
     submitter = platform_submitter(spark_platform, aws_conn_id=aws_conn_id, region_name=region_name)
     return SparkJobSubmitHook(submitter=submitter, conn_id=conn_id, conf=conf, **spark_submit)
+
+
+def deferrable_refusal(
+    task_id: str, spark_platform: Mapping[str, Any] | None, spark_conn_id: str | None, *, continuous: bool
+) -> str | None:
+    """Why a task cannot defer its batches' waits (``deferrable=True``), naming the task and the fields
+    to change; None when it can: its job runs on a managed platform that is waited for in the triggerer
+    (:data:`~airflow_kinesis_snowflake.config.DEFERRABLE_PLATFORMS`), in scheduled mode.
+
+    :param continuous: the task runs in continuous mode, which reports each micro-batch as it commits.
+    """
+    platform = (spark_platform or {}).get("platform", SPARK_SUBMIT_PLATFORM)
+    if platform in DEFERRABLE_PLATFORMS and spark_conn_id is not None and not continuous:
+        return None
+    if continuous:
+        why = "this task runs in continuous mode, which reports each micro-batch as it commits"
+    elif platform == SPARK_SUBMIT_PLATFORM or spark_conn_id is None:
+        why = "this task has no spark_platform: spark-submit runs in the task itself"
+    else:
+        why = f"spark_platform {platform}'s runs are waited for in the task"
+    return (
+        f"task {task_id!r}: deferrable=True waits in Airflow's triggerer for a job run on a managed "
+        f"Spark platform ({', '.join(DEFERRABLE_PLATFORMS)}), in scheduled mode; {why} (spark.deferrable "
+        "and spark.platform in the connector file)"
+    )

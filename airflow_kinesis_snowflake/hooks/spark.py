@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -43,13 +43,19 @@ from airflow_kinesis_snowflake.core.engine.credentials import (
     SPARK_READ_AWS_CREDENTIAL_ENV,
     job_credential_environment,
 )
-from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobRunState
+from airflow_kinesis_snowflake.core.engine.detached import (
+    DetachedRun,
+    JobDetached,
+    JobRunState,
+    recorded_run,
+)
 from airflow_kinesis_snowflake.core.engine.driver import (
     ATTEMPT_ARG,
     CONTINUOUS_ARG,
     PLAN_ARG,
     SNOWFLAKE_CONNECTION_REF_ARG,
 )
+from airflow_kinesis_snowflake.core.engine.leases import ResumedBatch
 from airflow_kinesis_snowflake.core.engine.outcomes import OUTCOME_POLL_SECONDS, OutcomeWatcher
 from airflow_kinesis_snowflake.core.engine.wire import PlanTooLargeError, Submittable, WorkKind, encode
 from airflow_kinesis_snowflake.core.job import report_lines
@@ -70,6 +76,7 @@ from airflow_kinesis_snowflake.core.load.snowflake_sink import (
     SupportObjects,
 )
 from airflow_kinesis_snowflake.core.model import BatchResult, Destination
+from airflow_kinesis_snowflake.core.state.leases import LeaseTable
 from airflow_kinesis_snowflake.environment import (
     SparkDistributionError,
     check_spark_distribution,
@@ -127,6 +134,20 @@ def _flag(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes", "on")
     return bool(value)
+
+
+class DetachablePlan(Protocol):
+    """A source's batch plan, as a deferrable task's submit step reads it."""
+
+    @property
+    def application_name(self) -> str: ...
+
+    @property
+    def batch_id(self) -> str: ...
+
+
+_P = TypeVar("_P", bound=DetachablePlan)
+_R = TypeVar("_R")
 
 
 class SparkJobSubmitHook(SparkSubmitHook):
@@ -625,6 +646,85 @@ class SparkJobSubmitHook(SparkSubmitHook):
         """
         assert self.submitter is not None and self.submitter.platform == run.platform
         self.submitter.finish(run.job_run_id, run.name)
+
+    def detaching_submit(
+        self, dynamodb: Any, start: Callable[[_P], DetachedRun], finish: Callable[[OutcomeKey], _R]
+    ) -> Callable[[_P], _R]:
+        """The protocol's submit step of a deferrable task: start the plan's job run and leave it
+        (:class:`~airflow_kinesis_snowflake.core.engine.detached.JobDetached`).
+
+        A run recorded in the lease table under the plan's batch id (an earlier try of this task deferred
+        with the same plan and did not finish it) is not started again: while it runs, the task waits for
+        it; once it succeeded, its outcome is the batch's (``finish``: it committed nothing, or the plan,
+        which starts from the ledger's marks, would differ); once it failed, a new run starts.
+
+        :param dynamodb: a DynamoDB client (the lease table, named after the plan's application).
+        :param start: starts a plan's job run (:meth:`start_batch` or :meth:`start_table_batch`).
+        :param finish: reads an ended run's outcome under its key (:meth:`finish_batch` or
+            :meth:`finish_table_batch`).
+        """
+
+        def submit(plan: _P) -> _R:
+            table, batch_id = LeaseTable(dynamodb, plan.application_name), plan.batch_id
+            found = self._earlier_run(table, batch_id)
+            if found is not None:
+                earlier, state = found
+                if not state.ended:
+                    self.log.info(
+                        "Batch %s: job run %s of an earlier try is %s: waiting for it, not starting another",
+                        batch_id,
+                        earlier.job_run_id,
+                        state.state,
+                    )
+                    raise JobDetached(earlier)
+                if state.succeeded:
+                    self.log.info("Batch %s: job run %s of an earlier try succeeded", batch_id, earlier.job_run_id)
+                    result = finish(earlier.key)
+                    table.forget_run(batch_id)
+                    return result
+                self.log.info(
+                    "Batch %s: job run %s of an earlier try ended %s: starting another",
+                    batch_id,
+                    earlier.job_run_id,
+                    state.state,
+                )
+            raise JobDetached(start(plan))
+
+        return submit
+
+    def _earlier_run(self, table: LeaseTable, batch_id: str) -> tuple[DetachedRun, JobRunState] | None:
+        """The job run an earlier try recorded for ``batch_id`` on this platform, and its state; None when
+        there is none, or when the platform cannot tell its state (a run it no longer knows: a new run
+        starts, its commit guarded by the ledger)."""
+        assert self.submitter is not None
+        earlier = recorded_run(table.recorded_run(batch_id), self.submitter.platform)
+        if earlier is None:
+            return None
+        try:
+            return earlier, self.submitter.run_state(earlier.job_run_id)
+        except Exception as err:  # noqa: BLE001 - see above
+            self.log.warning("Batch %s: job run %s of an earlier try: %s", batch_id, earlier.job_run_id, err)
+            return None
+
+    def finish_detached(self, resumed: ResumedBatch, finish: Callable[[OutcomeKey], _R]) -> _R:
+        """The after-the-run step of a deferred task, as the blocking task's: raise unless the run
+        succeeded (how it ended, the driver's last lines), then ``finish`` reads its outcome from
+        Snowflake under its key. A wait that ran out (``timeout`` event) stops the run first.
+
+        :param resumed: what the task resumed with (the trigger's event, the run).
+        :raises AirflowException: the run did not succeed, or the wait ran out.
+        """
+        assert self.submitter is not None
+        event, run = resumed.event, resumed.run
+        if event.get("status") == "timeout":
+            self.log.warning("%s: stopping job run %s", event.get("message"), run.job_run_id)
+            self.submitter.stop(run.job_run_id)
+            raise AirflowException(
+                f"{event.get('message')}: it was stopped. Nothing it did not commit is visible; the next try plans "
+                "the batch again from the ledger"
+            )
+        self.finish_run(run)
+        return finish(run.key)
 
     def read_outcome(
         self,

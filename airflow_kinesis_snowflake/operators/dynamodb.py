@@ -13,29 +13,22 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kinesis_snowflake.config import (
-    sync_target_from_dict,
-    table_sync,
-)
-from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, summary_of_results
-from airflow_kinesis_snowflake.core.dynamodb_job import TableBatchResult
+from airflow_kinesis_snowflake.config import sync_target_from_dict, table_sync
+from airflow_kinesis_snowflake.core.dynamodb_continuous import TableContinuousRun, committed_batches, summary_of_results
 from airflow_kinesis_snowflake.core.dynamodb_sync import (
     DetachedBatch,
     Submit,
-    SyncProgress,
     TableBatchFigures,
     TableSync,
-    describe_summary,
     sync_table,
 )
 from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
-from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached
+from airflow_kinesis_snowflake.core.engine.detached import JobDetached
 from airflow_kinesis_snowflake.core.model import Destination
-from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.dynamodb import DynamoDBSourceHook, DynamoDBStreamsHook
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.operators.spark_job import SparkJobMixin
+from airflow_kinesis_snowflake.operators.spark_job import SparkJobMixin, spark_job_template_fields
 
 # The label of each mapped task instance (``map_index_template``): the DynamoDB table it works on.
 TABLE_MAP_INDEX = "{{ task.target['table'] }}"
@@ -78,14 +71,7 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
         the generations started.
     """
 
-    template_fields: Sequence[str] = (
-        "target",
-        "aws_conn_id",
-        "region_name",
-        "snowflake_conn_id",
-        "spark_conn_id",
-        "spark_conf",
-    )
+    template_fields: Sequence[str] = spark_job_template_fields("target")
 
     def __init__(
         self,
@@ -110,16 +96,10 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
         self.target, self.sync_options = target, dict(sync_options)
         self.aws_conn_id, self.region_name = aws_conn_id, region_name
         self.snowflake_conn_id = snowflake_conn_id
-        self.init_spark_job(
-            spark_conn_id=spark_conn_id,
-            spark_conf=spark_conf,
-            spark_submit=spark_submit,
-            spark_platform=spark_platform,
-            cloudwatch_namespace=cloudwatch_namespace,
-            cloudwatch_dimensions=cloudwatch_dimensions,
-            deferrable=deferrable,
-            continuous=max_runtime_minutes is not None,
-        )
+        self.spark_conn_id, self.spark_conf, self.spark_submit = spark_conn_id, spark_conf, spark_submit
+        self.spark_platform, self.deferrable = spark_platform, deferrable
+        self.cloudwatch_namespace, self.cloudwatch_dimensions = cloudwatch_namespace, cloudwatch_dimensions
+        self.check_spark_job(continuous=max_runtime_minutes is not None)
         if max_runtime_minutes is not None and (spark_conn_id is None or max_runtime_minutes <= 0):
             raise ValueError("max_runtime_minutes (continuous mode) needs a spark_conn_id and a positive value")
         self.max_runtime_minutes, self.idle_seconds = max_runtime_minutes, idle_seconds
@@ -131,50 +111,33 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
         return table_sync(sync_target_from_dict(self.target), self.sync_options)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._sync(context)
+        return self.run_job(context)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """Resume once the deferred batch's job run ended: finish that batch, then go on with the table's run."""
-        return self._sync(context, event)
+    def run_job(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        from airflow_kinesis_snowflake.lineage import report_table_run, table_metrics_on_commit  # when needed
 
-    def _sync(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        sync = self.table_sync()
+        sync, snowflake = self.table_sync(), KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
         aws = {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
-        snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
-        # A retry takes over what an earlier try of this task instance still holds.
-        owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
-        submit: Submit | None = None
-        region, lease_dynamodb, detached = "", LeaseTableHook(**aws).conn, None
+        owner, publish, submit, detached = self.lease_owner(context), self.publisher(), None, None
+        region, lease_dynamodb = "", LeaseTableHook(**aws).conn
         if self.spark_conn_id is not None:
-            spark = self.build_spark_hook()
+            spark = self.build_spark_hook(check=True)  # before anything is leased or recorded
             job_aws = KinesisStreamHook(**aws)
             region = job_aws.region_name or ""
-            spark.check_submission()  # before anything is leased or recorded
             if self.max_runtime_minutes is not None:
                 run = TableContinuousRun(sync, region, owner, self.max_runtime_minutes * 60, self.idle_seconds)
-                publish, destination = self.publisher(), sync.target.destination
-                from airflow_kinesis_snowflake.lineage import emit_table_metrics  # not loaded before it is needed
-
-                def committed(result: TableBatchResult) -> None:  # as each batch commits: its metrics
-                    if (batch := TableBatchFigures.of_result(result)) is not None:
-                        emit_table_metrics(batch, sync.application_name, sync.table, destination, publish)
-
-                results = spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake, on_batch=committed)
-                batches = [f for r in results if (f := TableBatchFigures.of_result(r)) is not None]
-                figures = summary_of_results(sync, results)
-                return self._report(context, sync, snowflake, figures, batches, continuous=True)
-            submit = partial(spark.run_table_batch, aws=job_aws, snowflake=snowflake)
-            if self.deferrable:
-
-                def finish(job_run: DetachedRun) -> TableBatchResult:
-                    return spark.finish_table_batch(job_run.key, sync.target.destination, snowflake, table=sync.table)
-
-                start = partial(spark.start_table_batch, aws=job_aws)
-                submit = self.detaching_submit(spark, lease_dynamodb, start, finish)
-                if event is not None:  # the deferred batch's job run ended: finish it as the blocking path does
-                    job_run, hold, progress = self.resumed(event)
-                    owner, result = hold.owner, partial(self.finish_job, spark, event, job_run, finish)
-                    detached = DetachedBatch(SyncProgress.from_dict(progress), hold, job_run, result)
+                on_batch = table_metrics_on_commit(sync, publish)  # each batch's metrics as it commits
+                results = spark.run_table_continuous(run, aws=job_aws, snowflake=snowflake, on_batch=on_batch)
+                figures, batches = summary_of_results(sync, results), committed_batches(results)
+                return report_table_run(self, context, sync, snowflake, figures, batches, publish, continuous=True)
+            destination, table = sync.target.destination, sync.table
+            finish = partial(spark.finish_table_batch, destination=destination, snowflake=snowflake, table=table)
+            start = partial(spark.start_table_batch, aws=job_aws)
+            blocking: Submit = partial(spark.run_table_batch, aws=job_aws, snowflake=snowflake)
+            submit = self.submit_step(spark, lease_dynamodb, blocking, start, finish)
+            if (resumed := self.resumed(event)) is not None:  # the deferred batch's run ended: finish it
+                owner = resumed.hold.owner
+                detached = DetachedBatch.of_resumed(resumed, partial(spark.finish_detached, resumed, finish))
         try:
             outcome = sync_table(
                 sync,
@@ -183,8 +146,7 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
                 streams=DynamoDBStreamsHook(**aws).conn,
                 connect_snowflake=snowflake.get_conn,
                 owner=owner,
-                # The run's start is shared by every try, so a retry reads up to the same records.
-                cutoff=getattr(context.get("dag_run"), "start_date", None),
+                cutoff=self.run_cutoff(context),
                 submit=submit,
                 region=region,
                 detached=detached,
@@ -192,35 +154,7 @@ class SyncDynamoDBTableOperator(SparkJobMixin, BaseOperator):
         except JobDetached as batch:
             self.defer_batch(batch)
         batches = [TableBatchFigures.of_batch(b) for b in outcome.batches]
-        return self._report(context, sync, snowflake, outcome.summary(sync), batches)
-
-    def _report(
-        self,
-        context: Context,
-        sync: TableSync,
-        snowflake: Any,
-        figures: dict[str, Any],
-        batches: Any,
-        *,
-        continuous: bool = False,
-    ) -> Any:
-        """Log the run's figures, report each committed batch (metrics, Asset event) and keep them for the lineage."""
-        from airflow_kinesis_snowflake.lineage import report_table_batches  # not loaded before it is needed
-
-        self.log.info("%s", describe_summary(figures))
-        self._destination, self._batches = sync.target.destination, batches
-        report_table_batches(
-            self,
-            context,
-            batches,
-            application_name=sync.application_name,
-            source_table=sync.table,
-            destination=sync.target.destination,
-            snowflake=snowflake,
-            publish=self.publisher(),
-            metrics=not continuous,  # in continuous mode each batch's went out as it committed
-        )
-        return figures
+        return report_table_run(self, context, sync, snowflake, outcome.summary(sync), batches, publish)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import sync_lineage

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
 from functools import partial
 from typing import Any
 
@@ -11,24 +10,15 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kinesis_snowflake.compat import AirflowException, AirflowSkipException
 from airflow_kinesis_snowflake.config import BATCH_MODES
-from airflow_kinesis_snowflake.core.batch import (
-    BatchOutcome,
-    BatchRefused,
-    BatchSettings,
-    ResetInProgress,
-    RunProgress,
-    finish_round,
-    run_batch,
-)
-from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS
+from airflow_kinesis_snowflake.core.batch import BatchRefused, BatchSettings, ResetInProgress, resume_run, run_batch
+from airflow_kinesis_snowflake.core.engine.continuous import IDLE_SECONDS, check_mode
 from airflow_kinesis_snowflake.core.engine.detached import JobDetached
 from airflow_kinesis_snowflake.core.load.evolution import UnknownKeys
-from airflow_kinesis_snowflake.core.model import ConsumerType, Destination, DestinationType, InitialPosition
+from airflow_kinesis_snowflake.core.model import ConsumerType, DestinationType, InitialPosition
 from airflow_kinesis_snowflake.core.planning import DEFAULT_MAX_BYTES_PER_SHARD
-from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.kinesis import KinesisStreamHook, LeaseTableHook
 from airflow_kinesis_snowflake.hooks.snowflake import KinesisSnowflakeHook
-from airflow_kinesis_snowflake.operators.spark_job import SparkJobMixin
+from airflow_kinesis_snowflake.operators.spark_job import SparkJobMixin, spark_job_template_fields
 
 
 class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
@@ -89,18 +79,8 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
         ``[operators] default_deferrable`` where the task can defer.
     """
 
-    template_fields: Sequence[str] = (
-        "stream_name",
-        "application_name",
-        "database",
-        "schema",
-        "table",
-        "initial_timestamp",
-        "aws_conn_id",
-        "region_name",
-        "snowflake_conn_id",
-        "spark_conn_id",
-        "spark_conf",
+    template_fields: Sequence[str] = spark_job_template_fields(
+        "stream_name", "application_name", "database", "schema", "table", "initial_timestamp"
     )
     ui_color = "#8fd3ff"
 
@@ -147,45 +127,30 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
         self.initial_position, self.initial_timestamp = initial_position, initial_timestamp
         if consumer_type not in tuple(ConsumerType):
             raise ValueError(f"consumer_type {consumer_type!r} is not one of {', '.join(ConsumerType)}")
+        check_mode(mode, max_runtime_minutes, BATCH_MODES)
         self.consumer_type = consumer_type
         self.max_records_per_call, self.max_records_per_shard = max_records_per_call, max_records_per_shard
         self.max_bytes_per_shard = max_bytes_per_shard
         self.max_shards_per_batch, self.lease_duration_seconds = max_shards_per_batch, lease_duration_seconds
-        if (mode == "continuous") != bool(max_runtime_minutes) or mode not in BATCH_MODES:
-            raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
         self.mode, self.max_runtime_minutes, self.idle_seconds = mode, max_runtime_minutes, idle_seconds
         self.aws_conn_id, self.region_name, self.snowflake_conn_id = aws_conn_id, region_name, snowflake_conn_id
-        self.init_spark_job(
-            spark_conn_id=spark_conn_id,
-            spark_conf=spark_conf,
-            spark_submit=spark_submit,
-            spark_platform=spark_platform,
-            cloudwatch_namespace=cloudwatch_namespace,
-            cloudwatch_dimensions=cloudwatch_dimensions,
-            deferrable=deferrable,
-            continuous=bool(max_runtime_minutes),
-        )
+        self.spark_conn_id, self.spark_conf, self.spark_submit = spark_conn_id, spark_conf, spark_submit
+        self.spark_platform, self.deferrable = spark_platform, deferrable
+        self.cloudwatch_namespace, self.cloudwatch_dimensions = cloudwatch_namespace, cloudwatch_dimensions
+        self.check_spark_job(continuous=bool(max_runtime_minutes))
         self.application, self.destination_type, self.pipe_definition = application, destination_type, pipe_definition
         self.schema_evolution, self.on_unknown_key = schema_evolution, UnknownKeys(on_unknown_key)
-        self._last_summary: BatchOutcome | None = None  # the batch loaded, for the lineage
+        self._last_summary: Any = None  # the BatchOutcome loaded, for the lineage (lineage.report_run sets it)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._ingest(context)
+        return self.run_job(context)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """Resume once the deferred batch's job run ended: finish that batch, then go on with the run."""
-        return self._ingest(context, event)
-
-    def _ingest(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        destination = Destination(self.database.upper(), self.schema.upper(), self.table.upper())
-        spark = self.build_spark_hook()
-        spark.check_submission()  # a submission the job cannot run with fails before any lease is taken
+    def run_job(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        spark = self.build_spark_hook(check=True)  # a submission the job cannot run with fails here
         kinesis = KinesisStreamHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         snowflake = KinesisSnowflakeHook(snowflake_conn_id=self.snowflake_conn_id)
-        own = {f.name: getattr(self, f.name) for f in fields(BatchSettings) if f.name != "destination"}  # rendered
-        settings = BatchSettings(destination=destination, **{**own, "connector_id": self.connector_id or self.dag_id})
-        # A retry takes over what an earlier try of this task instance still holds.
-        owner = str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
+        settings = BatchSettings.of_task(self, connector_id=self.connector_id or self.dag_id)
+        destination, owner = settings.destination, self.lease_owner(context)
         clients: dict[str, Any] = {"kinesis": kinesis, "snowflake": snowflake, "application": self.application}
         from airflow_kinesis_snowflake.lineage import emit_ingest_metrics, report_run  # loaded when needed
 
@@ -203,25 +168,12 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
                 )
             else:
                 dynamodb = LeaseTableHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
-                # The run's start is shared by every try of this task, so a retry plans the same batch.
-                started = getattr(context.get("dag_run"), "start_date", None)
-                earlier: tuple[BatchOutcome, ...] = ()
-                submit: Any = partial(spark.run_batch, **clients)
-                if self.deferrable:
-                    submit = self.detaching_submit(
-                        spark,
-                        dynamodb,
-                        partial(spark.start_batch, kinesis=kinesis, application=self.application),
-                        lambda run: spark.finish_batch(run.key, destination, snowflake),
-                    )
-                if event is not None:  # the deferred batch's job run ended: finish it as the blocking path does
-                    run, hold, progress = self.resumed(event)
-                    owner, ran = hold.owner, RunProgress.from_dict(progress)
-                    finish = partial(spark.finish_batch, destination=destination, snowflake=snowflake)
-                    finished = finish_round(
-                        dynamodb, hold, run, partial(self.finish_job, spark, event, run, lambda r: finish(r.key))
-                    )
-                    started, earlier = ran.cutoff, (*ran.earlier, finished)
+                finish = partial(spark.finish_batch, destination=destination, snowflake=snowflake)
+                start = partial(spark.start_batch, kinesis=kinesis, application=self.application)
+                submit = self.submit_step(spark, dynamodb, partial(spark.run_batch, **clients), start, finish)
+                # A deferred batch whose job run ended is finished first, as the blocking path does.
+                resumed, finished = self.resumed(event), partial(spark.finish_detached, finish=finish)
+                owner, started, earlier = resume_run(dynamodb, resumed, finished, owner, self.run_cutoff(context))
                 outcome = run_batch(
                     settings,
                     dynamodb=dynamodb,
@@ -238,10 +190,8 @@ class SparkKinesisIngestOperator(SparkJobMixin, BaseOperator):
             raise AirflowSkipException(str(err)) from err
         except BatchRefused as err:
             raise AirflowException(str(err)) from err
-        self._last_summary = outcome if outcome.result is not None else None
-        # In continuous mode each micro-batch's metrics went out as it committed.
-        continuous = self.max_runtime_minutes is not None
-        return report_run(self, context, outcome, destination, snowflake, kinesis, publish, metrics=not continuous)
+        metrics = self.max_runtime_minutes is None  # in continuous mode each micro-batch's went out as it committed
+        return report_run(self, context, outcome, destination, snowflake, kinesis, publish, metrics=metrics)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_kinesis_snowflake.lineage import ingest_lineage

@@ -5,124 +5,121 @@ job run (:mod:`~airflow_kinesis_snowflake.core.engine.detached`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, Protocol, TypeVar
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar
 
 from airflow.providers.common.compat.sdk import conf
+from airflow.sdk import Context
 
-from airflow_kinesis_snowflake.compat import AirflowException
-from airflow_kinesis_snowflake.config import (
-    DEFERRABLE_PLATFORMS,
-    SPARK_SUBMIT_ARGUMENTS,
-    SPARK_SUBMIT_PLATFORM,
-    check_spark_conf,
+from airflow_kinesis_snowflake.config import SPARK_SUBMIT_ARGUMENTS, check_spark_conf
+from airflow_kinesis_snowflake.core.engine.detached import (
+    DetachedRun,
+    JobDetached,
+    detached_batch,
+    wait_timeout,
 )
-from airflow_kinesis_snowflake.core.engine.detached import DetachedRun, JobDetached, JobRunState, recorded_run
-from airflow_kinesis_snowflake.core.engine.leases import LeaseHold
+from airflow_kinesis_snowflake.core.engine.leases import ResumedBatch
+from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey
 from airflow_kinesis_snowflake.core.metrics import check_dimensions, check_namespace
-from airflow_kinesis_snowflake.core.state.leases import LeaseTable
+from airflow_kinesis_snowflake.core.state.leases import LeaseOwner
 from airflow_kinesis_snowflake.hooks.cloudwatch import cloudwatch_publisher
-from airflow_kinesis_snowflake.hooks.platforms import job_submit_hook
-from airflow_kinesis_snowflake.hooks.spark import SparkJobSubmitHook
+from airflow_kinesis_snowflake.hooks.platforms import deferrable_refusal, job_submit_hook
+from airflow_kinesis_snowflake.hooks.spark import DetachablePlan, SparkJobSubmitHook
 from airflow_kinesis_snowflake.metrics import Publish
 from airflow_kinesis_snowflake.triggers.spark_job import SparkJobRunTrigger
 
-
-class _Plan(Protocol):
-    """A source's batch plan, as the deferred submit step reads it."""
-
-    @property
-    def application_name(self) -> str: ...
-
-    @property
-    def batch_id(self) -> str: ...
-
-
-P = TypeVar("P", bound=_Plan)
+P = TypeVar("P", bound=DetachablePlan)
 R = TypeVar("R")
 
 
-class SparkJobMixin:
-    """Mixed into an operator, first among its bases; its ``__init__`` calls :meth:`init_spark_job`.
+def spark_job_template_fields(*fields: str) -> tuple[str, ...]:
+    """An operator's ``template_fields``: its own ``fields``, then the connections and the Spark settings
+    that every task running a source's Spark job templates."""
+    return (*fields, "aws_conn_id", "region_name", "snowflake_conn_id", "spark_conn_id", "spark_conf")
 
-    The operator documents the parameters (``spark_conn_id``, ``spark_conf``, ``spark_submit``,
-    ``spark_platform``, ``deferrable``, ``cloudwatch_namespace``, ``cloudwatch_dimensions``) and has
-    ``task_id``, ``aws_conn_id``, ``region_name`` and ``execution_timeout``.
+
+class SparkJobMixin:
+    """Mixed into an operator, first among its bases; its ``__init__`` sets the Spark and metrics
+    settings (``spark_conn_id``, ``spark_conf``, ``spark_submit``, ``spark_platform``, ``deferrable``,
+    ``cloudwatch_namespace``, ``cloudwatch_dimensions``), which it documents, then calls
+    :meth:`check_spark_job`. It has ``task_id``, ``aws_conn_id``, ``region_name`` and ``execution_timeout``.
 
     A deferrable task (:attr:`deferrable`) hands each batch's job run to Airflow's triggerer: its
-    submit step starts the run (:meth:`detaching_submit`), the protocol stops with the run and its
+    submit step starts the run (:meth:`submit_step`), the protocol stops with the run and its
     leases held (:class:`~airflow_kinesis_snowflake.core.engine.detached.JobDetached`), the task defers
     to :class:`~airflow_kinesis_snowflake.triggers.spark_job.SparkJobRunTrigger` (:meth:`defer_batch`)
-    and resumes in ``execute_complete``, whose finish (:meth:`finish_job`) is the blocking path's.
+    and resumes in ``execute_complete`` (:meth:`resumed`), whose finish
+    (:meth:`~.SparkJobSubmitHook.finish_detached`) is the blocking path's.
     """
 
     task_id: str
+    dag_id: str
     aws_conn_id: str | None
     region_name: str | None
     execution_timeout: Any
     log: Any
     defer: Callable[..., NoReturn]
+    run_job: Callable[..., Any]  # the task's run: from execute, and from execute_complete with the event
+    spark_conn_id: str | None
+    spark_conf: dict[str, Any] | None
+    spark_submit: dict[str, Any] | None
+    spark_platform: dict[str, Any] | None
+    deferrable: bool | None
+    cloudwatch_namespace: str | None
+    cloudwatch_dimensions: Sequence[str] | None
 
-    def init_spark_job(
-        self,
-        *,
-        spark_conn_id: str | None,
-        spark_conf: dict[str, Any] | None,
-        spark_submit: dict[str, Any] | None,
-        spark_platform: dict[str, Any] | None,
-        cloudwatch_namespace: str | None,
-        cloudwatch_dimensions: Sequence[str] | None,
-        deferrable: bool | None = None,
-        continuous: bool = False,
-    ) -> None:
-        """Check and keep the task's Spark and metrics settings (nothing is connected here).
+    def check_spark_job(self, *, continuous: bool = False) -> None:
+        """Check the task's Spark and metrics settings, as its ``__init__`` set them (nothing is
+        connected here); ``deferrable`` None becomes Airflow's ``[operators] default_deferrable`` where
+        the task can defer (a managed platform, scheduled mode), else False.
 
-        :param deferrable: None: Airflow's ``[operators] default_deferrable`` where the task can defer (a
-            managed platform, scheduled mode), else not.
         :param continuous: the task runs in continuous mode, which cannot defer.
-        :raises ValueError: ``deferrable=True`` where the task cannot defer.
+        :raises ValueError: an unknown ``spark_submit`` argument, ``deferrable=True`` where the task cannot
+            defer, or a CloudWatch namespace or dimension that cannot be.
         """
-        if unknown := sorted(set(spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
+        if unknown := sorted(set(self.spark_submit or ()) - set(SPARK_SUBMIT_ARGUMENTS)):
             raise ValueError(f"spark_submit: {', '.join(unknown)} not among {', '.join(SPARK_SUBMIT_ARGUMENTS)}")
-        self.spark_conn_id, self.spark_conf = spark_conn_id, spark_conf
-        self.spark_submit = dict(spark_submit or {})
-        self.spark_platform = dict(spark_platform) if spark_platform else None
-        platform = (self.spark_platform or {}).get("platform", SPARK_SUBMIT_PLATFORM)
-        can_defer = platform in DEFERRABLE_PLATFORMS and spark_conn_id is not None and not continuous
-        if deferrable and not can_defer:
-            if continuous:
-                why = "this task runs in continuous mode, which reports each micro-batch as it commits"
-            elif platform == SPARK_SUBMIT_PLATFORM or spark_conn_id is None:
-                why = "this task has no spark_platform: spark-submit runs in the task itself"
-            else:
-                why = f"spark_platform {platform}'s runs are waited for in the task"
-            raise ValueError(
-                f"task {self.task_id!r}: deferrable=True waits in Airflow's triggerer for a job run on a managed "
-                f"Spark platform ({', '.join(DEFERRABLE_PLATFORMS)}), in scheduled mode; {why} (spark.deferrable "
-                "and spark.platform in the connector file)"
-            )
-        if deferrable is None:
-            deferrable = can_defer and conf.getboolean("operators", "default_deferrable", fallback=False)
-        self.deferrable = bool(deferrable)
-        if cloudwatch_namespace is not None:
-            check_namespace(cloudwatch_namespace)
-        self.cloudwatch_namespace = cloudwatch_namespace
-        self.cloudwatch_dimensions = None if cloudwatch_dimensions is None else check_dimensions(cloudwatch_dimensions)
+        self.spark_submit = dict(self.spark_submit or {})
+        self.spark_platform = dict(self.spark_platform) if self.spark_platform else None
+        refusal = deferrable_refusal(self.task_id, self.spark_platform, self.spark_conn_id, continuous=continuous)
+        if self.deferrable and refusal is not None:
+            raise ValueError(refusal)
+        if self.deferrable is None:
+            self.deferrable = refusal is None and conf.getboolean("operators", "default_deferrable", fallback=False)
+        self.deferrable = bool(self.deferrable)
+        if self.cloudwatch_namespace is not None:
+            check_namespace(self.cloudwatch_namespace)
+        if self.cloudwatch_dimensions is not None:
+            self.cloudwatch_dimensions = check_dimensions(self.cloudwatch_dimensions)
         self._spark_hook: SparkJobSubmitHook | None = None
 
-    def build_spark_hook(self) -> SparkJobSubmitHook:
+    def build_spark_hook(self, *, check: bool = False) -> SparkJobSubmitHook:
         """The job's hook of the Spark connection, with this task's Spark settings, on its platform;
-        kept for :meth:`on_kill`."""
+        kept for :meth:`on_kill`. ``check``: its submission checked, so that one the job cannot run
+        with fails before any lease is taken or anything recorded."""
         assert self.spark_conn_id is not None
         check_spark_conf(self.spark_conf or {}, f"spark_conf of task {self.task_id!r}")  # rendered, so here
         self._spark_hook = job_submit_hook(
             conn_id=self.spark_conn_id,
             conf=self.spark_conf,
-            spark_submit=self.spark_submit,
+            spark_submit=self.spark_submit or {},
             spark_platform=self.spark_platform,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
         )
+        if check:
+            self._spark_hook.check_submission()
         return self._spark_hook
+
+    def lease_owner(self, context: Context) -> str:
+        """The lease owner this try writes: a retry takes over what an earlier try still holds."""
+        return str(LeaseOwner.of_try(context.get("ti"), self.dag_id, self.task_id))
+
+    @staticmethod
+    def run_cutoff(context: Context) -> datetime | None:
+        """The DAG run's start: shared by every try of the task, so a retry plans the same batch and reads
+        up to the same records."""
+        return getattr(context.get("dag_run"), "start_date", None)
 
     def publisher(self) -> Publish | None:
         """Where the metrics go besides Airflow's (CloudWatch, with ``metrics.cloudwatch``)."""
@@ -137,137 +134,65 @@ class SparkJobMixin:
         """Stop the job: kill spark-submit, or cancel the platform's job run.
 
         A deferred task has no process to kill: Airflow cancels its trigger, and the job run goes on to
-        its end, its commit guarded by the ledger; the next try finds it (:meth:`detaching_submit`).
+        its end, its commit guarded by the ledger; the next try finds it
+        (:meth:`~.SparkJobSubmitHook.detaching_submit`).
         """
         if self._spark_hook is not None:
             self._spark_hook.on_kill()
 
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resume once the deferred batch's job run ended: finish that batch, then go on with the run."""
+        return self.run_job(context, event)
+
     # -- the deferred wait ---------------------------------------------------------------------------
 
-    def detaching_submit(
+    def submit_step(
         self,
         spark: SparkJobSubmitHook,
         dynamodb: Any,
+        blocking: Callable[[P], R],
         start: Callable[[P], DetachedRun],
-        finish: Callable[[DetachedRun], R],
+        finish: Callable[[OutcomeKey], R],
     ) -> Callable[[P], R]:
-        """The protocol's submit step of a deferrable task: start the plan's job run and leave it
-        (:class:`~airflow_kinesis_snowflake.core.engine.detached.JobDetached`).
+        """The protocol's submit step: ``blocking`` (run the plan's job and wait for it), or for a
+        deferrable task the hook's :meth:`~.SparkJobSubmitHook.detaching_submit` (start it and leave it).
 
-        A run recorded in the lease table under the plan's batch id (an earlier try of this task deferred
-        with the same plan and did not finish it) is not started again: while it runs, the task waits for
-        it; once it succeeded, its outcome is the batch's (``finish``: it committed nothing, or the plan,
-        which starts from the ledger's marks, would differ); once it failed, a new run starts.
-
-        :param dynamodb: a DynamoDB client (the lease table, named after the plan's application).
+        :param dynamodb: a DynamoDB client (the lease table, where a detached run is recorded).
         :param start: starts a plan's job run (the hook's ``start_batch`` or ``start_table_batch``).
         :param finish: reads an ended run's outcome (the hook's ``finish_batch`` or ``finish_table_batch``).
         """
-
-        def submit(plan: P) -> R:
-            table, batch_id = LeaseTable(dynamodb, plan.application_name), plan.batch_id
-            found = self._earlier_run(spark, table, batch_id)
-            if found is not None:
-                earlier, state = found
-                if not state.ended:
-                    self.log.info(
-                        "Batch %s: job run %s of an earlier try is %s: waiting for it, not starting another",
-                        batch_id,
-                        earlier.job_run_id,
-                        state.state,
-                    )
-                    raise JobDetached(earlier)
-                if state.succeeded:
-                    self.log.info("Batch %s: job run %s of an earlier try succeeded", batch_id, earlier.job_run_id)
-                    result = finish(earlier)
-                    table.forget_run(batch_id)
-                    return result
-                self.log.info(
-                    "Batch %s: job run %s of an earlier try ended %s: starting another",
-                    batch_id,
-                    earlier.job_run_id,
-                    state.state,
-                )
-            raise JobDetached(start(plan))
-
-        return submit
-
-    def _earlier_run(
-        self, spark: SparkJobSubmitHook, table: LeaseTable, batch_id: str
-    ) -> tuple[DetachedRun, JobRunState] | None:
-        """The job run an earlier try recorded for ``batch_id`` on this platform, and its state; None when
-        there is none, or when the platform cannot tell its state (a run it no longer knows: a new run
-        starts, its commit guarded by the ledger)."""
-        assert spark.submitter is not None
-        earlier = recorded_run(table.recorded_run(batch_id), spark.submitter.platform)
-        if earlier is None:
-            return None
-        try:
-            return earlier, spark.submitter.run_state(earlier.job_run_id)
-        except Exception as err:  # noqa: BLE001 - see above
-            self.log.warning("Batch %s: job run %s of an earlier try: %s", batch_id, earlier.job_run_id, err)
-            return None
+        return spark.detaching_submit(dynamodb, start, finish) if self.deferrable else blocking
 
     def defer_batch(self, detached: JobDetached) -> NoReturn:
         """Defer to the trigger that waits for the detached run and renews its leases; ``execute_complete``
         resumes with the trigger's event, which carries the run, the leases and the protocol's progress
-        (ids, names and figures: nothing secret).
+        (:class:`~airflow_kinesis_snowflake.core.engine.leases.ResumedBatch`: nothing secret).
 
         The wait lasts at most the platform's (a little beyond the run's own timeout) and the task's
-        ``execution_timeout``: a ``timeout`` event then stops the run.
+        ``execution_timeout``: a ``timeout`` event then stops the run
+        (:meth:`~.SparkJobSubmitHook.finish_detached`).
         """
         spark = self._spark_hook
         assert spark is not None and spark.submitter is not None and self.spark_platform is not None
-        hold: LeaseHold = detached.hold
-        limits = [spark.submitter.wait_seconds]
-        if self.execution_timeout is not None:
-            limits.append(self.execution_timeout.total_seconds())
-        timeout = min((limit for limit in limits if limit is not None), default=None)
         self.log.info(
             "Deferred: %s job run %s of batch %s goes on; the triggerer waits for it and renews the leases on %s",
             spark.submitter.platform,
             detached.run.job_run_id,
             detached.run.batch_id,
-            ", ".join(hold.units),
+            ", ".join(detached.hold.units),
         )
         trigger = SparkJobRunTrigger(
             spark_platform=self.spark_platform,
             job_run_id=detached.run.job_run_id,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
-            leases=hold.to_dict(),
-            timeout=timeout,
-            batch={"run": detached.run.to_dict(), "progress": detached.progress},
+            leases=detached.hold.to_dict(),
+            timeout=wait_timeout(spark.submitter.wait_seconds, self.execution_timeout),
+            batch=detached_batch(detached),
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
     @staticmethod
-    def resumed(event: Mapping[str, Any]) -> tuple[DetachedRun, LeaseHold, dict[str, Any]]:
-        """What a deferred task resumes with, from its trigger's event: the run, its leases and the
-        protocol's progress."""
-        batch = event["batch"]
-        return DetachedRun.from_dict(batch["run"]), LeaseHold.from_dict(event["leases"]), dict(batch["progress"])
-
-    def finish_job(
-        self,
-        spark: SparkJobSubmitHook,
-        event: Mapping[str, Any],
-        run: DetachedRun,
-        finish: Callable[[DetachedRun], R],
-    ) -> R:
-        """The after-the-run step of a deferred task, as the blocking task's: raise unless the run
-        succeeded (how it ended, the driver's last lines), then ``finish`` reads its outcome from
-        Snowflake. A wait that ran out (``timeout`` event) stops the run first.
-
-        :raises AirflowException: the run did not succeed, or the wait ran out.
-        """
-        assert spark.submitter is not None
-        if event.get("status") == "timeout":
-            self.log.warning("%s: stopping job run %s", event.get("message"), run.job_run_id)
-            spark.submitter.stop(run.job_run_id)
-            raise AirflowException(
-                f"{event.get('message')}: it was stopped. Nothing it did not commit is visible; the next try plans "
-                "the batch again from the ledger"
-            )
-        spark.finish_run(run)
-        return finish(run)
+    def resumed(event: Mapping[str, Any] | None) -> ResumedBatch | None:
+        """What a deferred task resumes with, from its trigger's event; None when it did not defer."""
+        return None if event is None else ResumedBatch.of_event(event)

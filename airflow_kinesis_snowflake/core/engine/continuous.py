@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,6 +34,17 @@ log = logging.getLogger(__name__)
 IDLE_SECONDS = 1.0
 
 _Outcome = TypeVar("_Outcome")
+
+
+def check_mode(mode: str, max_runtime_minutes: float | None, modes: Sequence[str]) -> None:
+    """Refuse, when the DAG is built, a mode a task cannot run: ``scheduled``, or ``continuous`` with a
+    runtime above zero.
+
+    :param modes: the modes there are (``batch.mode``).
+    :raises ValueError: naming the mode.
+    """
+    if (mode == "continuous") != bool(max_runtime_minutes) or mode not in modes:
+        raise ValueError(f"mode {mode!r}: scheduled, or continuous with max_runtime_minutes > 0")
 
 
 def check_pace(max_runtime_seconds: float, idle_seconds: float) -> None:

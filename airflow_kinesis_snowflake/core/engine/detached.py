@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from typing import Any
 
 from airflow_kinesis_snowflake.core.load.snowflake_sink import OutcomeKey
@@ -110,3 +111,16 @@ def recorded_run(record: Mapping[str, Any] | None, platform: str) -> DetachedRun
     if not record or record.get("platform") != platform:
         return None
     return DetachedRun.from_dict(record)
+
+
+def wait_timeout(platform_seconds: float | None, execution_timeout: timedelta | None) -> float | None:
+    """How long a deferred task waits for its run, in seconds: the platform's wait and the task's
+    ``execution_timeout``, the lesser of those set; None when neither is."""
+    task_seconds = None if execution_timeout is None else execution_timeout.total_seconds()
+    return min((limit for limit in (platform_seconds, task_seconds) if limit is not None), default=None)
+
+
+def detached_batch(detached: JobDetached) -> dict[str, Any]:
+    """What a deferred task carries of its batch through the trigger and back: the run and the
+    protocol's progress (ids, names and figures: nothing secret)."""
+    return {"run": detached.run.to_dict(), "progress": detached.progress}

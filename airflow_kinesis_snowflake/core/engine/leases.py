@@ -247,3 +247,27 @@ def forget_run(table: LeaseTable, run: DetachedRun) -> None:
         table.forget_run(run.batch_id)
     except Exception:  # a stale record names a run that ended: a later try starts its own
         log.warning("Could not remove the record of job run %s", run.job_run_id, exc_info=True)
+
+
+@dataclass(frozen=True)
+class ResumedBatch:
+    """What a deferred task resumes with, from its trigger's event (:func:`~.detached.detached_batch`
+    and the leases the trigger renewed).
+
+    :param run: the job run, now ended (or whose wait ran out).
+    :param hold: the batch's leases; its owner is the task's.
+    :param progress: the protocol's progress, as :class:`~.detached.JobDetached` carried it.
+    :param event: the trigger's event (``status``, ``message``).
+    """
+
+    run: DetachedRun
+    hold: LeaseHold
+    progress: dict[str, Any]
+    event: Mapping[str, Any]
+
+    @classmethod
+    def of_event(cls, event: Mapping[str, Any]) -> ResumedBatch:
+        batch = event["batch"]
+        return cls(
+            DetachedRun.from_dict(batch["run"]), LeaseHold.from_dict(event["leases"]), dict(batch["progress"]), event
+        )
