@@ -24,9 +24,6 @@ from typing import Any
 
 import psutil
 
-from airflow_kinesis_snowflake.core.engine.driver import CONTINUOUS_ARG, PLAN_ARG
-from airflow_kinesis_snowflake.core.engine.wire import decode
-
 # Processes of a Spark job started by spark-submit: the JVM, the Python driver, Python workers.
 SPARK_PROCESS_MARKERS = (
     "org.apache.spark.deploy.SparkSubmit",
@@ -36,8 +33,6 @@ SPARK_PROCESS_MARKERS = (
     "pyspark/daemon.py",
     "tests.emulators.spark_daemon",
 )
-# The job's arguments that carry its encoded work.
-WORK_FLAGS = (PLAN_ARG, CONTINUOUS_ARG)
 
 
 class FaultFile:
@@ -115,9 +110,16 @@ def _calls_already_served(faults: list[dict[str, Any]], record: list[dict[str, A
 def runs_work_of(words: list[str], application_name: str) -> bool:
     """Whether a Spark job's command line ``words`` carries work (``--plan`` or ``--continuous``, the
     encoded envelope) of ``application_name``: how a job run of an emulated managed platform
-    (tests/emulators/spark_runs.py), whose spark-submit has no ``--name`` of the task's, is found."""
+    (tests/emulators/spark_runs.py), whose spark-submit has no ``--name`` of the task's, is found.
+
+    The provider is imported here, not with this module: ``tests.emulators`` is imported by the
+    tests' Spark daemon on a cluster's executors, whose Python has only what a job ships.
+    """
+    from airflow_kinesis_snowflake.core.engine.driver import CONTINUOUS_ARG, PLAN_ARG
+    from airflow_kinesis_snowflake.core.engine.wire import decode
+
     for flag, value in pairwise(words):
-        if flag not in WORK_FLAGS:
+        if flag not in (PLAN_ARG, CONTINUOUS_ARG):
             continue
         try:
             body = decode(value).body

@@ -60,6 +60,10 @@ def test_the_cluster_python_imports_the_provider_only_from_what_a_job_ships(
     hidden = _python(spark_standalone, dag_env, IMPORT_PROVIDER)
     assert hidden.returncode != 0
     assert "No module named 'airflow_kinesis_snowflake'" in hidden.stderr
+    # The tests' Spark daemon (spark.python.daemon.module) starts there before a task's files arrive
+    # (Spark 3.5): it and the emulators' package import without the provider.
+    daemon = _python(spark_standalone, dag_env, f"import {SPARK_SETTINGS['spark.python.daemon.module']}")
+    assert daemon.returncode == 0, daemon.stderr[-2000:]
     # ... while the archive the hook ships (--py-files) is found, with the libraries the job needs.
     shipped = package_core(tmp_path)
     code = f"import sys; sys.path.insert(0, {str(shipped)!r}); {IMPORT_PROVIDER} as job, boto3, snowflake.connector"
